@@ -1,0 +1,33 @@
+#!/bin/sh
+# Install every build and test dependency of bluebox from Debian packages, when missing.
+# Idempotent and quiet when everything is already there.
+set -eu
+
+PKGS="build-essential pkg-config meson ninja-build clang clang-format clang-tidy cppcheck
+libclang-rt-14-dev llvm
+libyaml-dev libjansson-dev libarchive-dev libcmocka-dev
+libacl1-dev libxml2-dev liblzma-dev libzstd-dev liblz4-dev libbz2-dev zlib1g-dev
+libnettle8 nettle-dev libicu-dev
+python3 python3-pytest
+bash-completion zsh fish tmux
+podman runc uidmap slirp4netns fuse-overlayfs
+user-mode-linux libslirp-dev busybox-static"
+
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    SUDO=sudo
+else
+    SUDO=
+fi
+echo "deps: installing:$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >/dev/null
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null

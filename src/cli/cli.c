@@ -1,0 +1,235 @@
+/* The command table, argument parsing and the one place errors are printed. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/home.h"
+#include "util/xalloc.h"
+
+#define OPT_YES {'y', "yes", NULL, "do not ask for confirmation"}
+
+const cli_command cli_commands[] = {
+    {"new", "define", "<name> [--from <example>]", "scaffold a sandbox and its Bluefile",
+     "Creates ~/.bluebox/sandboxes/<name>/Bluefile and the sandbox's /data directory.\n"
+     "With --from, starts from a shipped example (and copies its files into /data).",
+     1, 1, {ARG_NONE}, {{0, "from", "example", "start from a shipped example"}}, cmd_new},
+    {"edit", "define", "<name> [-b|-c]", "open the Bluefile or Containerfile in $EDITOR",
+     "Opens $VISUAL, $EDITOR or vi. Without a flag it asks which file. A saved Bluefile is\n"
+     "parsed again at once, so a mistake shows now rather than at the next build.",
+     1, 1, {ARG_SANDBOX},
+     {{'b', "bluefile", NULL, "edit the Bluefile"},
+      {'c', "containerfile", NULL, "edit the generated Containerfile"}},
+     cmd_edit},
+    {"build", "define", "<name> [--dry-run]", "generate the Containerfile and build the image",
+     "With --dry-run, prints the Containerfile the Bluefile renders to and changes nothing.",
+     1, 1, {ARG_SANDBOX}, {{0, "dry-run", NULL, "print the Containerfile, change nothing"}},
+     cmd_build},
+    {"ls", "define", "", "list sandboxes", NULL, 0, 0, {ARG_NONE}, {{0}}, cmd_ls},
+    {"env", "inspect", "<name>", "print effective settings as shell assignments",
+     "Every value is single-quoted and the Bluefile's env keys become BLUEBOX_ENV_<KEY>,\n"
+     "so eval \"$(bluebox env <name>)\" only ever assigns BLUEBOX_* variables.",
+     1, 1, {ARG_SANDBOX}, {{0}}, cmd_env},
+    {"logs", "inspect", "<name> [-n N]", "show recent runs", NULL, 1, 1, {ARG_SANDBOX},
+     {{'n', "lines", "N", "how many lines (default 200)"}}, cmd_logs},
+    {"rename", "remove", "<old> <new>", "rename, keeping data, logs, snapshots and the image",
+     NULL, 2, 2, {ARG_SANDBOX, ARG_NONE}, {{0}}, cmd_rename},
+    {"destroy", "remove", "<name> [--data] [-y]", "remove a sandbox; --data also deletes /data",
+     "Keeps /data unless --data is given; asks before deleting data that is not empty.", 1, 1,
+     {ARG_SANDBOX}, {{0, "data", NULL, "also delete /data and snapshots"}, OPT_YES},
+     cmd_destroy},
+    {"nuke", "remove", "[--no-data] [-y]", "remove every sandbox; --no-data keeps data",
+     "Always asks first (or needs -y), since it removes every sandbox at once.", 0, 0,
+     {ARG_NONE}, {{0, "no-data", NULL, "keep every sandbox's /data"}, OPT_YES}, cmd_nuke},
+    {"completion", "shell", "bash|zsh|fish", "print a shell completion script",
+     "  bluebox completion bash > ~/.local/share/bash-completion/completions/bluebox\n"
+     "  bluebox completion zsh  > \"${fpath[1]}/_bluebox\"\n"
+     "  bluebox completion fish > ~/.config/fish/completions/bluebox.fish",
+     1, 1, {ARG_SHELL}, {{0}}, cmd_completion},
+    {"help", "shell", "[command]", "show help for bluebox or a command", NULL, 0, 1,
+     {ARG_COMMAND}, {{0}}, cmd_help},
+};
+const size_t cli_n_commands = ELEMENTSOF(cli_commands);
+
+const cli_command *cli_find(const char *name)
+{
+    for (size_t i = 0; i < cli_n_commands; i++)
+        if (streq(cli_commands[i].name, name))
+            return &cli_commands[i];
+    return NULL;
+}
+
+static int opt_index(const cli_command *c, const char *long_name)
+{
+    for (int i = 0; i < CLI_MAX_OPTS && c->opts[i].long_name; i++)
+        if (streq(c->opts[i].long_name, long_name))
+            return i;
+    return -1;
+}
+
+bool cli_flag(const cli_args *a, const char *long_name)
+{
+    int i = opt_index(a->cmd, long_name);
+    return i >= 0 && a->set[i];
+}
+
+const char *cli_value(const cli_args *a, const char *long_name)
+{
+    int i = opt_index(a->cmd, long_name);
+    return i >= 0 && a->set[i] ? a->value[i] : NULL;
+}
+
+static int usage(const cli_command *c, bb_error **err, const char *what)
+{
+    return bb_fail_usage(err, "%s; see: bluebox %s -h", what, c->name);
+}
+
+static int parse_short(const cli_command *c, cli_args *a, char **argv, int argc, int *i,
+                       bb_error **err)
+{
+    const char *s = argv[*i] + 1;
+    for (; *s; s++) {
+        int k = -1;
+        for (int j = 0; j < CLI_MAX_OPTS && c->opts[j].long_name; j++)
+            if (c->opts[j].short_name == *s)
+                k = j;
+        if (k < 0) {
+            _cleanup_free_ char *m = xasprintf("unknown flag -%c for %s", *s, c->name);
+            return usage(c, err, m);
+        }
+        a->set[k] = true;
+        if (!c->opts[k].arg)
+            continue;
+        if (s[1]) {
+            a->value[k] = s + 1;
+        } else if (*i + 1 < argc) {
+            a->value[k] = argv[++*i];
+        } else {
+            _cleanup_free_ char *m = xasprintf("-%c needs a value", *s);
+            return usage(c, err, m);
+        }
+        return 0;
+    }
+    return 0;
+}
+
+static int parse_long(const cli_command *c, cli_args *a, char **argv, int argc, int *i,
+                      bb_error **err)
+{
+    const char *name = argv[*i] + 2;
+    const char *eq = strchr(name, '=');
+    _cleanup_free_ char *key = eq ? xstrndup(name, (size_t)(eq - name)) : xstrdup(name);
+    int k = opt_index(c, key);
+    if (k < 0) {
+        _cleanup_free_ char *m = xasprintf("unknown flag --%s for %s", key, c->name);
+        return usage(c, err, m);
+    }
+    a->set[k] = true;
+    if (!c->opts[k].arg) {
+        if (eq) {
+            _cleanup_free_ char *m = xasprintf("--%s takes no value", key);
+            return usage(c, err, m);
+        }
+        return 0;
+    }
+    if (eq)
+        a->value[k] = eq + 1;
+    else if (*i + 1 < argc)
+        a->value[k] = argv[++*i];
+    else {
+        _cleanup_free_ char *m = xasprintf("--%s needs a value", key);
+        return usage(c, err, m);
+    }
+    return 0;
+}
+
+static bool is_help(const char *s)
+{
+    return streq(s, "-h") || streq(s, "--help");
+}
+
+/* Parse argv (after the command name). Returns 1 when help was printed. */
+static int parse_args(const cli_command *c, int argc, char **argv, cli_args *a, bb_error **err)
+{
+    a->cmd = c;
+    a->argv = xcalloc((size_t)argc + 1, sizeof *a->argv);
+    for (int i = 0; i < argc; i++)
+        if (is_help(argv[i])) {
+            cli_print_command_help(c);
+            return 1;
+        } else if (streq(argv[i], "--"))
+            break;
+    bool dashdash = false;
+    for (int i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        int r = 0;
+        if (!dashdash && streq(s, "--"))
+            dashdash = true;
+        else if (!dashdash && s[0] == '-' && s[1] == '-')
+            r = parse_long(c, a, argv, argc, &i, err);
+        else if (!dashdash && s[0] == '-' && s[1])
+            r = parse_short(c, a, argv, argc, &i, err);
+        else
+            a->argv[a->argc++] = argv[i];
+        if (r < 0)
+            return -1;
+    }
+    if (a->argc < c->min_args || (c->max_args >= 0 && a->argc > c->max_args)) {
+        _cleanup_free_ char *m =
+            a->argc < c->min_args
+                ? xasprintf("%s needs %s", c->name, c->usage)
+                : xasprintf("%s takes %s; got an extra argument \"%s\"", c->name,
+                            *c->usage ? c->usage : "no arguments", a->argv[c->max_args]);
+        return usage(c, err, m);
+    }
+    return 0;
+}
+
+static int print_error(bb_error *e)
+{
+    fprintf(stderr, "bluebox: %s\n", e->msg);
+    return e->exit ? e->exit : 1;
+}
+
+static int run_command(const cli_command *c, int argc, char **argv)
+{
+    _cleanup_error_ bb_error *err = NULL;
+    cli_args a = {0};
+    _cleanup_free_ char *root = NULL;
+    int r = parse_args(c, argc, argv, &a, &err);
+    if (r == 0 && home_root(&root, &err) < 0)
+        r = -1;
+    a.root = root;
+    if (r == 0)
+        r = c->run(&a, &err);
+    free(a.argv);
+    if (r < 0)
+        return print_error(err);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        /* A closed pipe on stdout is the reader's choice, not our failure. */
+        if (errno == EPIPE)
+            return 0;
+        fprintf(stderr, "bluebox: cannot write output: %s\n", strerror(errno));
+        return 1;
+    }
+    return r;
+}
+
+int cli_main(int argc, char **argv)
+{
+    if (argc < 2 || is_help(argv[1])) {
+        cli_print_root_help();
+        return argc < 2 ? 2 : 0;
+    }
+    if (streq(argv[1], "--version") || streq(argv[1], "version")) {
+        printf("bluebox %s\n", BLUEBOX_VERSION);
+        return 0;
+    }
+    const cli_command *c = cli_find(argv[1]);
+    if (!c) {
+        fprintf(stderr, "bluebox: unknown command \"%s\"; see: bluebox help\n", argv[1]);
+        return 2;
+    }
+    return run_command(c, argc - 2, argv + 2);
+}

@@ -1,0 +1,74 @@
+/* The command-line layer: a command table, argument parsing, help, and printing errors. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "util/err.h"
+
+#define CLI_MAX_OPTS 6
+
+typedef struct {
+    char short_name; /* 0 when there is none */
+    const char *long_name;
+    const char *arg; /* value placeholder, NULL for a flag */
+    const char *help;
+} cli_opt;
+
+/* What a positional argument is, for completion. */
+typedef enum {
+    ARG_NONE,     /* invented by the user: complete to nothing */
+    ARG_SANDBOX,  /* an existing sandbox name */
+    ARG_SNAPSHOT, /* a snapshot of the sandbox named before it */
+    ARG_COMMAND,  /* a bluebox command name */
+    ARG_SHELL,    /* bash, zsh or fish */
+} cli_argkind;
+
+typedef struct cli_args cli_args;
+
+typedef struct {
+    const char *name;
+    const char *group; /* define, run, state, inspect, remove, shell; NULL: hidden */
+    const char *usage; /* argument synopsis, e.g. "<name> [-n N]" */
+    const char *summary;
+    const char *details; /* extra help text, may be NULL */
+    int min_args, max_args; /* positional arguments; max -1 = any */
+    cli_argkind args[3];
+    cli_opt opts[CLI_MAX_OPTS];
+    int (*run)(cli_args *a, bb_error **err);
+} cli_command;
+
+struct cli_args {
+    const cli_command *cmd;
+    const char *root; /* BLUEBOX_HOME */
+    int argc;
+    char **argv; /* positional arguments */
+    bool set[CLI_MAX_OPTS];
+    const char *value[CLI_MAX_OPTS];
+};
+
+extern const cli_command cli_commands[];
+extern const size_t cli_n_commands;
+
+const cli_command *cli_find(const char *name);
+/* Whether the option with this long name was given, and its value. */
+bool cli_flag(const cli_args *a, const char *long_name);
+const char *cli_value(const cli_args *a, const char *long_name);
+
+int cli_main(int argc, char **argv);
+void cli_print_root_help(void);
+void cli_print_command_help(const cli_command *c);
+
+/* The commands. */
+int cmd_new(cli_args *a, bb_error **err);
+int cmd_edit(cli_args *a, bb_error **err);
+int cmd_build(cli_args *a, bb_error **err);
+int cmd_ls(cli_args *a, bb_error **err);
+int cmd_env(cli_args *a, bb_error **err);
+int cmd_logs(cli_args *a, bb_error **err);
+int cmd_rename(cli_args *a, bb_error **err);
+int cmd_destroy(cli_args *a, bb_error **err);
+int cmd_nuke(cli_args *a, bb_error **err);
+int cmd_completion(cli_args *a, bb_error **err);
+int cmd_help(cli_args *a, bb_error **err);
+/* Hidden: `bluebox __complete <words…>` prints completion candidates. */
+int cli_complete(int argc, char **argv);

@@ -1,0 +1,161 @@
+/* Commands that define sandboxes: new, edit, build, ls. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "core/bluefile.h"
+#include "core/containerfile.h"
+#include "core/home.h"
+#include "core/prompt.h"
+#include "core/sandbox.h"
+#include "util/fs.h"
+#include "util/spawn.h"
+#include "util/xalloc.h"
+
+int cmd_new(cli_args *a, bb_error **err)
+{
+    const char *name = a->argv[0];
+    int extras = 0;
+    if (sandbox_new(a->root, name, cli_value(a, "from"), &extras, err) < 0)
+        return -1;
+    _cleanup_free_ char *bf = home_path_of(a->root, HP_BLUEFILE, name);
+    printf("%s\n", bf);
+    if (extras > 0) {
+        _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
+        fprintf(stderr, "copied %d example file%s into %s\n", extras, extras == 1 ? "" : "s",
+                data);
+    }
+    return 0;
+}
+
+/* Ask which file to edit: 0 Bluefile, 1 Containerfile. */
+static int ask_which(bb_error **err)
+{
+    fprintf(stderr, "  1 Bluefile\n  2 Containerfile\nchoose [1]: ");
+    fflush(stderr);
+    _cleanup_free_ char *ans = NULL;
+    if (prompt_read_line(&ans) <= 0) {
+        fputc('\n', stderr);
+        return bb_fail_usage(err, "no answer; pass -b (Bluefile) or -c (Containerfile)");
+    }
+    if (!*ans || streq(ans, "1") || streq(ans, "b") || streq(ans, "bluefile"))
+        return 0;
+    if (streq(ans, "2") || streq(ans, "c") || streq(ans, "containerfile"))
+        return 1;
+    return bb_fail_usage(err, "no such choice \"%s\"; pass -b or -c", ans);
+}
+
+static int run_editor(const char *path, bb_error **err)
+{
+    const char *ed = getenv("VISUAL");
+    if (!ed || !*ed)
+        ed = getenv("EDITOR");
+    if (!ed || !*ed)
+        ed = "vi";
+    /* The value is split on whitespace, so EDITOR="code --wait" works. */
+    _cleanup_free_ char *copy = xstrdup(ed);
+    _cleanup_strv_ strv argv = {0};
+    for (char *save = NULL, *t = strtok_r(copy, " \t", &save); t; t = strtok_r(NULL, " \t", &save))
+        strv_add(&argv, t);
+    if (!argv.n)
+        return bb_fail(err, EINVAL, "the editor setting is empty; set EDITOR");
+    strv_add(&argv, path);
+    int r = spawn_wait(argv.v, err);
+    if (r < 0)
+        return -1;
+    if (r != 0)
+        return bb_fail(err, EIO, "%s exited with %d; %s is as the editor left it", argv.v[0], r,
+                       path);
+    return 0;
+}
+
+int cmd_edit(cli_args *a, bb_error **err)
+{
+    const char *name = a->argv[0];
+    bool b = cli_flag(a, "bluefile"), c = cli_flag(a, "containerfile");
+    if (b && c)
+        return bb_fail_usage(err, "pass -b or -c, not both");
+    if (home_require(a->root, name, err) < 0)
+        return -1;
+    int which = b ? 0 : c ? 1 : ask_which(err);
+    if (which < 0)
+        return -1;
+    if (which == 1) {
+        _cleanup_free_ char *cf = home_path_of(a->root, HP_CONTAINERFILE, name);
+        if (!path_exists(cf))
+            return bb_fail(err, ENOENT, "no Containerfile yet; it is written by: bluebox build %s",
+                           name);
+        fprintf(stderr, "note: generated file — the next build overwrites it\n");
+        return run_editor(cf, err);
+    }
+    _cleanup_free_ char *path = home_path_of(a->root, HP_BLUEFILE, name);
+    if (run_editor(path, err) < 0)
+        return -1;
+    _cleanup_(bluefile_freep) bluefile *bf = NULL;
+    if (bluefile_load(path, &bf, err) < 0)
+        return bb_prefix(err, "saved, but it no longer parses");
+    printf("ok — run: bluebox build %s\n", name);
+    return 0;
+}
+
+int cmd_build(cli_args *a, bb_error **err)
+{
+    const char *name = a->argv[0];
+    if (home_require(a->root, name, err) < 0)
+        return -1;
+    _cleanup_free_ char *path = home_path_of(a->root, HP_BLUEFILE, name);
+    _cleanup_(bluefile_freep) bluefile *bf = NULL;
+    if (bluefile_load(path, &bf, err) < 0)
+        return -1;
+    _cleanup_containerfile_ containerfile cf = {0};
+    containerfile_render(bf, &cf);
+    if (cli_flag(a, "dry-run")) {
+        fputs(cf.text, stdout);
+        return 0;
+    }
+    return bb_fail(err, ENOSYS,
+                   "building images needs the runtime, which this build of bluebox does not "
+                   "have yet; bluebox build --dry-run %s shows the Containerfile",
+                   name);
+}
+
+static void print_row(int w, const char *name, const char *state, const bluefile *bf)
+{
+    char ram[32], timeout[32], cpus[16];
+    snprintf(cpus, sizeof cpus, "%d", bf->cpus);
+    snprintf(ram, sizeof ram, "%dM", bf->ram_mib);
+    if (bf->timeout_seconds)
+        snprintf(timeout, sizeof timeout, "%ds", bf->timeout_seconds);
+    else
+        strcpy(timeout, "-");
+    printf("%-*s%-12s%-5s%-7s%-7s%-6s%-8s%s\n", w, name, state, cpus, ram,
+           bf_network_name(bf->network), bf->readonly ? "yes" : "no", timeout, bf->base);
+}
+
+int cmd_ls(cli_args *a, bb_error **err)
+{
+    _cleanup_strv_ strv names = {0};
+    if (home_list(a->root, &names, err) < 0)
+        return -1;
+    if (!names.n)
+        return 0;
+    int w = 14;
+    for (size_t i = 0; i < names.n; i++)
+        if ((int)strlen(names.v[i]) + 2 > w)
+            w = (int)strlen(names.v[i]) + 2;
+    printf("%-*s%-12s%-5s%-7s%-7s%-6s%-8s%s\n", w, "NAME", "STATE", "CPUS", "RAM", "NET", "RO",
+           "TIMEOUT", "BASE");
+    for (size_t i = 0; i < names.n; i++) {
+        _cleanup_free_ char *path = home_path_of(a->root, HP_BLUEFILE, names.v[i]);
+        _cleanup_free_ char *run = home_path_of(a->root, HP_RUN, names.v[i]);
+        _cleanup_(bluefile_freep) bluefile *bf = NULL;
+        _cleanup_error_ bb_error *e = NULL;
+        if (bluefile_load(path, &bf, &e) < 0) {
+            printf("%-*sinvalid Bluefile\n", w, names.v[i]);
+            continue;
+        }
+        print_row(w, names.v[i], path_exists(run) ? "up" : "-", bf);
+    }
+    return 0;
+}

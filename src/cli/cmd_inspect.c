@@ -1,0 +1,51 @@
+/* Commands that look at a sandbox: env, logs. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "core/bluefile.h"
+#include "core/envout.h"
+#include "core/home.h"
+#include "core/runlog.h"
+#include "util/xalloc.h"
+
+int cmd_env(cli_args *a, bb_error **err)
+{
+    const char *name = a->argv[0];
+    if (home_require(a->root, name, err) < 0)
+        return -1;
+    _cleanup_free_ char *path = home_path_of(a->root, HP_BLUEFILE, name);
+    _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
+    _cleanup_(bluefile_freep) bluefile *bf = NULL;
+    if (bluefile_load(path, &bf, err) < 0)
+        return -1;
+    _cleanup_free_ char *out = envout_render(name, data, bf);
+    fputs(out, stdout);
+    return 0;
+}
+
+int cmd_logs(cli_args *a, bb_error **err)
+{
+    const char *name = a->argv[0];
+    size_t lines = 200;
+    const char *n = cli_value(a, "lines");
+    if (n) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(n, &end, 10);
+        if (!*n || *end || n[0] == '-' || errno == ERANGE || v > 100000000ULL)
+            return bb_fail_usage(err, "-n takes a number of lines, got \"%s\"", n);
+        lines = (size_t)v;
+    }
+    if (home_require(a->root, name, err) < 0)
+        return -1;
+    _cleanup_free_ char *path = home_path_of(a->root, HP_LOG, name);
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    if (runlog_tail(path, lines, &text, &len, err) < 0)
+        return -1;
+    fwrite(text, 1, len, stdout);
+    return 0;
+}

@@ -1,0 +1,105 @@
+/* Commands that remove or move sandboxes: rename, destroy, nuke. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "core/home.h"
+#include "core/prompt.h"
+#include "core/sandbox.h"
+#include "runtime/image.h"
+#include "util/xalloc.h"
+
+int cmd_rename(cli_args *a, bb_error **err)
+{
+    const char *old = a->argv[0], *new = a->argv[1];
+    if (home_require(a->root, old, err) < 0 || name_check(new, "sandbox name", err) < 0)
+        return -1;
+    /* Both locks, in name order, so two renames never wait on each other. */
+    bool first_old = strcmp(old, new) < 0;
+    _cleanup_close_ int l1 = home_lock(a->root, first_old ? old : new, err);
+    if (l1 < 0)
+        return -1;
+    _cleanup_close_ int l2 = streq(old, new) ? -1 : home_lock(a->root, first_old ? new : old, err);
+    if (!streq(old, new) && l2 < 0)
+        return -1;
+    if (sandbox_rename(a->root, old, new, err) < 0)
+        return -1;
+    _cleanup_error_ bb_error *ie = NULL;
+    if (image_rename(old, new, &ie) < 0)
+        fprintf(stderr, "bluebox: warning: %s; rebuild with: bluebox build %s\n", ie->msg, new);
+    printf("%s -> %s\n", old, new);
+    return 0;
+}
+
+static int destroy_one(const char *root, const char *name, bool data, bb_error **err)
+{
+    _cleanup_close_ int lock = home_lock(root, name, err);
+    if (lock < 0)
+        return -1;
+    if (sandbox_refuse_up(root, name, err) < 0)
+        return -1;
+    _cleanup_error_ bb_error *ie = NULL;
+    if (image_remove(name, &ie) < 0)
+        fprintf(stderr, "bluebox: warning: %s\n", ie->msg);
+    return sandbox_remove(root, name, data, err);
+}
+
+int cmd_destroy(cli_args *a, bb_error **err)
+{
+    const char *name = a->argv[0];
+    bool data = cli_flag(a, "data");
+    if (home_require(a->root, name, err) < 0 || sandbox_refuse_up(a->root, name, err) < 0)
+        return -1;
+    if (data) {
+        int nonempty = sandbox_data_nonempty(a->root, name, err);
+        if (nonempty < 0)
+            return -1;
+        _cleanup_free_ char *q = xasprintf("Delete %s and its data?", name);
+        if (nonempty && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
+            return -1;
+    }
+    if (destroy_one(a->root, name, data, err) < 0)
+        return -1;
+    _cleanup_free_ char *d = home_path_of(a->root, HP_DATA, name);
+    if (data)
+        printf("destroyed %s\n", name);
+    else
+        printf("destroyed %s (data kept: %s)\n", name, d);
+    return 0;
+}
+
+int cmd_nuke(cli_args *a, bb_error **err)
+{
+    bool keep = cli_flag(a, "no-data");
+    _cleanup_strv_ strv names = {0};
+    if (home_list(a->root, &names, err) < 0)
+        return -1;
+    if (!names.n) {
+        printf("no sandboxes\n");
+        return 0;
+    }
+    _cleanup_sb_ strbuf list = {0};
+    for (size_t i = 0; i < names.n; i++)
+        sb_printf(&list, "%s%s", i ? ", " : "", names.v[i]);
+    _cleanup_free_ char *q =
+        xasprintf("Remove %zu sandbox%s (%s), %s?", names.n, names.n == 1 ? "" : "es", list.s,
+                  keep ? "keeping their data" : "and their data");
+    if (prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
+        return -1;
+    size_t removed = 0;
+    for (size_t i = 0; i < names.n; i++) {
+        _cleanup_error_ bb_error *e = NULL;
+        if (destroy_one(a->root, names.v[i], !keep, &e) < 0) {
+            /* One sandbox that cannot go (it is up, say) does not stop the rest. */
+            fprintf(stderr, "bluebox: %s: %s\n", names.v[i], e->msg);
+            continue;
+        }
+        removed++;
+    }
+    printf("removed %zu sandbox%s\n", removed, removed == 1 ? "" : "es");
+    if (removed != names.n)
+        return bb_fail(err, EBUSY, "%zu of %zu sandboxes were not removed", names.n - removed,
+                       names.n);
+    return 0;
+}

@@ -1,0 +1,833 @@
+/* Bluefile parsing: a key table maps each top-level key to a parser that checks its type and
+ * its rules; cross-key rules run once every key is read. Every error names the file, the
+ * line and column of the offending node, and the key. */
+#include "bluefile.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "util/fs.h"
+#include "util/xalloc.h"
+#include "yamldoc.h"
+
+typedef struct {
+    bluefile *bf;
+    const char *home;
+    bb_error **err;
+    const ynode *warm_node, *packages_node, *users_node;
+} ctx;
+
+static int fail_at(ctx *c, const ynode *n, const char *fmt, ...) _printf_(3, 4);
+static int fail_at(ctx *c, const ynode *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    _cleanup_free_ char *msg = xvasprintf(fmt, ap);
+    va_end(ap);
+    return bb_fail(c->err, EINVAL, "%s:%d:%d: %s", c->bf->path, n->line, n->col, msg);
+}
+
+/* ---- typed readers ---------------------------------------------------------------- */
+
+static int want_scalar(ctx *c, const char *key, const ynode *v, const char *what)
+{
+    if (v->kind != YNODE_SCALAR)
+        return fail_at(c, v, "%s must be %s, got %s", key, what, ynode_kind_name(v));
+    return 0;
+}
+
+static int read_string(ctx *c, const char *key, const ynode *v, const char **ret)
+{
+    if (want_scalar(c, key, v, "a string") < 0)
+        return -1;
+    *ret = v->value;
+    return 0;
+}
+
+static int read_int(ctx *c, const char *key, const ynode *v, long long lo, long long hi,
+                    const char *range_msg, int *ret)
+{
+    if (want_scalar(c, key, v, "a whole number") < 0)
+        return -1;
+    const char *s = v->value;
+    char *end = NULL;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    bool digits = *s && (isdigit((unsigned char)*s) || ((*s == '-' || *s == '+') && s[1]));
+    if (!v->plain || !digits || *end || errno == ERANGE)
+        return fail_at(c, v, "%s must be a whole number, got \"%s\"", key, s);
+    if (x < lo || x > hi)
+        return fail_at(c, v, "%s %s, got %s", key, range_msg, s);
+    *ret = (int)x;
+    return 0;
+}
+
+static int read_bool(ctx *c, const char *key, const ynode *v, bool *ret)
+{
+    static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"};
+    static const char *const no[] = {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"};
+    if (want_scalar(c, key, v, "true or false") < 0)
+        return -1;
+    for (size_t i = 0; v->plain && i < ELEMENTSOF(yes); i++) {
+        if (streq(v->value, yes[i]) || streq(v->value, no[i])) {
+            *ret = streq(v->value, yes[i]);
+            return 0;
+        }
+    }
+    return fail_at(c, v, "%s must be true or false, got \"%s\"", key, v->value);
+}
+
+/* Read one of `names` (NULL-terminated); the index is returned in *ret. */
+static int read_choice(ctx *c, const char *key, const ynode *v, const char *const *names,
+                       const char *choices_msg, bool nocase, int *ret)
+{
+    if (want_scalar(c, key, v, choices_msg) < 0)
+        return -1;
+    for (int i = 0; names[i]; i++) {
+        if (nocase ? strcasecmp(v->value, names[i]) == 0 : streq(v->value, names[i])) {
+            *ret = i;
+            return 0;
+        }
+    }
+    return fail_at(c, v, "%s must be %s, got \"%s\"", key, choices_msg, v->value);
+}
+
+typedef int (*item_check_fn)(ctx *c, const char *what, const ynode *item, char **text);
+
+static int read_list(ctx *c, const char *key, const ynode *v, item_check_fn check, strv *out)
+{
+    if (v->kind != YNODE_SEQ)
+        return fail_at(c, v, "%s must be a list, got %s", key, ynode_kind_name(v));
+    for (size_t i = 0; i < v->n; i++) {
+        const ynode *it = v->items[i];
+        _cleanup_free_ char *what = xasprintf("%s[%zu]", key, i);
+        if (want_scalar(c, what, it, "a string") < 0)
+            return -1;
+        char *text = xstrdup(it->value);
+        if (check(c, what, it, &text) < 0) {
+            free(text);
+            return -1;
+        }
+        strv_push(out, text);
+    }
+    return 0;
+}
+
+static bool has_any(const char *s, const char *set)
+{
+    return s[strcspn(s, set)] != '\0';
+}
+
+static bool has_control(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return true;
+    return false;
+}
+
+/* An absolute path of plain components: [A-Za-z0-9._-], no empty, "." or ".." parts. */
+static bool plain_abs_path(const char *p)
+{
+    if (p[0] != '/' || p[1] == '\0')
+        return false;
+    const char *s = p + 1;
+    for (;;) {
+        size_t n = strcspn(s, "/");
+        if (n == 0 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+            return false;
+        for (size_t i = 0; i < n; i++)
+            if (!isalnum((unsigned char)s[i]) && !strchr("._-", s[i]))
+                return false;
+        if (!s[n])
+            return true;
+        s += n + 1;
+    }
+}
+
+/* ---- item checks -------------------------------------------------------------------- */
+
+static int check_nonempty_line(ctx *c, const char *what, const ynode *it, char **text)
+{
+    const char *s = *text;
+    while (*s && isspace((unsigned char)*s))
+        s++;
+    if (!*s)
+        return fail_at(c, it, "%s is empty", what);
+    return 0;
+}
+
+/* A Containerfile RUN line: a trailing newline (from a `|` block) is dropped; one inside
+ * would start a new Containerfile instruction, so it is refused. */
+static int check_run_line(ctx *c, const char *what, const ynode *it, char **text)
+{
+    char *s = *text;
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
+        s[--n] = '\0';
+    if (check_nonempty_line(c, what, it, text) < 0)
+        return -1;
+    if (has_any(s, "\r\n"))
+        return fail_at(c, it,
+                       "%s spans several lines; give each step its own entry, or join them "
+                       "with &&",
+                       what);
+    return 0;
+}
+
+static int check_package(ctx *c, const char *what, const ynode *it, char **text)
+{
+    const char *s = *text;
+    if (!*s)
+        return fail_at(c, it, "%s is empty", what);
+    if (has_any(s, " \t\r\n;|&$`") || has_control(s))
+        return fail_at(c, it,
+                       "%s must be a plain package name (no spaces or ; | & $ `), got \"%s\"",
+                       what, s);
+    if (s[0] == '-')
+        return fail_at(c, it, "%s must be a package name, not an option: \"%s\"", what, s);
+    return 0;
+}
+
+/* ---- top-level keys ----------------------------------------------------------------- */
+
+typedef int (*key_fn)(ctx *c, const char *key, const ynode *v);
+
+static int key_base(ctx *c, const char *key, const ynode *v)
+{
+    const char *s;
+    if (read_string(c, key, v, &s) < 0)
+        return -1;
+    if (!*s || has_any(s, " \t\r\n\v\f") || has_control(s))
+        return fail_at(c, v,
+                       "%s must be an image reference without whitespace or control characters",
+                       key);
+    free(c->bf->base);
+    c->bf->base = xstrdup(s);
+    return 0;
+}
+
+static int key_cpus(ctx *c, const char *key, const ynode *v)
+{
+    return read_int(c, key, v, 1, 16, "must be 1-16 (krun's limit)", &c->bf->cpus);
+}
+
+static int key_ram(ctx *c, const char *key, const ynode *v)
+{
+    return read_int(c, key, v, 128, 1024 * 1024, "must be 128-1048576 (MiB)", &c->bf->ram_mib);
+}
+
+static int key_network(ctx *c, const char *key, const ynode *v)
+{
+    static const char *const names[] = {"none", "bridge", NULL};
+    int i;
+    if (read_choice(c, key, v, names, "bridge or none", false, &i) < 0)
+        return -1;
+    c->bf->network = (bf_network)i;
+    return 0;
+}
+
+static int key_passt(ctx *c, const char *key, const ynode *v)
+{
+    return read_bool(c, key, v, &c->bf->passt);
+}
+
+static int key_readonly(ctx *c, const char *key, const ynode *v)
+{
+    return read_bool(c, key, v, &c->bf->readonly);
+}
+
+static int key_timeout(ctx *c, const char *key, const ynode *v)
+{
+    return read_int(c, key, v, 0, INT_MAX, "must be 0 (no limit) or more", &c->bf->timeout_seconds);
+}
+
+static int key_warm(ctx *c, const char *key, const ynode *v)
+{
+    c->warm_node = v;
+    return read_int(c, key, v, 0, BLUEFILE_MAX_WARM, "must be 0-8", &c->bf->warm);
+}
+
+static int key_warmup(ctx *c, const char *key, const ynode *v)
+{
+    return read_list(c, key, v, check_nonempty_line, &c->bf->warmup);
+}
+
+static int key_isolation(ctx *c, const char *key, const ynode *v)
+{
+    static const char *const names[] = {"standard", "strict", NULL};
+    int i;
+    if (read_choice(c, key, v, names, "standard or strict", false, &i) < 0)
+        return -1;
+    c->bf->isolation = (bf_isolation)i;
+    return 0;
+}
+
+static int key_backend(ctx *c, const char *key, const ynode *v)
+{
+    static const char *const names[] = {"krun", "uml", "podman", NULL};
+    int i;
+    if (read_choice(c, key, v, names, "krun or uml (podman is an alias of krun)", false, &i) < 0)
+        return -1;
+    c->bf->backend = i == 1 ? BACKEND_UML : BACKEND_KRUN;
+    return 0;
+}
+
+/* `~` and `~/x` expand to the home directory; `~user` is not supported. */
+static int expand_home(ctx *c, const char *key, const ynode *v, const char *s, char **ret)
+{
+    if (s[0] != '~') {
+        *ret = xstrdup(s);
+        return 0;
+    }
+    if (s[1] != '\0' && s[1] != '/')
+        return fail_at(c, v, "%s: ~user is not supported; write the absolute path", key);
+    if (!c->home || !*c->home)
+        return fail_at(c, v, "%s: cannot expand ~ because HOME is not set", key);
+    *ret = xasprintf("%s%s", c->home, s + 1);
+    return 0;
+}
+
+static int key_seccomp(ctx *c, const char *key, const ynode *v)
+{
+    const char *s;
+    if (read_string(c, key, v, &s) < 0)
+        return -1;
+    if (!*s || has_control(s))
+        return fail_at(c, v, "%s must be the path of a seccomp profile", key);
+    _cleanup_free_ char *p = NULL;
+    if (expand_home(c, key, v, s, &p) < 0)
+        return -1;
+    if (p[0] != '/') {
+        /* Relative to the Bluefile's directory, so a sandbox carries its profile along. */
+        _cleanup_free_ char *dir = xstrdup(c->bf->path);
+        char *slash = strrchr(dir, '/');
+        char *abs = slash ? xasprintf("%.*s/%s", (int)(slash - dir), dir, p) : xstrdup(p);
+        free(p);
+        p = abs;
+    }
+    struct stat st;
+    if (stat(p, &st) < 0 || !S_ISREG(st.st_mode))
+        return fail_at(c, v, "%s: profile %s does not exist or is not a file", key, p);
+    free(c->bf->seccomp);
+    c->bf->seccomp = steal_pointer(&p);
+    return 0;
+}
+
+static int key_pkgmgr(ctx *c, const char *key, const ynode *v)
+{
+    static const char *const names[] = {"apk", "apt", "dnf", NULL};
+    int i;
+    if (read_choice(c, key, v, names, "apk, apt or dnf", true, &i) < 0)
+        return -1;
+    c->bf->pkgmgr = (bf_pkgmgr)(PKG_APK + i);
+    return 0;
+}
+
+static int key_packages(ctx *c, const char *key, const ynode *v)
+{
+    c->packages_node = v;
+    return read_list(c, key, v, check_package, &c->bf->packages);
+}
+
+static int key_run(ctx *c, const char *key, const ynode *v)
+{
+    return read_list(c, key, v, check_run_line, &c->bf->run);
+}
+
+static bool is_identifier(const char *s)
+{
+    if (!(isalpha((unsigned char)*s) || *s == '_'))
+        return false;
+    for (s++; *s; s++)
+        if (!(isalnum((unsigned char)*s) || *s == '_'))
+            return false;
+    return true;
+}
+
+static int env_cmp(const void *a, const void *b)
+{
+    return strcmp(((const bf_env *)a)->key, ((const bf_env *)b)->key);
+}
+
+static int key_env(ctx *c, const char *key, const ynode *v)
+{
+    if (v->kind != YNODE_MAP)
+        return fail_at(c, v, "%s must be a mapping of NAME: value, got %s", key,
+                       ynode_kind_name(v));
+    bluefile *bf = c->bf;
+    bf->env = xcalloc(v->n, sizeof *bf->env);
+    for (size_t i = 0; i < v->n; i++) {
+        const ynode *k = v->items[2 * i], *val = v->items[2 * i + 1];
+        if (!is_identifier(k->value))
+            return fail_at(c, k, "%s key \"%s\" must be an identifier (letters, digits, _)", key,
+                           k->value);
+        _cleanup_free_ char *what = xasprintf("%s.%s", key, k->value);
+        const char *s = "";
+        if (!ynode_is_null(val) && read_string(c, what, val, &s) < 0)
+            return -1;
+        if (has_any(s, "\r\n"))
+            return fail_at(c, val,
+                           "%s cannot contain a newline; put multi-step builds in run instead",
+                           what);
+        bf->env[bf->n_env].key = xstrdup(k->value);
+        bf->env[bf->n_env].value = xstrdup(s);
+        bf->n_env++;
+    }
+    qsort(bf->env, bf->n_env, sizeof *bf->env, env_cmp);
+    return 0;
+}
+
+/* Check a sub-mapping's keys against the allowed ones. */
+static int check_keys(ctx *c, const char *what, const ynode *m, const char *const *allowed)
+{
+    if (m->kind != YNODE_MAP)
+        return fail_at(c, m, "%s must be a mapping, got %s", what, ynode_kind_name(m));
+    for (size_t i = 0; i < m->n; i++) {
+        const ynode *k = m->items[2 * i];
+        bool ok = false;
+        for (size_t j = 0; allowed[j]; j++)
+            ok = ok || streq(k->value, allowed[j]);
+        if (!ok)
+            return fail_at(c, k, "%s: unknown key \"%s\"", what, k->value);
+    }
+    return 0;
+}
+
+/* The value of `name` in a mapping that passed check_keys, or NULL (also for null). */
+static const ynode *field(const ynode *m, const char *name)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (streq(m->items[2 * i]->value, name))
+            return ynode_is_null(m->items[2 * i + 1]) ? NULL : m->items[2 * i + 1];
+    return NULL;
+}
+
+/* Collapse "//", drop "." parts and a trailing "/"; refuse "..". */
+static int normalize_host_path(ctx *c, const char *what, const ynode *v, char *p)
+{
+    if (strstr(p, "/../") || (strlen(p) >= 3 && streq(p + strlen(p) - 3, "/..")))
+        return fail_at(c, v, "%s must not contain \"..\"; write the path it means", what);
+    char *w = p;
+    for (const char *r = p; *r;) {
+        if (r[0] == '/' && (r[1] == '/' || (r[1] == '.' && (r[2] == '/' || r[2] == '\0')))) {
+            r += r[1] == '/' ? 1 : 2;
+            continue;
+        }
+        *w++ = *r++;
+    }
+    *w = '\0';
+    while (w - p > 1 && w[-1] == '/')
+        *--w = '\0';
+    if (!*p)
+        strcpy(p, "/");
+    return 0;
+}
+
+static int read_mount(ctx *c, size_t i, const ynode *m, bf_mount *out)
+{
+    static const char *const allowed[] = {"host", "guest", "mode", NULL};
+    _cleanup_free_ char *what = xasprintf("mounts[%zu]", i);
+    if (check_keys(c, what, m, allowed) < 0)
+        return -1;
+    const ynode *host = field(m, "host"), *guest = field(m, "guest"), *mode = field(m, "mode");
+    if (!host || !guest)
+        return fail_at(c, m, "%s needs both host and guest", what);
+    _cleanup_free_ char *hw = xasprintf("%s.host", what), *gw = xasprintf("%s.guest", what);
+    const char *hs, *gs;
+    if (read_string(c, hw, host, &hs) < 0 || read_string(c, gw, guest, &gs) < 0)
+        return -1;
+    _cleanup_free_ char *hp = NULL;
+    if (expand_home(c, hw, host, hs, &hp) < 0)
+        return -1;
+    if (hp[0] != '/')
+        return fail_at(c, host, "%s must be an absolute path (~ is your home), got \"%s\"", hw,
+                       hs);
+    if (strchr(hp, ':') || has_control(hp))
+        return fail_at(c, host, "%s cannot contain ':' or control characters", hw);
+    if (normalize_host_path(c, hw, host, hp) < 0)
+        return -1;
+    if (!plain_abs_path(gs))
+        return fail_at(c, guest,
+                       "%s must be an absolute path of letters, digits, '.', '_', '-' and '/', "
+                       "got \"%s\"",
+                       gw, gs);
+    if (streq(gs, "/data") || strncmp(gs, "/data/", 6) == 0)
+        return fail_at(c, guest, "%s cannot be /data or inside it; /data is always shared", gw);
+    if (streq(gs, "/.bluebox") || strncmp(gs, "/.bluebox/", 10) == 0)
+        return fail_at(c, guest, "%s: /.bluebox is reserved for bluebox itself", gw);
+    bool rw = false;
+    if (mode) {
+        static const char *const names[] = {"ro", "rw", NULL};
+        int k;
+        _cleanup_free_ char *mw = xasprintf("%s.mode", what);
+        if (read_choice(c, mw, mode, names, "ro or rw", false, &k) < 0)
+            return -1;
+        rw = k == 1;
+    }
+    out->host = steal_pointer(&hp);
+    out->guest = xstrdup(gs);
+    out->rw = rw;
+    return 0;
+}
+
+static int key_mounts(ctx *c, const char *key, const ynode *v)
+{
+    if (v->kind != YNODE_SEQ)
+        return fail_at(c, v, "%s must be a list, got %s", key, ynode_kind_name(v));
+    bluefile *bf = c->bf;
+    bf->mounts = xcalloc(v->n, sizeof *bf->mounts);
+    for (size_t i = 0; i < v->n; i++) {
+        bf_mount *m = &bf->mounts[bf->n_mounts];
+        if (read_mount(c, i, v->items[i], m) < 0)
+            return -1;
+        bf->n_mounts++;
+        for (size_t j = 0; j < i; j++)
+            if (streq(bf->mounts[j].guest, m->guest))
+                return fail_at(c, v->items[i], "guest path \"%s\" is mounted more than once",
+                               m->guest);
+        if (m->rw && bf->isolation == ISO_STRICT)
+            return fail_at(c, v->items[i],
+                           "isolation: strict allows read-only mounts only; exchange files "
+                           "through /data instead");
+    }
+    return 0;
+}
+
+static bool user_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n > 32 || !(islower((unsigned char)s[0]) || s[0] == '_'))
+        return false;
+    for (size_t i = 1; i < n; i++)
+        if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '_' ||
+              s[i] == '-'))
+            return false;
+    return true;
+}
+
+static int read_user(ctx *c, size_t i, const ynode *m, bf_user *out)
+{
+    static const char *const allowed[] = {"name", "shell", "sudo", NULL};
+    _cleanup_free_ char *what = xasprintf("blueprint.users[%zu]", i);
+    if (check_keys(c, what, m, allowed) < 0)
+        return -1;
+    const ynode *name = field(m, "name"), *shell = field(m, "shell"), *sudo = field(m, "sudo");
+    _cleanup_free_ char *nw = xasprintf("%s.name", what), *sw = xasprintf("%s.shell", what),
+                        *uw = xasprintf("%s.sudo", what);
+    if (!name)
+        return fail_at(c, m, "%s needs a name", what);
+    const char *ns, *ss = "/bin/sh";
+    if (read_string(c, nw, name, &ns) < 0)
+        return -1;
+    if (!user_name_ok(ns))
+        return fail_at(c, name,
+                       "%s must be a lowercase user name (a-z, 0-9, _, -; max 32, not starting "
+                       "with a digit or -), got \"%s\"",
+                       nw, ns);
+    if (shell && read_string(c, sw, shell, &ss) < 0)
+        return -1;
+    if (!plain_abs_path(ss))
+        return fail_at(c, shell, "%s must be an absolute path like /bin/bash, got \"%s\"", sw, ss);
+    bool su = false;
+    if (sudo && read_bool(c, uw, sudo, &su) < 0)
+        return -1;
+    out->name = xstrdup(ns);
+    out->shell = xstrdup(ss);
+    out->sudo = su;
+    return 0;
+}
+
+static int read_users(ctx *c, const ynode *v)
+{
+    if (v->kind != YNODE_SEQ)
+        return fail_at(c, v, "blueprint.users must be a list, got %s", ynode_kind_name(v));
+    bluefile *bf = c->bf;
+    c->users_node = v;
+    bf->users = xcalloc(v->n, sizeof *bf->users);
+    for (size_t i = 0; i < v->n; i++) {
+        bf_user *u = &bf->users[bf->n_users];
+        if (read_user(c, i, v->items[i], u) < 0)
+            return -1;
+        bf->n_users++;
+        for (size_t j = 0; j < i; j++)
+            if (streq(bf->users[j].name, u->name))
+                return fail_at(c, v->items[i], "user \"%s\" is declared more than once",
+                               u->name);
+    }
+    return 0;
+}
+
+static bool mode_ok(const char *s)
+{
+    size_t n = strlen(s);
+    return n >= 3 && n <= 4 && strspn(s, "01234567") == n;
+}
+
+static int read_file_entry(ctx *c, size_t i, const ynode *m, bf_file *out)
+{
+    static const char *const allowed[] = {"path", "content", "mode", NULL};
+    _cleanup_free_ char *what = xasprintf("blueprint.write_files[%zu]", i);
+    if (check_keys(c, what, m, allowed) < 0)
+        return -1;
+    const ynode *path = field(m, "path"), *content = field(m, "content"),
+                *mode = field(m, "mode");
+    _cleanup_free_ char *pw = xasprintf("%s.path", what), *cw = xasprintf("%s.content", what),
+                        *mw = xasprintf("%s.mode", what);
+    if (!path)
+        return fail_at(c, m, "%s needs a path", what);
+    const char *ps, *cs = "", *ms = NULL;
+    if (read_string(c, pw, path, &ps) < 0)
+        return -1;
+    if (!plain_abs_path(ps))
+        return fail_at(c, path,
+                       "%s must be an absolute path of letters, digits, '.', '_', '-' and '/', "
+                       "got \"%s\"",
+                       pw, ps);
+    if (content && read_string(c, cw, content, &cs) < 0)
+        return -1;
+    if (mode) {
+        if (read_string(c, mw, mode, &ms) < 0)
+            return -1;
+        if (!mode_ok(ms))
+            return fail_at(c, mode, "%s must be an octal mode like \"0644\", got \"%s\"", mw, ms);
+    }
+    out->path = xstrdup(ps);
+    out->content = xstrdup(cs);
+    out->mode = ms ? xstrdup(ms) : NULL;
+    return 0;
+}
+
+static int read_files(ctx *c, const ynode *v)
+{
+    if (v->kind != YNODE_SEQ)
+        return fail_at(c, v, "blueprint.write_files must be a list, got %s", ynode_kind_name(v));
+    bluefile *bf = c->bf;
+    bf->files = xcalloc(v->n, sizeof *bf->files);
+    for (size_t i = 0; i < v->n; i++) {
+        if (read_file_entry(c, i, v->items[i], &bf->files[bf->n_files]) < 0)
+            return -1;
+        bf->n_files++;
+    }
+    return 0;
+}
+
+static int key_blueprint(ctx *c, const char *key, const ynode *v)
+{
+    static const char *const allowed[] = {"users", "write_files", "runcmd", NULL};
+    if (check_keys(c, key, v, allowed) < 0)
+        return -1;
+    const ynode *users = field(v, "users"), *files = field(v, "write_files"),
+                *runcmd = field(v, "runcmd");
+    if (users && read_users(c, users) < 0)
+        return -1;
+    if (files && read_files(c, files) < 0)
+        return -1;
+    if (runcmd && read_list(c, "blueprint.runcmd", runcmd, check_run_line, &c->bf->runcmd) < 0)
+        return -1;
+    return 0;
+}
+
+/* The key table. `isolation` comes before `mounts` so strict can refuse rw mounts where
+ * they are read; the table order is the order keys are applied, not the file's. */
+static const struct {
+    const char *name;
+    key_fn fn;
+} keys[] = {
+    {"base", key_base},           {"cpus", key_cpus},
+    {"ram_mib", key_ram},         {"network", key_network},
+    {"passt", key_passt},         {"readonly", key_readonly},
+    {"timeout_seconds", key_timeout}, {"warm", key_warm},
+    {"warmup", key_warmup},       {"isolation", key_isolation},
+    {"backend", key_backend},     {"seccomp", key_seccomp},
+    {"pkgmgr", key_pkgmgr},       {"packages", key_packages},
+    {"run", key_run},             {"env", key_env},
+    {"mounts", key_mounts},       {"blueprint", key_blueprint},
+};
+
+/* Levenshtein distance, for "did you mean". Keys are short. */
+static size_t distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 32 || lb > 32)
+        return 99;
+    size_t d[33][33];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            size_t del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+    return d[la][lb];
+}
+
+static int unknown_key(ctx *c, const ynode *k)
+{
+    const char *best = NULL;
+    size_t best_d = 3;
+    for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+        size_t d = distance(k->value, keys[i].name);
+        if (d < best_d) {
+            best_d = d;
+            best = keys[i].name;
+        }
+    }
+    if (best)
+        return fail_at(c, k, "unknown key \"%s\" (did you mean \"%s\"?)", k->value, best);
+    return fail_at(c, k, "unknown key \"%s\"", k->value);
+}
+
+static int apply_keys(ctx *c, const ynode *root)
+{
+    for (size_t i = 0; i < root->n; i++) {
+        const ynode *k = root->items[2 * i];
+        bool known = false;
+        for (size_t j = 0; j < ELEMENTSOF(keys); j++)
+            known = known || streq(k->value, keys[j].name);
+        if (!known)
+            return unknown_key(c, k);
+    }
+    for (size_t j = 0; j < ELEMENTSOF(keys); j++)
+        for (size_t i = 0; i < root->n; i++) {
+            const ynode *k = root->items[2 * i], *v = root->items[2 * i + 1];
+            if (streq(k->value, keys[j].name) && !ynode_is_null(v) &&
+                keys[j].fn(c, k->value, v) < 0)
+                return -1;
+        }
+    return 0;
+}
+
+static int cross_checks(ctx *c)
+{
+    bluefile *bf = c->bf;
+    if (bf->warm > 0 && bf->network != NET_BRIDGE)
+        return fail_at(c, c->warm_node,
+                       "warm needs network: bridge; an offline sandbox boots per run");
+    if (bf->pkgmgr == PKG_NONE)
+        bf->pkgmgr = bf_pkgmgr_infer(bf->base);
+    const ynode *needs = bf->packages.n ? c->packages_node : bf->n_users ? c->users_node : NULL;
+    if (needs && bf->pkgmgr == PKG_NONE)
+        return fail_at(c, needs,
+                       "cannot infer a package manager for base \"%s\"; set pkgmgr to apk, apt "
+                       "or dnf",
+                       bf->base);
+    return 0;
+}
+
+int bluefile_parse(const char *path, const char *buf, size_t len, const char *home,
+                   bluefile **ret, bb_error **err)
+{
+    _cleanup_bluefile_ bluefile *bf = xcalloc(1, sizeof *bf);
+    bf->path = xstrdup(path);
+    bf->base = xstrdup(BLUEFILE_DEFAULT_BASE);
+    bf->cpus = 2;
+    bf->ram_mib = 2048;
+    bf->network = NET_NONE; /* deliberately not the original's bridge: nothing by default */
+    ctx c = {.bf = bf, .home = home ? home : getenv("HOME"), .err = err};
+    if (len > BLUEFILE_MAX_SIZE)
+        return bb_fail(err, EFBIG, "%s: larger than %d bytes; a Bluefile is a short spec", path,
+                       BLUEFILE_MAX_SIZE);
+    _cleanup_ynode_ ynode *root = NULL;
+    if (yamldoc_parse(path, buf, len, &root, err) < 0)
+        return -1;
+    if (root) {
+        if (root->kind != YNODE_MAP)
+            return fail_at(&c, root, "a Bluefile is a mapping of keys like \"cpus: 2\", got %s",
+                           ynode_kind_name(root));
+        if (apply_keys(&c, root) < 0)
+            return -1;
+    }
+    if (cross_checks(&c) < 0)
+        return -1;
+    *ret = steal_pointer(&bf);
+    return 0;
+}
+
+int bluefile_load(const char *path, bluefile **ret, bb_error **err)
+{
+    _cleanup_free_ char *buf = NULL;
+    size_t len = 0;
+    if (read_file(path, BLUEFILE_MAX_SIZE, &buf, &len, err) < 0)
+        return -1;
+    return bluefile_parse(path, buf, len, NULL, ret, err);
+}
+
+void bluefile_free(bluefile *bf)
+{
+    if (!bf)
+        return;
+    free(bf->path);
+    free(bf->base);
+    free(bf->seccomp);
+    strv_clear(&bf->warmup);
+    strv_clear(&bf->packages);
+    strv_clear(&bf->run);
+    strv_clear(&bf->runcmd);
+    for (size_t i = 0; i < bf->n_env; i++) {
+        free(bf->env[i].key);
+        free(bf->env[i].value);
+    }
+    free(bf->env);
+    for (size_t i = 0; i < bf->n_mounts; i++) {
+        free(bf->mounts[i].host);
+        free(bf->mounts[i].guest);
+    }
+    free(bf->mounts);
+    for (size_t i = 0; i < bf->n_users; i++) {
+        free(bf->users[i].name);
+        free(bf->users[i].shell);
+    }
+    free(bf->users);
+    for (size_t i = 0; i < bf->n_files; i++) {
+        free(bf->files[i].path);
+        free(bf->files[i].content);
+        free(bf->files[i].mode);
+    }
+    free(bf->files);
+    free(bf);
+}
+
+const char *bf_network_name(bf_network n)
+{
+    return n == NET_BRIDGE ? "bridge" : "none";
+}
+
+const char *bf_isolation_name(bf_isolation i)
+{
+    return i == ISO_STRICT ? "strict" : "standard";
+}
+
+const char *bf_backend_name(bf_backend b)
+{
+    return b == BACKEND_UML ? "uml" : "krun";
+}
+
+const char *bf_pkgmgr_name(bf_pkgmgr p)
+{
+    static const char *const names[] = {"", "apk", "apt", "dnf"};
+    return names[p];
+}
+
+bf_pkgmgr bf_pkgmgr_infer(const char *base)
+{
+    static const struct {
+        const char *word;
+        bf_pkgmgr pm;
+    } table[] = {
+        {"alpine", PKG_APK}, {"debian", PKG_APT},     {"ubuntu", PKG_APT},    {"fedora", PKG_DNF},
+        {"rockylinux", PKG_DNF}, {"almalinux", PKG_DNF}, {"centos", PKG_DNF},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(table); i++)
+        if (strcasestr(base, table[i].word))
+            return table[i].pm;
+    return PKG_NONE;
+}

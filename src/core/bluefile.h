@@ -1,0 +1,88 @@
+/* The Bluefile: one sandbox's YAML spec, parsed and validated into a typed struct. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util/err.h"
+#include "util/strv.h"
+
+#define BLUEFILE_DEFAULT_BASE "docker.io/library/alpine:latest"
+#define BLUEFILE_MAX_SIZE     (1024 * 1024)
+#define BLUEFILE_MAX_WARM     8
+
+typedef enum { NET_NONE, NET_BRIDGE } bf_network;
+typedef enum { ISO_STANDARD, ISO_STRICT } bf_isolation;
+typedef enum { BACKEND_KRUN, BACKEND_UML } bf_backend;
+typedef enum { PKG_NONE, PKG_APK, PKG_APT, PKG_DNF } bf_pkgmgr;
+
+typedef struct {
+    char *host; /* absolute, ~ expanded */
+    char *guest;
+    bool rw;
+} bf_mount;
+
+typedef struct {
+    char *name;
+    char *shell;
+    bool sudo;
+} bf_user;
+
+typedef struct {
+    char *path;
+    char *content;
+    char *mode; /* NULL when not given */
+} bf_file;
+
+typedef struct {
+    char *key;
+    char *value;
+} bf_env;
+
+typedef struct bluefile {
+    char *path; /* where it was read from, for messages */
+    char *base;
+    int cpus;
+    int ram_mib;
+    bf_network network;
+    bool passt;
+    bool readonly;
+    int timeout_seconds;
+    int warm;
+    strv warmup;
+    bf_isolation isolation;
+    bf_backend backend;
+    char *seccomp; /* absolute path or NULL */
+    bf_pkgmgr pkgmgr; /* explicit or inferred; PKG_NONE when neither */
+    strv packages;
+    strv run;
+    bf_env *env; /* sorted by key */
+    size_t n_env;
+    bf_mount *mounts;
+    size_t n_mounts;
+    bf_user *users;
+    size_t n_users;
+    bf_file *files;
+    size_t n_files;
+    strv runcmd;
+} bluefile;
+
+/* Parse and validate a Bluefile held in memory. `path` names it in messages and anchors a
+ * relative `seccomp:` path; `home` expands `~` in mounts and seccomp (NULL: $HOME). */
+int bluefile_parse(const char *path, const char *buf, size_t len, const char *home,
+                   bluefile **ret, bb_error **err);
+/* Read and parse the Bluefile at path. */
+int bluefile_load(const char *path, bluefile **ret, bb_error **err);
+void bluefile_free(bluefile *bf);
+static inline void bluefile_freep(bluefile **bf)
+{
+    bluefile_free(*bf);
+}
+#define _cleanup_bluefile_ _cleanup_(bluefile_freep)
+
+const char *bf_network_name(bf_network n);
+const char *bf_isolation_name(bf_isolation i);
+const char *bf_backend_name(bf_backend b);
+const char *bf_pkgmgr_name(bf_pkgmgr p);
+/* The package manager a base image name implies, or PKG_NONE. */
+bf_pkgmgr bf_pkgmgr_infer(const char *base);

@@ -1,0 +1,53 @@
+/* Shell-safe rendering of a sandbox's settings. */
+#include "envout.h"
+
+#include "util/xalloc.h"
+
+void shell_quote(strbuf *b, const char *s)
+{
+    sb_putc(b, '\'');
+    for (; *s; s++) {
+        if (*s == '\'')
+            sb_puts(b, "'\\''");
+        else
+            sb_putc(b, *s);
+    }
+    sb_putc(b, '\'');
+}
+
+static void put(strbuf *b, const char *key, const char *value)
+{
+    sb_printf(b, "BLUEBOX_%s=", key);
+    shell_quote(b, value);
+    sb_putc(b, '\n');
+}
+
+static void put_int(strbuf *b, const char *key, int value)
+{
+    _cleanup_free_ char *s = xasprintf("%d", value);
+    put(b, key, s);
+}
+
+char *envout_render(const char *name, const char *data_dir, const bluefile *bf)
+{
+    _cleanup_sb_ strbuf b = {0};
+    _cleanup_free_ char *image = xasprintf("localhost/bluebox/%s:latest", name);
+    put(&b, "NAME", name);
+    put(&b, "IMAGE", image);
+    put(&b, "DATA", data_dir);
+    put(&b, "BASE", bf->base);
+    put_int(&b, "CPUS", bf->cpus);
+    put_int(&b, "RAM_MIB", bf->ram_mib);
+    put(&b, "NETWORK", bf_network_name(bf->network));
+    put(&b, "PASST", bf->passt ? "true" : "false");
+    put(&b, "READONLY", bf->readonly ? "true" : "false");
+    put_int(&b, "TIMEOUT_SECONDS", bf->timeout_seconds);
+    put(&b, "ISOLATION", bf_isolation_name(bf->isolation));
+    put(&b, "BACKEND", bf_backend_name(bf->backend));
+    put_int(&b, "WARM", bf->warm);
+    for (size_t i = 0; i < bf->n_env; i++) {
+        _cleanup_free_ char *k = xasprintf("ENV_%s", bf->env[i].key);
+        put(&b, k, bf->env[i].value);
+    }
+    return sb_steal(&b);
+}

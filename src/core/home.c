@@ -1,0 +1,129 @@
+/* Layout and names. */
+#include "home.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include "util/fs.h"
+#include "util/xalloc.h"
+
+bool name_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n > NAME_MAX_LEN || !isalnum((unsigned char)s[0]) || (s[0] & 0x80))
+        return false;
+    for (size_t i = 1; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch >= 0x80 || !(isalnum(ch) || ch == '.' || ch == '_' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+int name_check(const char *name, const char *what, bb_error **err)
+{
+    if (name_valid(name))
+        return 0;
+    /* The name is untrusted text: show it only when it is printable. */
+    bool printable = strlen(name) <= 200;
+    for (const char *s = name; printable && *s; s++)
+        printable = (unsigned char)*s >= 0x20 && (unsigned char)*s < 0x7f;
+    return bb_fail(err, EINVAL,
+                   "invalid %s \"%s\": use letters, digits, '.', '_' or '-' (max 64, starting "
+                   "with a letter or digit)",
+                   what, printable ? name : "(unprintable)");
+}
+
+int home_root(char **ret, bb_error **err)
+{
+    const char *h = getenv("BLUEBOX_HOME");
+    if (h && *h) {
+        if (h[0] != '/')
+            return bb_fail(err, EINVAL, "BLUEBOX_HOME must be an absolute path, got \"%s\"", h);
+        *ret = xstrdup(h);
+        return 0;
+    }
+    h = getenv("HOME");
+    if (!h || h[0] != '/')
+        return bb_fail(err, EINVAL, "HOME is not set; set HOME or BLUEBOX_HOME");
+    *ret = path_join(h, ".bluebox");
+    return 0;
+}
+
+char *home_path_of(const char *root, home_path which, const char *name)
+{
+    switch (which) {
+    case HP_SANDBOX:
+        return xasprintf("%s/sandboxes/%s", root, name);
+    case HP_BLUEFILE:
+        return xasprintf("%s/sandboxes/%s/Bluefile", root, name);
+    case HP_CONTAINERFILE:
+        return xasprintf("%s/sandboxes/%s/Containerfile", root, name);
+    case HP_DATA:
+        return xasprintf("%s/data/%s", root, name);
+    case HP_SNAPSHOTS:
+        return xasprintf("%s/snapshots/%s", root, name);
+    case HP_LOG:
+        return xasprintf("%s/logs/%s.log", root, name);
+    case HP_RUN:
+        return xasprintf("%s/run/%s.json", root, name);
+    }
+    abort();
+}
+
+int home_require(const char *root, const char *name, bb_error **err)
+{
+    if (name_check(name, "sandbox name", err) < 0)
+        return -1;
+    _cleanup_free_ char *dir = home_path_of(root, HP_SANDBOX, name);
+    if (!is_dir(dir))
+        return bb_fail(err, ENOENT, "no sandbox \"%s\"; create it: bluebox new %s", name, name);
+    return 0;
+}
+
+int home_list(const char *root, strv *ret, bb_error **err)
+{
+    _cleanup_free_ char *dir = path_join(root, "sandboxes");
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT)
+            return 0;
+        return bb_fail_errno(err, errno, "cannot read %s", dir);
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!name_valid(de->d_name))
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+            strv_add(ret, de->d_name);
+    }
+    closedir(d);
+    strv_sort(ret);
+    return 0;
+}
+
+int home_lock(const char *root, const char *name, bb_error **err)
+{
+    _cleanup_free_ char *dir = path_join(root, "locks");
+    if (mkdir_p(dir, 0700, err) < 0)
+        return -1;
+    _cleanup_free_ char *path = xasprintf("%s/%s.lock", dir, name);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot open %s", path);
+    while (flock(fd, LOCK_EX) < 0) {
+        if (errno != EINTR) {
+            int e = errno;
+            close(fd);
+            return bb_fail_errno(err, e, "cannot lock %s", path);
+        }
+    }
+    return fd;
+}

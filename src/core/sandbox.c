@@ -1,0 +1,198 @@
+/* Sandbox lifecycle on disk. Every multi-step change is ordered so that an interruption
+ * leaves either the old state or the new one, never half of each. */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "examples.h"
+#include "home.h"
+#include "util/fs.h"
+#include "util/xalloc.h"
+
+char *sandbox_template(const char *name)
+{
+    return xasprintf(
+        "# Bluefile for the sandbox \"%s\". Every key is optional; `man bluebox` lists them.\n"
+        "# After editing: bluebox build %s\n"
+        "\n"
+        "base: " "docker.io/library/alpine:latest" "\n"
+        "cpus: 2                 # 1-16\n"
+        "ram_mib: 2048           # at least 128\n"
+        "\n"
+        "# none reaches no network at all (also what an omitted network means);\n"
+        "# bridge gives the sandbox full internet access.\n"
+        "network: none\n"
+        "passt: false\n"
+        "readonly: false         # true: read-only root; /tmp and /data stay writable\n"
+        "isolation: standard     # strict: the VM runs as a UID that owns nothing of yours\n"
+        "timeout_seconds: 0      # per-run wall-clock limit; 0 = none\n"
+        "warm: 0\n"
+        "# backend: krun         # krun (KVM microVM, the default) or uml (no KVM needed)\n"
+        "\n"
+        "packages:\n"
+        "  - bash\n"
+        "  - curl\n"
+        "  - git\n"
+        "\n"
+        "# run:\n"
+        "#   - echo extra build step\n"
+        "# env:\n"
+        "#   LANG: C.UTF-8\n"
+        "# mounts:\n"
+        "#   - host: ~/projects/demo\n"
+        "#     guest: /work\n"
+        "#     mode: ro          # ro (default) or rw\n",
+        name, name);
+}
+
+static int unknown_example(const char *example, bb_error **err)
+{
+    _cleanup_strv_ strv names = {0};
+    examples_names(&names);
+    _cleanup_sb_ strbuf b = {0};
+    for (size_t i = 0; i < names.n; i++)
+        sb_printf(&b, "%s%s", i ? ", " : "", names.v[i]);
+    return bb_fail(err, ENOENT, "no example \"%s\"; choose one of: %s", example,
+                   b.s ? b.s : "(none)");
+}
+
+int sandbox_new(const char *root, const char *name, const char *example, int *ret_extras,
+                bb_error **err)
+{
+    if (name_check(name, "sandbox name", err) < 0)
+        return -1;
+    const embedded_file *ex = NULL;
+    if (example && !(ex = examples_bluefile(example)))
+        return unknown_example(example, err);
+    _cleanup_free_ char *parent = path_join(root, "sandboxes");
+    _cleanup_free_ char *datap = path_join(root, "data");
+    if (mkdir_p(parent, 0755, err) < 0 || mkdir_p(datap, 0755, err) < 0)
+        return -1;
+    _cleanup_free_ char *dir = home_path_of(root, HP_SANDBOX, name);
+    if (mkdir(dir, 0755) < 0) {
+        if (errno == EEXIST)
+            return bb_fail(err, EEXIST, "sandbox \"%s\" already exists at %s", name, dir);
+        return bb_fail_errno(err, errno, "cannot create %s", dir);
+    }
+    _cleanup_free_ char *bluefile = home_path_of(root, HP_BLUEFILE, name);
+    _cleanup_free_ char *data = home_path_of(root, HP_DATA, name);
+    _cleanup_free_ char *text = ex ? xstrndup(ex->data, ex->len) : sandbox_template(name);
+    bool made_data = false;
+    int extras = 0;
+    if (write_file_atomic(bluefile, text, strlen(text), 0644, err) < 0)
+        goto fail;
+    if (mkdir(data, 0755) == 0)
+        made_data = true;
+    else if (errno != EEXIST || !is_dir(data)) {
+        bb_fail_errno(err, errno == EEXIST ? ENOTDIR : errno, "cannot create %s", data);
+        goto fail;
+    }
+    if (ex && (extras = examples_install_extras(example, data, err)) < 0)
+        goto fail;
+    if (ret_extras)
+        *ret_extras = extras;
+    return 0;
+fail:
+    (void)rm_rf(dir, NULL);
+    if (made_data)
+        (void)rm_rf(data, NULL);
+    return -1;
+}
+
+int sandbox_refuse_up(const char *root, const char *name, bb_error **err)
+{
+    _cleanup_free_ char *run = home_path_of(root, HP_RUN, name);
+    if (path_exists(run))
+        return bb_fail(err, EBUSY, "%s is up; bring it down first: bluebox down %s", name, name);
+    return 0;
+}
+
+static const home_path moved[] = {HP_SANDBOX, HP_DATA, HP_LOG, HP_SNAPSHOTS};
+
+int sandbox_rename(const char *root, const char *old, const char *new, bb_error **err)
+{
+    if (home_require(root, old, err) < 0 || name_check(new, "sandbox name", err) < 0)
+        return -1;
+    if (streq(old, new))
+        return bb_fail(err, EINVAL, "%s is already called %s", old, new);
+    if (sandbox_refuse_up(root, old, err) < 0)
+        return -1;
+    char *from[ELEMENTSOF(moved)] = {0}, *to[ELEMENTSOF(moved)] = {0};
+    int r = 0;
+    size_t done = 0;
+    for (size_t i = 0; i < ELEMENTSOF(moved); i++) {
+        from[i] = home_path_of(root, moved[i], old);
+        to[i] = home_path_of(root, moved[i], new);
+        if (r == 0 && path_exists(to[i]))
+            r = bb_fail(err, EEXIST,
+                        "%s already exists (left by an earlier \"%s\"?); remove it before "
+                        "renaming",
+                        to[i], new);
+    }
+    if (r == 0) {
+        _cleanup_free_ char *logs = path_join(root, "logs");
+        if (path_exists(from[2]) && mkdir_p(logs, 0755, err) < 0)
+            r = -1;
+    }
+    for (; r == 0 && done < ELEMENTSOF(moved); done++) {
+        if (!path_exists(from[done]))
+            continue;
+        if (renameat2(AT_FDCWD, from[done], AT_FDCWD, to[done], RENAME_NOREPLACE) < 0)
+            r = bb_fail_errno(err, errno, "cannot move %s to %s", from[done], to[done]);
+    }
+    if (r < 0) {
+        /* Put back what moved, newest first; the failed step itself did not move. */
+        while (done-- > 0)
+            if (path_exists(to[done]) && !path_exists(from[done]))
+                (void)renameat2(AT_FDCWD, to[done], AT_FDCWD, from[done], RENAME_NOREPLACE);
+    }
+    for (size_t i = 0; i < ELEMENTSOF(moved); i++) {
+        free(from[i]);
+        free(to[i]);
+    }
+    return r;
+}
+
+/* Remove a tree by first renaming it out of the way, so an interruption never leaves a
+ * half-deleted sandbox under its own name. */
+static int remove_tree(const char *path, bb_error **err)
+{
+    if (!path_exists(path))
+        return 0;
+    _cleanup_free_ char *dir = xstrdup(path);
+    char *slash = strrchr(dir, '/');
+    *slash = '\0';
+    _cleanup_free_ char *tmp = xasprintf("%s/.%s.removing-%d", dir, slash + 1, (int)getpid());
+    if (rename(path, tmp) < 0)
+        return bb_fail_errno(err, errno, "cannot remove %s", path);
+    return rm_rf(tmp, err);
+}
+
+int sandbox_remove(const char *root, const char *name, bool data, bb_error **err)
+{
+    if (home_require(root, name, err) < 0 || sandbox_refuse_up(root, name, err) < 0)
+        return -1;
+    _cleanup_free_ char *def = home_path_of(root, HP_SANDBOX, name);
+    _cleanup_free_ char *log = home_path_of(root, HP_LOG, name);
+    if (remove_tree(def, err) < 0 || remove_tree(log, err) < 0)
+        return -1;
+    if (!data)
+        return 0;
+    _cleanup_free_ char *d = home_path_of(root, HP_DATA, name);
+    _cleanup_free_ char *snaps = home_path_of(root, HP_SNAPSHOTS, name);
+    if (remove_tree(d, err) < 0 || remove_tree(snaps, err) < 0)
+        return -1;
+    return 0;
+}
+
+int sandbox_data_nonempty(const char *root, const char *name, bb_error **err)
+{
+    _cleanup_free_ char *d = home_path_of(root, HP_DATA, name);
+    int r = dir_is_empty(d, err);
+    return r < 0 ? -1 : !r;
+}

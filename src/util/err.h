@@ -1,0 +1,27 @@
+/* The one error type: fallible functions return a negative value (or NULL) and fill a
+ * bb_error; callers may add context on the way up; the CLI prints it once. */
+#pragma once
+
+#include "macro.h"
+
+typedef struct bb_error {
+    int status; /* errno-like cause, 0 when there is none */
+    int exit;   /* exit code the CLI should use: 1 (error) or 2 (usage) */
+    char *msg;
+} bb_error;
+
+/* Set *err (when err is not NULL) and return -1. `status` is an errno value or 0. */
+int bb_fail(bb_error **err, int status, const char *fmt, ...) _printf_(3, 4);
+/* Like bb_fail with ": strerror(status)" appended. */
+int bb_fail_errno(bb_error **err, int status, const char *fmt, ...) _printf_(3, 4);
+/* A usage error: exit code 2. */
+int bb_fail_usage(bb_error **err, const char *fmt, ...) _printf_(2, 3);
+/* Prefix an existing error's message with context ("context: message"). Returns -1. */
+int bb_prefix(bb_error **err, const char *fmt, ...) _printf_(2, 3);
+
+void bb_error_free(bb_error *e);
+static inline void bb_error_freep(bb_error **e)
+{
+    bb_error_free(*e);
+}
+#define _cleanup_error_ _cleanup_(bb_error_freep)

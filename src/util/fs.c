@@ -1,0 +1,202 @@
+/* Filesystem helpers. */
+#include "fs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "xalloc.h"
+
+int read_file(const char *path, size_t max, char **ret, size_t *ret_len, bb_error **err)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot open %s", path);
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return bb_fail_errno(err, errno, "cannot stat %s", path);
+    if (!S_ISREG(st.st_mode))
+        return bb_fail(err, EINVAL, "%s is not a regular file", path);
+    _cleanup_sb_ strbuf b = {0};
+    char chunk[65536];
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof chunk);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return bb_fail_errno(err, errno, "cannot read %s", path);
+        }
+        if (n == 0)
+            break;
+        if (b.len + (size_t)n > max)
+            return bb_fail(err, EFBIG, "%s is larger than %zu bytes", path, max);
+        sb_putn(&b, chunk, (size_t)n);
+    }
+    if (ret_len)
+        *ret_len = b.len;
+    *ret = sb_steal(&b);
+    return 0;
+}
+
+static int write_all(int fd, const char *data, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int write_file_atomic(const char *path, const char *data, size_t len, mode_t mode,
+                      bb_error **err)
+{
+    _cleanup_free_ char *tmp = xasprintf("%s.tmp-XXXXXX", path);
+    _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot create %s", tmp);
+    int r = write_all(fd, data, len);
+    if (r == 0 && fchmod(fd, mode) < 0)
+        r = -errno;
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0) {
+        unlink(tmp);
+        return bb_fail_errno(err, -r, "cannot write %s", path);
+    }
+    return 0;
+}
+
+int mkdir_p(const char *path, mode_t mode, bb_error **err)
+{
+    _cleanup_free_ char *p = xstrdup(path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, mode) < 0 && errno != EEXIST)
+            return bb_fail_errno(err, errno, "cannot create %s", p);
+        *s = '/';
+    }
+    if (mkdir(p, mode) < 0 && errno != EEXIST)
+        return bb_fail_errno(err, errno, "cannot create %s", p);
+    if (!is_dir(p))
+        return bb_fail(err, ENOTDIR, "%s exists and is not a directory", p);
+    return 0;
+}
+
+int openat_beneath(int dirfd, const char *path, int flags, mode_t mode)
+{
+    struct open_how how = {
+        .flags = (unsigned long long)(flags | O_CLOEXEC | O_NOFOLLOW),
+        .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+    return fd < 0 ? -1 : (int)fd;
+}
+
+static int rm_children(int dfd, bb_error **err);
+
+int rm_rf_at(int dirfd, const char *name, bb_error **err)
+{
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? 0 : bb_fail_errno(err, errno, "cannot stat %s", name);
+    if (!S_ISDIR(st.st_mode)) {
+        if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+            return bb_fail_errno(err, errno, "cannot remove %s", name);
+        return 0;
+    }
+    _cleanup_close_ int fd =
+        openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot open %s", name);
+    /* A directory the guest made unreadable is still ours to remove. */
+    if ((st.st_mode & 0700) != 0700)
+        (void)fchmod(fd, st.st_mode | 0700);
+    if (rm_children(fd, err) < 0)
+        return bb_prefix(err, "%s", name);
+    if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+        return bb_fail_errno(err, errno, "cannot remove %s", name);
+    return 0;
+}
+
+static int rm_children(int dfd, bb_error **err)
+{
+    int dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+    if (dup_fd < 0)
+        return bb_fail_errno(err, errno, "cannot read directory");
+    DIR *d = fdopendir(dup_fd);
+    if (!d) {
+        close(dup_fd);
+        return bb_fail_errno(err, errno, "cannot read directory");
+    }
+    int r = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+            continue;
+        r = rm_rf_at(dfd, de->d_name, err);
+        if (r < 0)
+            break;
+    }
+    closedir(d);
+    return r;
+}
+
+int rm_rf(const char *path, bb_error **err)
+{
+    return rm_rf_at(AT_FDCWD, path, err);
+}
+
+int dir_is_empty(const char *path, bb_error **err)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return errno == ENOENT ? 1 : bb_fail_errno(err, errno, "cannot read %s", path);
+    int empty = 1;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!streq(de->d_name, ".") && !streq(de->d_name, "..")) {
+            empty = 0;
+            break;
+        }
+    }
+    closedir(d);
+    return empty;
+}
+
+bool path_exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+bool is_dir(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+char *path_join(const char *a, const char *b)
+{
+    size_t la = strlen(a);
+    while (la > 1 && a[la - 1] == '/')
+        la--;
+    while (*b == '/')
+        b++;
+    return xasprintf("%.*s/%s", (int)la, a, b);
+}

@@ -1,0 +1,29 @@
+/* Filesystem helpers. Anything that walks a tree a guest may have written uses fds and
+ * never follows a symlink. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+/* Read a whole regular file (at most max bytes) into a NUL-terminated buffer. */
+int read_file(const char *path, size_t max, char **ret, size_t *ret_len, bb_error **err);
+/* Write data to path atomically: a temp file beside it, fsync, rename. */
+int write_file_atomic(const char *path, const char *data, size_t len, mode_t mode,
+                      bb_error **err);
+/* mkdir -p with the given mode for directories it creates. */
+int mkdir_p(const char *path, mode_t mode, bb_error **err);
+/* Open path relative to dirfd beneath it: no symlinks, no escaping, no magic links. */
+int openat_beneath(int dirfd, const char *path, int flags, mode_t mode);
+/* Remove everything below and including name (relative to dirfd), never following
+ * a symlink. ENOENT is success. */
+int rm_rf_at(int dirfd, const char *name, bb_error **err);
+int rm_rf(const char *path, bb_error **err);
+/* 1 when path is a directory with no entries (or does not exist), 0 when it has some. */
+int dir_is_empty(const char *path, bb_error **err);
+bool path_exists(const char *path);
+bool is_dir(const char *path);
+/* Join two path parts with one '/'. */
+char *path_join(const char *a, const char *b);

@@ -1,0 +1,14 @@
+/* Running another program and waiting for it. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "err.h"
+
+/* Run argv (PATH lookup) with our stdio and wait. Returns its exit code, 128+signal when it
+ * was killed, or -1 with *err set when it could not start. */
+int spawn_wait(char *const argv[], bb_error **err);
+/* Like spawn_wait with stdout and stderr sent to /dev/null. */
+int spawn_quiet(char *const argv[], bb_error **err);
+/* Whether a program is found on PATH. */
+bool program_on_path(const char *name);
