@@ -1,0 +1,64 @@
+SHELL := /bin/bash
+# Thin wrapper over meson/ninja. `make check` and `make demo` install what is missing first.
+PREFIX ?= /usr/local
+DESTDIR ?=
+BUILD ?= build
+FUZZ_SECONDS ?= 60
+SRC := $(shell git ls-files 'src/*.c' 'src/*.h' 'tests/unit/*.c' 'tests/fuzz/*.c' 2>/dev/null)
+
+.PHONY: all deps build check demo asan fuzz fuzz-build lint format install clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD) --prefix=$(PREFIX)
+
+build: $(BUILD)/build.ninja
+	@ninja -C $(BUILD)
+
+check: deps
+	@$(MAKE) --no-print-directory build fuzz-build
+	@scripts/check.sh
+
+demo: deps build
+	@scripts/demo.sh
+
+asan: deps
+	@[ -f build-asan/build.ninja ] || meson setup build-asan -Dstatic=false -Db_sanitize=address,undefined -Db_lundef=false
+	@ninja -C build-asan
+	@BUILD=build-asan scripts/check.sh --no-fuzz
+
+fuzz-build:
+	@[ -f build-fuzz/build.ninja ] || CC=clang meson setup build-fuzz -Dfuzz=true -Dstatic=false --buildtype=debugoptimized >/dev/null
+	@ninja -C build-fuzz >/dev/null
+
+fuzz: deps fuzz-build
+	@for t in bluefile containerfile; do \
+	  work=$$(mktemp -d); cp tests/fuzz/corpus/bluefile/* $$work/; \
+	  echo "fuzz_$$t: $(FUZZ_SECONDS)s"; \
+	  build-fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -rss_limit_mb=512 \
+	    -print_final_stats=1 $$work tests/fuzz/corpus/bluefile 2>&1 | tail -n 3 || exit 1; \
+	  rm -rf $$work; \
+	done
+
+lint:
+	@clang-format --dry-run -Werror $(SRC)
+	@cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
+	  --suppress=missingIncludeSystem -D_GNU_SOURCE -Isrc src
+	@clang-tidy --quiet -p $(BUILD) $(filter src/%.c,$(SRC)) \
+	  -checks='-*,bugprone-*,-bugprone-easily-swappable-parameters,-bugprone-reserved-identifier,-bugprone-macro-parentheses,-bugprone-assignment-in-if-condition,-bugprone-branch-clone,-bugprone-narrowing-conversions,-bugprone-implicit-widening-of-multiplication-result,cert-err33-c,-clang-analyzer-*' \
+	  --warnings-as-errors='*' 2>&1 | grep -v 'warnings generated' ; exit $${PIPESTATUS[0]}
+	@echo "lint: clean"
+
+format:
+	@clang-format -i $(SRC)
+
+install: build
+	@DESTDIR=$(DESTDIR) meson install -C $(BUILD) --no-rebuild --quiet
+	@echo "installed into $(DESTDIR)$(PREFIX)"
+
+clean:
+	rm -rf build build-asan build-fuzz
