@@ -18,12 +18,12 @@ note() { printf '== %s\n' "$*"; }
 
 note "unit tests ($BUILD)"
 for t in "$BUILD"/test_*; do
-    [ -x "$t" ] || continue
+    [ -f "$t" ] && [ -x "$t" ] || continue
     out="$log/$(basename "$t").out"
     CMOCKA_MESSAGE_OUTPUT=stdout "$t" >"$out" 2>&1
     rc=$?
-    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -n1)
-    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -n1)
+    p=$(sed -n 's/.*\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -n1)
+    f=$(sed -n 's/.*\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -n1)
     p=${p:-0}
     f=${f:-0}
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
@@ -48,7 +48,7 @@ failed=$((failed + ${f:-0}))
 if [ "$fuzz" = 1 ]; then
     note "fuzz corpus replay (ASan+UBSan)"
     for t in build-fuzz/fuzz_*; do
-        [ -x "$t" ] || continue
+        [ -f "$t" ] && [ -x "$t" ] || continue
         name=$(basename "$t")
         corpus=tests/fuzz/corpus/${name#fuzz_}
         [ -d "$corpus" ] || corpus=tests/fuzz/corpus/bluefile

@@ -42,6 +42,27 @@ const cli_command cli_commands[] = {
     {"nuke", "remove", "[--no-data] [-y]", "remove every sandbox; --no-data keeps data",
      "Always asks first (or needs -y), since it removes every sandbox at once.", 0, 0,
      {ARG_NONE}, {{0, "no-data", NULL, "keep every sandbox's /data"}, OPT_YES}, cmd_nuke},
+    /* Commands of the runtime, known to help and completion before they can run here. */
+    {"run", "run", "<name> -- <cmd…>", "run one command in a fresh VM", NULL, 1, -1,
+     {ARG_SANDBOX, ARG_NONE}, {{0}}, NULL},
+    {"shell", "run", "<name>", "interactive session in one VM", NULL, 1, 1, {ARG_SANDBOX},
+     {{0}}, NULL},
+    {"up", "run", "<name>", "boot a long-lived VM", NULL, 1, 1, {ARG_SANDBOX}, {{0}}, NULL},
+    {"exec", "run", "<name> [-i] [-t] -- <cmd…>", "run a command in the up VM", NULL, 1, -1,
+     {ARG_SANDBOX, ARG_NONE},
+     {{'i', "interactive", NULL, "forward a terminal's stdin"}, {'t', "tty", NULL, "allocate a pty"}},
+     NULL},
+    {"down", "run", "<name>", "stop the long-lived VM", NULL, 1, 1, {ARG_SANDBOX}, {{0}}, NULL},
+    {"reset", "state", "<name> [-y]", "empty /data, keeping the sandbox", NULL, 1, 1,
+     {ARG_SANDBOX}, {OPT_YES}, NULL},
+    {"snapshot", "state", "<name> [label] [-l] [-y]", "archive /data under a label", NULL, 1, 2,
+     {ARG_SANDBOX, ARG_NONE}, {{'l', "list", NULL, "list snapshots"}, OPT_YES}, NULL},
+    {"restore", "state", "<name> [snapshot] [-y]", "replace /data from a snapshot", NULL, 1, 2,
+     {ARG_SANDBOX, ARG_SNAPSHOT}, {OPT_YES}, NULL},
+    {"verify", "inspect", "<name>", "re-check that the sandbox has its own kernel", NULL, 1, 1,
+     {ARG_SANDBOX}, {{0}}, NULL},
+    {"doctor", "inspect", "", "check this host for what bluebox needs", NULL, 0, 0, {ARG_NONE},
+     {{0}}, NULL},
     {"completion", "shell", "bash|zsh|fish", "print a shell completion script",
      "  bluebox completion bash > ~/.local/share/bash-completion/completions/bluebox\n"
      "  bluebox completion zsh  > \"${fpath[1]}/_bluebox\"\n"
@@ -227,6 +248,13 @@ int cli_main(int argc, char **argv)
         return 0;
     }
     const cli_command *c = cli_find(argv[1]);
+    if (c && !c->run) {
+        fprintf(stderr,
+                "bluebox: %s needs the runtime (podman and a guest kernel), which this version "
+                "of bluebox does not have yet\n",
+                c->name);
+        return 1;
+    }
     if (!c) {
         fprintf(stderr, "bluebox: unknown command \"%s\"; see: bluebox help\n", argv[1]);
         return 2;

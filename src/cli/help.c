@@ -16,7 +16,7 @@ void cli_print_root_help(void)
         bool first = true;
         for (size_t i = 0; i < cli_n_commands; i++) {
             const cli_command *c = &cli_commands[i];
-            if (!c->group || !streq(c->group, groups[g]))
+            if (!c->group || !c->run || !streq(c->group, groups[g]))
                 continue;
             char head[64];
             snprintf(head, sizeof head, "%s %s", c->name, c->usage);

@@ -1,0 +1,120 @@
+/* Unit tests for the filesystem helpers: nothing follows a symlink a guest could plant. */
+#include "unit.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/fs.h"
+
+static char base[64];
+
+static int setup(void **s)
+{
+    (void)s;
+    strcpy(base, "/tmp/bb-fs-XXXXXX");
+    return mkdtemp(base) ? 0 : -1;
+}
+
+static int teardown(void **s)
+{
+    (void)s;
+    return rm_rf(base, NULL);
+}
+
+static char *p(const char *rel)
+{
+    static char buf[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", base, rel);
+    return buf[k];
+}
+
+static void rm_rf_keeps_symlink_targets(void **s)
+{
+    (void)s;
+    mkdir(p("outside"), 0755);
+    close(open(p("outside/precious"), O_CREAT | O_WRONLY, 0644));
+    mkdir(p("data"), 0755);
+    mkdir(p("data/sub"), 0);
+    assert_int_equal(symlink(p("outside"), p("data/link")), 0);
+    assert_int_equal(symlink(p("outside"), p("data/sub/link2")), 0);
+    bb_error *err = NULL;
+    assert_int_equal(rm_rf(p("data"), &err), 0);
+    assert_false(path_exists(p("data")));
+    assert_true(path_exists(p("outside/precious")));
+    assert_int_equal(rm_rf(p("missing"), &err), 0);
+}
+
+static void openat_beneath_refuses_escapes(void **s)
+{
+    (void)s;
+    mkdir(p("root"), 0755);
+    close(open(p("secret"), O_CREAT | O_WRONLY, 0644));
+    assert_int_equal(symlink(p("secret"), p("root/abs")), 0);
+    assert_int_equal(symlink("../secret", p("root/rel")), 0);
+    int dfd = open(p("root"), O_RDONLY | O_DIRECTORY);
+    assert_true(dfd >= 0);
+    assert_int_equal(openat_beneath(dfd, "abs", O_RDONLY, 0), -1);
+    assert_int_equal(openat_beneath(dfd, "rel", O_RDONLY, 0), -1);
+    assert_int_equal(openat_beneath(dfd, "../secret", O_RDONLY, 0), -1);
+    assert_int_equal(openat_beneath(dfd, p("secret"), O_RDONLY, 0), -1);
+    int fd = openat_beneath(dfd, "new", O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    close(dfd);
+}
+
+static void atomic_write_and_read(void **s)
+{
+    (void)s;
+    bb_error *err = NULL;
+    assert_int_equal(write_file_atomic(p("f"), "hello", 5, 0640, &err), 0);
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(read_file(p("f"), 100, &text, &len, &err), 0);
+    assert_int_equal(len, 5);
+    assert_string_equal(text, "hello");
+    free(text);
+    struct stat st;
+    assert_int_equal(stat(p("f"), &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0640);
+    assert_int_equal(read_file(p("f"), 4, &text, &len, &err), -1);
+    assert_int_equal(err->status, EFBIG);
+    bb_error_free(err);
+    err = NULL;
+    assert_int_equal(read_file(base, 4, &text, &len, &err), -1);
+    bb_error_free(err);
+}
+
+static void mkdir_p_and_empty(void **s)
+{
+    (void)s;
+    bb_error *err = NULL;
+    assert_int_equal(mkdir_p(p("a/b/c"), 0755, &err), 0);
+    assert_true(is_dir(p("a/b/c")));
+    assert_int_equal(dir_is_empty(p("a/b/c"), &err), 1);
+    assert_int_equal(dir_is_empty(p("a/b"), &err), 0);
+    assert_int_equal(dir_is_empty(p("nope"), &err), 1);
+    close(open(p("file"), O_CREAT | O_WRONLY, 0644));
+    assert_int_equal(mkdir_p(p("file"), 0755, &err), -1);
+    bb_error_free(err);
+    char *j = path_join("/a/", "/b");
+    assert_string_equal(j, "/a/b");
+    free(j);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(rm_rf_keeps_symlink_targets, setup, teardown),
+        cmocka_unit_test_setup_teardown(openat_beneath_refuses_escapes, setup, teardown),
+        cmocka_unit_test_setup_teardown(atomic_write_and_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(mkdir_p_and_empty, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,64 @@
+/* Unit tests for names and the home layout. */
+#include "unit.h"
+
+#include <stdlib.h>
+
+#include "core/home.h"
+#include "util/strv.h"
+
+static void names(void **s)
+{
+    (void)s;
+    static const char *const good[] = {"a", "A1", "dev-box", "x.y_z", "9lives"};
+    static const char *const bad[] = {"", ".hidden", "-x", "_x", "a/b", "..", "a b", "é",
+                                      "a\n", "x:y"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        assert_true(name_valid(good[i]));
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_false(name_valid(bad[i]));
+    char long_name[66];
+    memset(long_name, 'a', 65);
+    long_name[65] = '\0';
+    assert_false(name_valid(long_name));
+    long_name[64] = '\0';
+    assert_true(name_valid(long_name));
+    bb_error *err = NULL;
+    assert_int_equal(name_check("a/b", "sandbox name", &err), -1);
+    assert_contains(err->msg, "invalid sandbox name \"a/b\"");
+    bb_error_free(err);
+}
+
+static void root_and_paths(void **s)
+{
+    (void)s;
+    char *root = NULL;
+    bb_error *err = NULL;
+    setenv("BLUEBOX_HOME", "/srv/bb", 1);
+    assert_int_equal(home_root(&root, &err), 0);
+    assert_string_equal(root, "/srv/bb");
+    free(root);
+    setenv("BLUEBOX_HOME", "relative", 1);
+    assert_int_equal(home_root(&root, &err), -1);
+    bb_error_free(err);
+    err = NULL;
+    unsetenv("BLUEBOX_HOME");
+    setenv("HOME", "/home/u", 1);
+    assert_int_equal(home_root(&root, &err), 0);
+    assert_string_equal(root, "/home/u/.bluebox");
+    char *p = home_path_of(root, HP_LOG, "x");
+    assert_string_equal(p, "/home/u/.bluebox/logs/x.log");
+    free(p);
+    p = home_path_of(root, HP_RUN, "x");
+    assert_string_equal(p, "/home/u/.bluebox/run/x.json");
+    free(p);
+    free(root);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(names),
+        cmocka_unit_test(root_and_paths),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
