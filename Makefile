@@ -49,7 +49,7 @@ lint:
 	@cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 	  --suppress=missingIncludeSystem -D_GNU_SOURCE -Isrc src
 	@clang-tidy --quiet -p $(BUILD) $(filter src/%.c,$(SRC)) \
-	  -checks='-*,bugprone-*,-bugprone-easily-swappable-parameters,-bugprone-reserved-identifier,-bugprone-macro-parentheses,-bugprone-assignment-in-if-condition,-bugprone-branch-clone,-bugprone-narrowing-conversions,-bugprone-implicit-widening-of-multiplication-result,cert-err33-c,-clang-analyzer-*' \
+	  -checks='-*,bugprone-*,-bugprone-easily-swappable-parameters,-bugprone-reserved-identifier,-bugprone-macro-parentheses,-bugprone-assignment-in-if-condition,-bugprone-branch-clone,-bugprone-narrowing-conversions,-bugprone-implicit-widening-of-multiplication-result,-bugprone-sizeof-expression,-clang-analyzer-*' \
 	  --warnings-as-errors='*' 2>&1 | grep -v 'warnings generated' ; exit $${PIPESTATUS[0]}
 	@echo "lint: clean"
 

@@ -30,7 +30,7 @@ typedef struct {
     const char *group; /* define, run, state, inspect, remove, shell; NULL: hidden */
     const char *usage; /* argument synopsis, e.g. "<name> [-n N]" */
     const char *summary;
-    const char *details; /* extra help text, may be NULL */
+    const char *details;    /* extra help text, may be NULL */
     int min_args, max_args; /* positional arguments; max -1 = any */
     cli_argkind args[3];
     cli_opt opts[CLI_MAX_OPTS];

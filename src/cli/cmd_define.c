@@ -23,8 +23,7 @@ int cmd_new(cli_args *a, bb_error **err)
     printf("%s\n", bf);
     if (extras > 0) {
         _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
-        fprintf(stderr, "copied %d example file%s into %s\n", extras, extras == 1 ? "" : "s",
-                data);
+        fprintf(stderr, "copied %d example file%s into %s\n", extras, extras == 1 ? "" : "s", data);
     }
     return 0;
 }

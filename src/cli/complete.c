@@ -66,8 +66,7 @@ static void offer_snapshots(const char *name)
             size_t el = strlen(exts[e]);
             struct stat st;
             if (len <= el || !streq(de->d_name + len - el, exts[e]) ||
-                fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-                !S_ISREG(st.st_mode))
+                fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
                 continue;
             v = xreallocarray(v, n + 1, sizeof *v);
             v[n++] = (snap){xstrndup(de->d_name, len - el), st.st_mtim};

@@ -69,8 +69,10 @@ static int read_int(ctx *c, const char *key, const ynode *v, long long lo, long 
 
 static int read_bool(ctx *c, const char *key, const ynode *v, bool *ret)
 {
-    static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"};
-    static const char *const no[] = {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"};
+    static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes",
+                                      "YES",  "on",   "On",   "ON"};
+    static const char *const no[] = {"false", "False", "FALSE", "no", "No",
+                                     "NO",    "off",   "Off",   "OFF"};
     if (want_scalar(c, key, v, "true or false") < 0)
         return -1;
     for (size_t i = 0; v->plain && i < ELEMENTSOF(yes); i++) {
@@ -186,9 +188,8 @@ static int check_package(ctx *c, const char *what, const ynode *it, char **text)
     if (!*s)
         return fail_at(c, it, "%s is empty", what);
     if (has_any(s, " \t\r\n;|&$`") || has_control(s))
-        return fail_at(c, it,
-                       "%s must be a plain package name (no spaces or ; | & $ `), got \"%s\"",
-                       what, s);
+        return fail_at(
+            c, it, "%s must be a plain package name (no spaces or ; | & $ `), got \"%s\"", what, s);
     if (s[0] == '-')
         return fail_at(c, it, "%s must be a package name, not an option: \"%s\"", what, s);
     return 0;
@@ -204,9 +205,8 @@ static int key_base(ctx *c, const char *key, const ynode *v)
     if (read_string(c, key, v, &s) < 0)
         return -1;
     if (!*s || has_any(s, " \t\r\n\v\f") || has_control(s))
-        return fail_at(c, v,
-                       "%s must be an image reference without whitespace or control characters",
-                       key);
+        return fail_at(
+            c, v, "%s must be an image reference without whitespace or control characters", key);
     free(c->bf->base);
     c->bf->base = xstrdup(s);
     return 0;
@@ -372,9 +372,8 @@ static int key_env(ctx *c, const char *key, const ynode *v)
         if (!ynode_is_null(val) && read_string(c, what, val, &s) < 0)
             return -1;
         if (has_any(s, "\r\n"))
-            return fail_at(c, val,
-                           "%s cannot contain a newline; put multi-step builds in run instead",
-                           what);
+            return fail_at(
+                c, val, "%s cannot contain a newline; put multi-step builds in run instead", what);
         bf->env[bf->n_env].key = xstrdup(k->value);
         bf->env[bf->n_env].value = xstrdup(s);
         bf->n_env++;
@@ -446,8 +445,7 @@ static int read_mount(ctx *c, size_t i, const ynode *m, bf_mount *out)
     if (expand_home(c, hw, host, hs, &hp) < 0)
         return -1;
     if (hp[0] != '/')
-        return fail_at(c, host, "%s must be an absolute path (~ is your home), got \"%s\"", hw,
-                       hs);
+        return fail_at(c, host, "%s must be an absolute path (~ is your home), got \"%s\"", hw, hs);
     if (strchr(hp, ':') || has_control(hp))
         return fail_at(c, host, "%s cannot contain ':' or control characters", hw);
     if (normalize_host_path(c, hw, host, hp) < 0)
@@ -557,8 +555,7 @@ static int read_users(ctx *c, const ynode *v)
         bf->n_users++;
         for (size_t j = 0; j < i; j++)
             if (streq(bf->users[j].name, u->name))
-                return fail_at(c, v->items[i], "user \"%s\" is declared more than once",
-                               u->name);
+                return fail_at(c, v->items[i], "user \"%s\" is declared more than once", u->name);
     }
     return 0;
 }
@@ -575,8 +572,7 @@ static int read_file_entry(ctx *c, size_t i, const ynode *m, bf_file *out)
     _cleanup_free_ char *what = xasprintf("blueprint.write_files[%zu]", i);
     if (check_keys(c, what, m, allowed) < 0)
         return -1;
-    const ynode *path = field(m, "path"), *content = field(m, "content"),
-                *mode = field(m, "mode");
+    const ynode *path = field(m, "path"), *content = field(m, "content"), *mode = field(m, "mode");
     _cleanup_free_ char *pw = xasprintf("%s.path", what), *cw = xasprintf("%s.content", what),
                         *mw = xasprintf("%s.mode", what);
     if (!path)
@@ -639,15 +635,24 @@ static const struct {
     const char *name;
     key_fn fn;
 } keys[] = {
-    {"base", key_base},           {"cpus", key_cpus},
-    {"ram_mib", key_ram},         {"network", key_network},
-    {"passt", key_passt},         {"readonly", key_readonly},
-    {"timeout_seconds", key_timeout}, {"warm", key_warm},
-    {"warmup", key_warmup},       {"isolation", key_isolation},
-    {"backend", key_backend},     {"seccomp", key_seccomp},
-    {"pkgmgr", key_pkgmgr},       {"packages", key_packages},
-    {"run", key_run},             {"env", key_env},
-    {"mounts", key_mounts},       {"blueprint", key_blueprint},
+    {"base", key_base},
+    {"cpus", key_cpus},
+    {"ram_mib", key_ram},
+    {"network", key_network},
+    {"passt", key_passt},
+    {"readonly", key_readonly},
+    {"timeout_seconds", key_timeout},
+    {"warm", key_warm},
+    {"warmup", key_warmup},
+    {"isolation", key_isolation},
+    {"backend", key_backend},
+    {"seccomp", key_seccomp},
+    {"pkgmgr", key_pkgmgr},
+    {"packages", key_packages},
+    {"run", key_run},
+    {"env", key_env},
+    {"mounts", key_mounts},
+    {"blueprint", key_blueprint},
 };
 
 /* Levenshtein distance, for "did you mean". Keys are short. */
@@ -723,8 +728,8 @@ static int cross_checks(ctx *c)
     return 0;
 }
 
-int bluefile_parse(const char *path, const char *buf, size_t len, const char *home,
-                   bluefile **ret, bb_error **err)
+int bluefile_parse(const char *path, const char *buf, size_t len, const char *home, bluefile **ret,
+                   bb_error **err)
 {
     _cleanup_bluefile_ bluefile *bf = xcalloc(1, sizeof *bf);
     bf->path = xstrdup(path);
@@ -823,7 +828,7 @@ bf_pkgmgr bf_pkgmgr_infer(const char *base)
         const char *word;
         bf_pkgmgr pm;
     } table[] = {
-        {"alpine", PKG_APK}, {"debian", PKG_APT},     {"ubuntu", PKG_APT},    {"fedora", PKG_DNF},
+        {"alpine", PKG_APK},     {"debian", PKG_APT},    {"ubuntu", PKG_APT}, {"fedora", PKG_DNF},
         {"rockylinux", PKG_DNF}, {"almalinux", PKG_DNF}, {"centos", PKG_DNF},
     };
     for (size_t i = 0; i < ELEMENTSOF(table); i++)

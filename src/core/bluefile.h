@@ -52,7 +52,7 @@ typedef struct bluefile {
     strv warmup;
     bf_isolation isolation;
     bf_backend backend;
-    char *seccomp; /* absolute path or NULL */
+    char *seccomp;    /* absolute path or NULL */
     bf_pkgmgr pkgmgr; /* explicit or inferred; PKG_NONE when neither */
     strv packages;
     strv run;
@@ -69,8 +69,8 @@ typedef struct bluefile {
 
 /* Parse and validate a Bluefile held in memory. `path` names it in messages and anchors a
  * relative `seccomp:` path; `home` expands `~` in mounts and seccomp (NULL: $HOME). */
-int bluefile_parse(const char *path, const char *buf, size_t len, const char *home,
-                   bluefile **ret, bb_error **err);
+int bluefile_parse(const char *path, const char *buf, size_t len, const char *home, bluefile **ret,
+                   bb_error **err);
 /* Read and parse the Bluefile at path. */
 int bluefile_load(const char *path, bluefile **ret, bb_error **err);
 void bluefile_free(bluefile *bf);

@@ -24,8 +24,8 @@ static int next(ctx *c, yaml_event_t *ev)
     if (yaml_parser_parse(&c->parser, ev))
         return 0;
     yaml_parser_t *p = &c->parser;
-    const yaml_mark_t *m = p->problem_mark.line || p->problem_mark.column ? &p->problem_mark
-                                                                        : &p->context_mark;
+    const yaml_mark_t *m =
+        p->problem_mark.line || p->problem_mark.column ? &p->problem_mark : &p->context_mark;
     _cleanup_free_ char *what =
         xasprintf("%s%s%s", p->context ? p->context : "", p->context ? ": " : "",
                   p->problem ? p->problem : "unreadable YAML");
@@ -69,8 +69,8 @@ static int check_plain_event(ctx *c, const yaml_event_t *ev, const yaml_char_t *
     if (anchor)
         return fail_at(c, &ev->start_mark, "anchors are not allowed in a Bluefile", NULL);
     if (tag && !implicit)
-        return fail_at(c, &ev->start_mark, "tags are not allowed in a Bluefile: ",
-                       (const char *)tag);
+        return fail_at(c, &ev->start_mark,
+                       "tags are not allowed in a Bluefile: ", (const char *)tag);
     return 0;
 }
 
@@ -99,9 +99,9 @@ static int parse_children(ctx *c, ynode *n, yaml_event_type_t end, int depth)
                                c->name, child->line, child->col);
             for (size_t i = 0; i + 1 < n->nitems; i += 2)
                 if (streq(n->items[i]->value, child->value))
-                    return bb_fail(c->err, EINVAL,
-                                   "%s:%d:%d: %s is given twice (first at line %d)", c->name,
-                                   child->line, child->col, child->value, n->items[i]->line);
+                    return bb_fail(c->err, EINVAL, "%s:%d:%d: %s is given twice (first at line %d)",
+                                   c->name, child->line, child->col, child->value,
+                                   n->items[i]->line);
         }
     }
     n->n = n->kind == YNODE_MAP ? n->nitems / 2 : n->nitems;
@@ -116,7 +116,8 @@ static int parse_node(ctx *c, yaml_event_t *ev, int depth, ynode **ret)
     switch (ev->type) {
     case YAML_SCALAR_EVENT: {
         const __typeof__(ev->data.scalar) *s = &ev->data.scalar;
-        if (check_plain_event(c, ev, s->anchor, s->tag, s->plain_implicit || s->quoted_implicit) < 0)
+        if (check_plain_event(c, ev, s->anchor, s->tag, s->plain_implicit || s->quoted_implicit) <
+            0)
             return -1;
         if (memchr(s->value, '\0', s->length))
             return fail_at(c, &ev->start_mark, "a value contains a NUL byte", NULL);

@@ -13,12 +13,12 @@ typedef enum { YNODE_SCALAR, YNODE_SEQ, YNODE_MAP } ynode_kind;
 typedef struct ynode ynode;
 struct ynode {
     ynode_kind kind;
-    int line, col;  /* 1-based position of the node's start */
-    bool plain;     /* scalar written without quotes or block style */
-    char *value;    /* scalar text (NUL-free), NULL otherwise */
-    size_t n;       /* children: items of a sequence, or key/value pairs of a map */
-    ynode **items;  /* SEQ: n items; MAP: keys at 2i, values at 2i+1 */
-    size_t nitems;  /* entries in items */
+    int line, col; /* 1-based position of the node's start */
+    bool plain;    /* scalar written without quotes or block style */
+    char *value;   /* scalar text (NUL-free), NULL otherwise */
+    size_t n;      /* children: items of a sequence, or key/value pairs of a map */
+    ynode **items; /* SEQ: n items; MAP: keys at 2i, values at 2i+1 */
+    size_t nitems; /* entries in items */
 };
 
 #define YAMLDOC_MAX_DEPTH 32

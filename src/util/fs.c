@@ -58,8 +58,7 @@ static int write_all(int fd, const char *data, size_t len)
     return 0;
 }
 
-int write_file_atomic(const char *path, const char *data, size_t len, mode_t mode,
-                      bb_error **err)
+int write_file_atomic(const char *path, const char *data, size_t len, mode_t mode, bb_error **err)
 {
     _cleanup_free_ char *tmp = xasprintf("%s.tmp-XXXXXX", path);
     _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
@@ -120,8 +119,7 @@ int rm_rf_at(int dirfd, const char *name, bb_error **err)
             return bb_fail_errno(err, errno, "cannot remove %s", name);
         return 0;
     }
-    _cleanup_close_ int fd =
-        openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return bb_fail_errno(err, errno, "cannot open %s", name);
     /* A directory the guest made unreadable is still ours to remove. */

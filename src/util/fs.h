@@ -11,8 +11,7 @@
 /* Read a whole regular file (at most max bytes) into a NUL-terminated buffer. */
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len, bb_error **err);
 /* Write data to path atomically: a temp file beside it, fsync, rename. */
-int write_file_atomic(const char *path, const char *data, size_t len, mode_t mode,
-                      bb_error **err);
+int write_file_atomic(const char *path, const char *data, size_t len, mode_t mode, bb_error **err);
 /* mkdir -p with the given mode for directories it creates. */
 int mkdir_p(const char *path, mode_t mode, bb_error **err);
 /* Open path relative to dirfd beneath it: no symlinks, no escaping, no magic links. */

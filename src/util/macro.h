@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#define _cleanup_(f)     __attribute__((cleanup(f)))
-#define _unused_         __attribute__((unused))
-#define _noreturn_       __attribute__((noreturn))
-#define _printf_(a, b)   __attribute__((format(printf, a, b)))
-#define _warn_unused_    __attribute__((warn_unused_result))
-#define ELEMENTSOF(x)    (sizeof(x) / sizeof((x)[0]))
+#define _cleanup_(f)   __attribute__((cleanup(f)))
+#define _unused_       __attribute__((unused))
+#define _noreturn_     __attribute__((noreturn))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define _warn_unused_  __attribute__((warn_unused_result))
+#define ELEMENTSOF(x)  (sizeof(x) / sizeof((x)[0]))
 
 static inline void freep(void *p)
 {

@@ -53,7 +53,8 @@ static void defaults(void **s)
 static void error_position(void **s)
 {
     (void)s;
-    EXPECT_BAD("base: x\n\ncpus: 99\n", "/h/Bluefile:3:7: cpus must be 1-16 (krun's limit), got 99");
+    EXPECT_BAD("base: x\n\ncpus: 99\n",
+               "/h/Bluefile:3:7: cpus must be 1-16 (krun's limit), got 99");
     EXPECT_BAD("cpu: 2\n", "/h/Bluefile:1:1: unknown key \"cpu\" (did you mean \"cpus\"?)");
 }
 
@@ -144,8 +145,9 @@ static void env_rules(void **s)
 static void mounts(void **s)
 {
     (void)s;
-    bluefile *bf = ok("mounts:\n  - host: ~/proj//a/./b/\n    guest: /work\n  - {host: /x, guest: /y, "
-                      "mode: rw}\n");
+    bluefile *bf =
+        ok("mounts:\n  - host: ~/proj//a/./b/\n    guest: /work\n  - {host: /x, guest: /y, "
+           "mode: rw}\n");
     assert_string_equal(bf->mounts[0].host, "/home/u/proj/a/b");
     assert_false(bf->mounts[0].rw);
     assert_true(bf->mounts[1].rw);
@@ -215,11 +217,11 @@ static void seccomp_relative(void **s)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(defaults),       cmocka_unit_test(error_position),
-        cmocka_unit_test(ranges),         cmocka_unit_test(choices),
+        cmocka_unit_test(defaults),         cmocka_unit_test(error_position),
+        cmocka_unit_test(ranges),           cmocka_unit_test(choices),
         cmocka_unit_test(pkgmgr_inference), cmocka_unit_test(packages_and_lines),
-        cmocka_unit_test(env_rules),      cmocka_unit_test(mounts),
-        cmocka_unit_test(blueprint),      cmocka_unit_test(yaml_hazards),
+        cmocka_unit_test(env_rules),        cmocka_unit_test(mounts),
+        cmocka_unit_test(blueprint),        cmocka_unit_test(yaml_hazards),
         cmocka_unit_test(seccomp_relative),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

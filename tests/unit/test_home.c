@@ -10,8 +10,8 @@ static void names(void **s)
 {
     (void)s;
     static const char *const good[] = {"a", "A1", "dev-box", "x.y_z", "9lives"};
-    static const char *const bad[] = {"", ".hidden", "-x", "_x", "a/b", "..", "a b", "é",
-                                      "a\n", "x:y"};
+    static const char *const bad[] = {"",   ".hidden", "-x", "_x",  "a/b",
+                                      "..", "a b",     "é",  "a\n", "x:y"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         assert_true(name_valid(good[i]));
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
