@@ -57,6 +57,8 @@ format:
 	@clang-format -i $(SRC)
 
 install: build
+	@meson configure $(BUILD) -Dprefix=$(PREFIX) >/dev/null
+	@ninja -C $(BUILD) >/dev/null
 	@DESTDIR=$(DESTDIR) meson install -C $(BUILD) --no-rebuild --quiet
 	@echo "installed into $(DESTDIR)$(PREFIX)"
 
