@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <string.h>
 #include <strings.h>
@@ -212,70 +213,9 @@ static int key_base(ctx *c, const char *key, const ynode *v)
     return 0;
 }
 
-static int key_cpus(ctx *c, const char *key, const ynode *v)
-{
-    return read_int(c, key, v, 1, 16, "must be 1-16 (krun's limit)", &c->bf->cpus);
-}
-
-static int key_ram(ctx *c, const char *key, const ynode *v)
-{
-    return read_int(c, key, v, 128, 1024 * 1024, "must be 128-1048576 (MiB)", &c->bf->ram_mib);
-}
-
-static int key_network(ctx *c, const char *key, const ynode *v)
-{
-    static const char *const names[] = {"none", "bridge", NULL};
-    int i;
-    if (read_choice(c, key, v, names, "bridge or none", false, &i) < 0)
-        return -1;
-    c->bf->network = (bf_network)i;
-    return 0;
-}
-
-static int key_passt(ctx *c, const char *key, const ynode *v)
-{
-    return read_bool(c, key, v, &c->bf->passt);
-}
-
-static int key_readonly(ctx *c, const char *key, const ynode *v)
-{
-    return read_bool(c, key, v, &c->bf->readonly);
-}
-
-static int key_timeout(ctx *c, const char *key, const ynode *v)
-{
-    return read_int(c, key, v, 0, INT_MAX, "must be 0 (no limit) or more", &c->bf->timeout_seconds);
-}
-
-static int key_warm(ctx *c, const char *key, const ynode *v)
-{
-    c->warm_node = v;
-    return read_int(c, key, v, 0, BLUEFILE_MAX_WARM, "must be 0-8", &c->bf->warm);
-}
-
 static int key_warmup(ctx *c, const char *key, const ynode *v)
 {
     return read_list(c, key, v, check_nonempty_line, &c->bf->warmup);
-}
-
-static int key_isolation(ctx *c, const char *key, const ynode *v)
-{
-    static const char *const names[] = {"standard", "strict", NULL};
-    int i;
-    if (read_choice(c, key, v, names, "standard or strict", false, &i) < 0)
-        return -1;
-    c->bf->isolation = (bf_isolation)i;
-    return 0;
-}
-
-static int key_backend(ctx *c, const char *key, const ynode *v)
-{
-    static const char *const names[] = {"krun", "uml", "podman", NULL};
-    int i;
-    if (read_choice(c, key, v, names, "krun or uml (podman is an alias of krun)", false, &i) < 0)
-        return -1;
-    c->bf->backend = i == 1 ? BACKEND_UML : BACKEND_KRUN;
-    return 0;
 }
 
 /* `~` and `~/x` expand to the home directory; `~user` is not supported. */
@@ -316,16 +256,6 @@ static int key_seccomp(ctx *c, const char *key, const ynode *v)
         return fail_at(c, v, "%s: profile %s does not exist or is not a file", key, p);
     free(c->bf->seccomp);
     c->bf->seccomp = steal_pointer(&p);
-    return 0;
-}
-
-static int key_pkgmgr(ctx *c, const char *key, const ynode *v)
-{
-    static const char *const names[] = {"apk", "apt", "dnf", NULL};
-    int i;
-    if (read_choice(c, key, v, names, "apk, apt or dnf", true, &i) < 0)
-        return -1;
-    c->bf->pkgmgr = (bf_pkgmgr)(PKG_APK + i);
     return 0;
 }
 
@@ -629,31 +559,72 @@ static int key_blueprint(ctx *c, const char *key, const ynode *v)
     return 0;
 }
 
-/* The key table. `isolation` comes before `mounts` so strict can refuse rw mounts where
- * they are read; the table order is the order keys are applied, not the file's. */
-static const struct {
+/* The key table: scalar keys are described by their type and rule and read generically;
+ * structured keys have a reader of their own. Table order is the order keys are applied
+ * (not the file's), so `isolation` comes before `mounts` and strict can refuse rw mounts
+ * where they are read. */
+typedef enum { K_INT, K_BOOL, K_CHOICE, K_FN } key_type;
+
+typedef struct {
     const char *name;
-    key_fn fn;
-} keys[] = {
-    {"base", key_base},
-    {"cpus", key_cpus},
-    {"ram_mib", key_ram},
-    {"network", key_network},
-    {"passt", key_passt},
-    {"readonly", key_readonly},
-    {"timeout_seconds", key_timeout},
-    {"warm", key_warm},
-    {"warmup", key_warmup},
-    {"isolation", key_isolation},
-    {"backend", key_backend},
-    {"seccomp", key_seccomp},
-    {"pkgmgr", key_pkgmgr},
-    {"packages", key_packages},
-    {"run", key_run},
-    {"env", key_env},
-    {"mounts", key_mounts},
-    {"blueprint", key_blueprint},
+    key_type type;
+    size_t offset;        /* K_INT, K_BOOL, K_CHOICE: field in bluefile */
+    long long lo, hi;     /* K_INT */
+    const char *rule;     /* K_INT: range message; K_CHOICE: the choices, in words */
+    const char *names[4]; /* K_CHOICE: accepted words, NULL-terminated */
+    const int values[4];  /* K_CHOICE: the enum value of each word */
+    bool nocase;          /* K_CHOICE */
+    key_fn fn;            /* K_FN */
+} key_spec;
+
+#define FIELD(f) offsetof(bluefile, f)
+
+static const key_spec keys[] = {
+    {"base", K_FN, .fn = key_base},
+    {"cpus", K_INT, FIELD(cpus), 1, 16, "must be 1-16 (krun's limit)"},
+    {"ram_mib", K_INT, FIELD(ram_mib), 128, 1024 * 1024, "must be 128-1048576 (MiB)"},
+    {"network", K_CHOICE, FIELD(network), .rule = "bridge or none", .names = {"none", "bridge"},
+     .values = {NET_NONE, NET_BRIDGE}},
+    {"passt", K_BOOL, FIELD(passt)},
+    {"readonly", K_BOOL, FIELD(readonly)},
+    {"timeout_seconds", K_INT, FIELD(timeout_seconds), 0, INT_MAX, "must be 0 (no limit) or more"},
+    {"warm", K_INT, FIELD(warm), 0, BLUEFILE_MAX_WARM, "must be 0-8"},
+    {"warmup", K_FN, .fn = key_warmup},
+    {"isolation", K_CHOICE, FIELD(isolation), .rule = "standard or strict",
+     .names = {"standard", "strict"}, .values = {ISO_STANDARD, ISO_STRICT}},
+    {"backend", K_CHOICE, FIELD(backend), .rule = "krun or uml (podman is an alias of krun)",
+     .names = {"krun", "uml", "podman"}, .values = {BACKEND_KRUN, BACKEND_UML, BACKEND_KRUN}},
+    {"seccomp", K_FN, .fn = key_seccomp},
+    {"pkgmgr", K_CHOICE, FIELD(pkgmgr), .rule = "apk, apt or dnf", .names = {"apk", "apt", "dnf"},
+     .values = {PKG_APK, PKG_APT, PKG_DNF}, .nocase = true},
+    {"packages", K_FN, .fn = key_packages},
+    {"run", K_FN, .fn = key_run},
+    {"env", K_FN, .fn = key_env},
+    {"mounts", K_FN, .fn = key_mounts},
+    {"blueprint", K_FN, .fn = key_blueprint},
 };
+
+static int apply_key(ctx *c, const key_spec *k, const ynode *v)
+{
+    void *field = (char *)c->bf + k->offset;
+    int i;
+    switch (k->type) {
+    case K_INT:
+        if (streq(k->name, "warm"))
+            c->warm_node = v;
+        return read_int(c, k->name, v, k->lo, k->hi, k->rule, field);
+    case K_BOOL:
+        return read_bool(c, k->name, v, field);
+    case K_CHOICE:
+        if (read_choice(c, k->name, v, k->names, k->rule, k->nocase, &i) < 0)
+            return -1;
+        *(int *)field = k->values[i];
+        return 0;
+    case K_FN:
+        return k->fn(c, k->name, v);
+    }
+    return -1;
+}
 
 /* Levenshtein distance, for "did you mean". Keys are short. */
 static size_t distance(const char *a, const char *b)
@@ -704,8 +675,7 @@ static int apply_keys(ctx *c, const ynode *root)
     for (size_t j = 0; j < ELEMENTSOF(keys); j++)
         for (size_t i = 0; i < root->n; i++) {
             const ynode *k = root->items[2 * i], *v = root->items[2 * i + 1];
-            if (streq(k->value, keys[j].name) && !ynode_is_null(v) &&
-                keys[j].fn(c, k->value, v) < 0)
+            if (streq(k->value, keys[j].name) && !ynode_is_null(v) && apply_key(c, &keys[j], v) < 0)
                 return -1;
         }
     return 0;

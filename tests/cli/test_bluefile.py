@@ -196,7 +196,7 @@ def test_standard_allows_rw_mount(bb, tmp_path):
     assert bb.run("env", "s").rc == 0
 
 
-@pytest.mark.parametrize("host", ["~/projects/demo", "~", "'~/'"])
+@pytest.mark.parametrize("host", ["~/projects/demo", "'~'", "'~/'"])
 def test_mount_host_tilde_expands(bb, host):
     bb.write_bluefile("s", f"mounts:\n  - host: {host}\n    guest: /work\n")
     r = bb.run("env", "s")
@@ -745,3 +745,44 @@ def test_dry_run_does_not_touch_existing_containerfile(bb):
     before = bb.tree()
     assert "jq" in bb.dry_run("s")
     assert bb.tree() == before
+
+
+# ---- error messages stay one line, whatever the value holds -----------------------------
+
+# Every spot where a message quotes the offending value or key back. A value holding a
+# newline (or a terminal escape) must not break the one-line error or reach the terminal.
+ECHO_SITES = [
+    ('cpus: "1{x}2"\n', "cpus"),
+    ('passt: "a{x}b"\n', "passt"),
+    ('network: "a{x}b"\n', "network"),
+    ('packages:\n  - "a{x}b"\n', "packages[0]"),
+    ('blueprint:\n  users:\n    - name: "a{x}b"\n', "blueprint.users[0].name"),
+    ('blueprint:\n  users:\n    - name: ab\n      shell: "a{x}b"\n', "blueprint.users[0].shell"),
+    ('blueprint:\n  write_files:\n    - path: "a{x}b"\n', "blueprint.write_files[0].path"),
+    ('blueprint:\n  write_files:\n    - path: /a\n      mode: "1{x}2"\n',
+     "blueprint.write_files[0].mode"),
+    ('mounts:\n  - host: "a{x}b"\n    guest: /w\n', "mounts[0].host"),
+    ('mounts:\n  - host: /a\n    guest: "a{x}b"\n', "mounts[0].guest"),
+    ('mounts:\n  - host: /a\n    guest: /w\n    mode: "a{x}b"\n', "mounts[0].mode"),
+    ('mounts:\n  - host: /a\n    guest: /w\n    "a{x}b": 1\n', "mounts[0]"),
+    ('env:\n  "A{x}B": 1\n', "env"),
+    ('"cpus{x}": 1\n', "unknown key"),
+]
+
+
+@pytest.mark.parametrize("text,key", ECHO_SITES, ids=[k for _, k in ECHO_SITES])
+def test_error_quoting_a_value_with_newline_stays_one_line(bb, text, key):
+    bb.write_bluefile("s", text.replace("{x}", "\\n"))
+    r = bb.run("env", "s")
+    assert r.rc == 1, r
+    msg = r.error_line()
+    assert key in msg
+
+
+@pytest.mark.parametrize("text,key", [ECHO_SITES[3], ECHO_SITES[-1]], ids=["package", "key"])
+def test_error_quoting_a_value_never_prints_terminal_escapes(bb, text, key):
+    bb.write_bluefile("s", text.replace("{x}", "\\e]0;pwned\\a\\e[2J"))
+    r = bb.run("env", "s")
+    assert r.rc == 1, r
+    assert key in r.err
+    assert "\x1b" not in r.err and "\x07" not in r.err, repr(r.err)
