@@ -196,12 +196,15 @@ class Bluebox:
         return r.out
 
     def tree(self, root=None):
-        """A comparable snapshot of every path under root (default: BLUEBOX_HOME)."""
+        """A comparable snapshot of every path under root (default: BLUEBOX_HOME). The
+        locks/ directory is left out: taking a lock is not a change."""
         root = Path(root or self.home)
         snap = {}
         if not root.exists():
             return snap
         for dirpath, dirnames, filenames in os.walk(root):
+            if Path(dirpath) == root and "locks" in dirnames:
+                dirnames.remove("locks")
             for n in dirnames + filenames:
                 p = Path(dirpath) / n
                 st = p.lstat()

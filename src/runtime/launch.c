@@ -1,0 +1,98 @@
+/* The one podman argv builder. The confinement of the VMM (DESIGN section 4) is written
+ * here once: every launch — run, shell, probe, up — gets it from this function. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "core/home.h"
+#include "image.h"
+#include "util/xalloc.h"
+
+#define CAPS "CHOWN,DAC_OVERRIDE,FOWNER,SETUID,SETGID,NET_BIND_SERVICE"
+
+int backend_for(const bluefile *bf, const backend **ret, bb_error **err)
+{
+    const char *env = getenv("BLUEBOX_BACKEND");
+    bf_backend which = bf->backend;
+    if (env && *env) {
+        if (streq(env, "krun") || streq(env, "podman"))
+            which = BACKEND_KRUN;
+        else if (streq(env, "uml"))
+            which = BACKEND_UML;
+        else
+            return bb_fail(err, EINVAL,
+                           "BLUEBOX_BACKEND must be krun or uml (podman is an alias of krun), "
+                           "got \"%s\"",
+                           env);
+    }
+    if (which == BACKEND_UML)
+        return bb_fail(err, ENOSYS,
+                       "the uml backend is not in this version of bluebox yet; on a host with "
+                       "KVM use backend: krun");
+    *ret = &backend_krun;
+    return 0;
+}
+
+static void add(strv *a, const char *s)
+{
+    strv_add(a, s);
+}
+
+static void addf(strv *a, const char *fmt, ...) _printf_(2, 3);
+static void addf(strv *a, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    strv_push(a, xvasprintf(fmt, ap));
+    va_end(ap);
+}
+
+int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
+{
+    const bluefile *bf = l->bf;
+    _cleanup_strv_ strv a = {0};
+    _cleanup_free_ char *data = home_path_of(l->root, HP_DATA, l->name);
+    add(&a, "podman");
+    add(&a, "run");
+    add(&a, "--rm");
+    add(&a, "--pull=never");
+    addf(&a, "--name=%s", l->container);
+    add(&a, "--security-opt=no-new-privileges");
+    add(&a, "--cap-drop=all");
+    add(&a, "--cap-add=" CAPS);
+    add(&a, "--pids-limit=512");
+    addf(&a, "--memory=%dm", bf->ram_mib + 256);
+    addf(&a, "--network=%s", bf_network_name(bf->network));
+    add(&a, "-v");
+    addf(&a, "%s:/data", data);
+    for (size_t i = 0; i < bf->n_mounts; i++) {
+        add(&a, "-v");
+        addf(&a, "%s:%s:%s", bf->mounts[i].host, bf->mounts[i].guest,
+             bf->mounts[i].rw ? "rw" : "ro");
+    }
+    if (bf->readonly)
+        add(&a, "--read-only");
+    if (bf->seccomp)
+        addf(&a, "--security-opt=seccomp=%s", bf->seccomp);
+    if (bf->isolation == ISO_STRICT) {
+        add(&a, "--uidmap=0:1:65536");
+        add(&a, "--gidmap=0:1:65536");
+    }
+    if (l->interactive)
+        add(&a, "-i");
+    if (l->tty)
+        add(&a, "-t");
+    if (b->launch_flags(l, &a, err) < 0)
+        return -1;
+    _cleanup_free_ char *image = l->image ? xstrdup(l->image) : image_ref(l->name);
+    add(&a, image);
+    if (b->entry(l, &a, err) < 0)
+        return -1;
+    for (char *const *c = l->cmd; c && *c; c++)
+        add(&a, *c);
+    *ret = a;
+    a = (strv){0};
+    return 0;
+}
