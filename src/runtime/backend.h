@@ -12,16 +12,16 @@
 typedef enum { LAUNCH_RUN, LAUNCH_SHELL, LAUNCH_PROBE, LAUNCH_AGENT } launch_mode;
 
 typedef struct {
-    const char *root;      /* BLUEBOX_HOME */
-    const char *name;      /* sandbox */
+    const char *root; /* BLUEBOX_HOME */
+    const char *name; /* sandbox */
     const bluefile *bf;
     const char *container; /* unique container name */
     launch_mode mode;
-    bool interactive;      /* -i */
-    bool tty;              /* -t */
-    const char *image;     /* NULL: localhost/bluebox/<name>:latest */
-    char *const *cmd;      /* command in the guest, NULL-terminated */
-    const char *self;      /* absolute path of the static bluebox binary (probe, agent) */
+    bool interactive;  /* -i */
+    bool tty;          /* -t */
+    const char *image; /* NULL: localhost/bluebox/<name>:latest */
+    char *const *cmd;  /* command in the guest, NULL-terminated */
+    const char *self;  /* absolute path of the static bluebox binary (probe, agent) */
 } launch;
 
 typedef struct backend {
