@@ -342,9 +342,27 @@ static int parse_args(const cli_command *c, int argc, char **argv, cli_args *a, 
     return 0;
 }
 
+void cli_print_error(const char *prefix, const char *msg)
+{
+    /* Messages quote untrusted text (Bluefile values, names): control characters are shown
+     * escaped, so an error is always one line and never drives the terminal. */
+    _cleanup_sb_ strbuf b = {0};
+    for (const unsigned char *s = (const unsigned char *)msg; *s; s++) {
+        if (*s == '\n')
+            sb_puts(&b, "\\n");
+        else if (*s == '\t')
+            sb_puts(&b, "\\t");
+        else if (*s < 0x20 || *s == 0x7f)
+            sb_printf(&b, "\\x%02x", *s);
+        else
+            sb_putc(&b, (char)*s);
+    }
+    fprintf(stderr, "bluebox: %s%s\n", prefix ? prefix : "", b.s ? b.s : "");
+}
+
 static int print_error(bb_error *e)
 {
-    fprintf(stderr, "bluebox: %s\n", e->msg);
+    cli_print_error(NULL, e->msg);
     return e->exit ? e->exit : 1;
 }
 
@@ -354,6 +372,10 @@ static int run_command(const cli_command *c, int argc, char **argv)
     cli_args a = {0};
     _cleanup_free_ char *root = NULL;
     int r = parse_args(c, argc, argv, &a, &err);
+    if (r > 0) {
+        free(a.argv);
+        return 0; /* help was asked for and printed */
+    }
     if (r == 0 && home_root(&root, &err) < 0)
         r = -1;
     a.root = root;
@@ -391,7 +413,8 @@ int cli_main(int argc, char **argv)
         return 1;
     }
     if (!c) {
-        fprintf(stderr, "bluebox: unknown command \"%s\"; see: bluebox help\n", argv[1]);
+        _cleanup_free_ char *m = xasprintf("unknown command \"%s\"; see: bluebox help", argv[1]);
+        cli_print_error(NULL, m);
         return 2;
     }
     return run_command(c, argc - 2, argv + 2);

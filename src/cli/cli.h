@@ -56,6 +56,8 @@ const char *cli_value(const cli_args *a, const char *long_name);
 
 int cli_main(int argc, char **argv);
 void cli_print_root_help(void);
+/* Print "bluebox: <prefix><msg>" on stderr, control characters escaped. */
+void cli_print_error(const char *prefix, const char *msg);
 void cli_print_command_help(const cli_command *c);
 
 /* The commands. */

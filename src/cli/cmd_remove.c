@@ -27,7 +27,7 @@ int cmd_rename(cli_args *a, bb_error **err)
         return -1;
     _cleanup_error_ bb_error *ie = NULL;
     if (image_rename(old, new, &ie) < 0)
-        fprintf(stderr, "bluebox: warning: %s; rebuild with: bluebox build %s\n", ie->msg, new);
+        cli_print_error("warning: ", ie->msg);
     printf("%s -> %s\n", old, new);
     return 0;
 }
@@ -41,7 +41,7 @@ static int destroy_one(const char *root, const char *name, bool data, bb_error *
         return -1;
     _cleanup_error_ bb_error *ie = NULL;
     if (image_remove(name, &ie) < 0)
-        fprintf(stderr, "bluebox: warning: %s\n", ie->msg);
+        cli_print_error("warning: ", ie->msg);
     return sandbox_remove(root, name, data, err);
 }
 
@@ -92,7 +92,8 @@ int cmd_nuke(cli_args *a, bb_error **err)
         _cleanup_error_ bb_error *e = NULL;
         if (destroy_one(a->root, names.v[i], !keep, &e) < 0) {
             /* One sandbox that cannot go (it is up, say) does not stop the rest. */
-            fprintf(stderr, "bluebox: %s: %s\n", names.v[i], e->msg);
+            _cleanup_free_ char *prefix = xasprintf("%s: ", names.v[i]);
+            cli_print_error(prefix, e->msg);
             continue;
         }
         removed++;

@@ -49,8 +49,8 @@ int image_build(const char *root, const char *name, const bluefile *bf, bb_error
         _cleanup_free_ char *iid = path_join(tmpl, "image-id");
         _cleanup_free_ char *ref = image_ref(name);
         _cleanup_free_ char *iidarg = xasprintf("--iidfile=%s", iid);
-        char *argv[] = {"podman", "build", "--pull=never", "--layers", "-f", file, "-t", ref,
-                        iidarg, tmpl, NULL};
+        char *argv[] = {"podman", "build", "--pull=never", "--layers", "-f", file,
+                        "-t",     ref,     iidarg,         tmpl,       NULL};
         int code = spawn_wait(argv, err);
         if (code < 0)
             r = -1;

@@ -87,6 +87,23 @@ def test_new_dash_name_without_separator_is_usage_error(bb):
     assert not bb.home.exists()
 
 
+def test_new_after_destroy_adopts_kept_data(bb):
+    bb.new("s")
+    (bb.data("s") / "work.txt").write_text("kept\n")
+    assert bb.run("destroy", "s").rc == 0
+    bb.new("s")
+    assert (bb.data("s") / "work.txt").read_text() == "kept\n"
+
+
+def test_new_failure_leaves_no_half_made_sandbox(bb):
+    (bb.home / "data").mkdir(parents=True)
+    (bb.home / "data" / "s").write_text("a file where the data dir goes")
+    r = bb.run("new", "s")
+    plain_error(r)
+    assert not bb.sandbox_dir("s").exists()
+    assert (bb.home / "data" / "s").read_text() == "a file where the data dir goes"
+
+
 def test_new_from_example_copies_bluefile_and_extras(bb, tmp_path):
     r = bb.run("new", "py", "--from", "tiny-python")
     assert r.rc == 0, r
@@ -461,7 +478,7 @@ def test_rename_refuses_while_up(full):
     assert bb.tree() == before
 
 
-@pytest.mark.parametrize("new", ["../x", ".x", "a/b", "x" * 65])
+@pytest.mark.parametrize("new", ["../x", ".x", "a/b", "x" * 65], ids=["dotdot", "hidden", "slash", "65"])
 def test_rename_invalid_new_name(full, new):
     bb = full
     before = bb.tree()
@@ -537,6 +554,19 @@ def test_destroy_data_does_not_follow_symlinks_out(bb, tmp_path):
     assert not bb.data("s").exists()
     assert (outside / "precious.txt").read_text() == "keep me\n"
     assert (outside / "sub" / "deep.txt").read_text() == "keep me too\n"
+
+
+def test_destroy_data_when_data_dir_itself_is_a_symlink(bb, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("keep me\n")
+    bb.new("s")
+    bb.data("s").rmdir()
+    bb.data("s").symlink_to(outside)
+    r = bb.run("destroy", "s", "--data", "-y")
+    assert r.rc == 0, r
+    assert (outside / "precious.txt").read_text() == "keep me\n"
+    assert not bb.data("s").is_symlink()
 
 
 def test_destroy_data_handles_unwritable_dirs(bb):
@@ -703,8 +733,7 @@ def test_version(bb):
     assert re.fullmatch(r"bluebox \d+\.\d+\.\d+\S*\n", r.out), r.out
 
 
-@pytest.mark.parametrize("flag", ["-h", "--help"])
-@pytest.mark.parametrize("cmd", COMMANDS)
+@pytest.mark.parametrize("cmd,flag", [(c, "-h") for c in COMMANDS] + [("logs", "--help")])
 def test_command_help_exits_0(bb, cmd, flag):
     r = bb.run(cmd, flag)
     assert r.out.startswith(f"usage: bluebox {cmd}"), r

@@ -46,8 +46,12 @@ static char *argv_of(const char *yaml)
     const backend *b = NULL;
     assert_int_equal(backend_for(bf, &b, &err), 0);
     char *cmd[] = {"echo", "hi there", NULL};
-    launch l = {.root = "/r", .name = "box", .bf = bf, .container = "bluebox-run-box-1",
-                .mode = LAUNCH_RUN, .cmd = cmd};
+    launch l = {.root = "/r",
+                .name = "box",
+                .bf = bf,
+                .container = "bluebox-run-box-1",
+                .mode = LAUNCH_RUN,
+                .cmd = cmd};
     strv a = {0};
     assert_int_equal(launch_argv(b, &l, &a, &err), 0);
     strbuf sb = {0};

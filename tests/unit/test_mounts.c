@@ -19,8 +19,8 @@ static int setup(void **s)
     if (!mkdtemp(base))
         return -1;
     char p[256];
-    const char *dirs[] = {"home", "home/data", "home/data/box", "home/data/other", "proj",
-                          "proj/config", "elsewhere", "elsewhere/inner"};
+    const char *dirs[] = {"home", "home/data",   "home/data/box", "home/data/other",
+                          "proj", "proj/config", "elsewhere",     "elsewhere/inner"};
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", base, dirs[i]);
         mkdir(p, 0755);
