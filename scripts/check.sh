@@ -34,9 +34,9 @@ for t in "$BUILD"/test_*; do
 done
 [ -n "$(ls "$BUILD"/test_* 2>/dev/null)" ] || broken="$broken unit"
 
-note "black-box tests (pytest)"
+note "black-box and real-podman integration tests (pytest)"
 out="$log/pytest.out"
-BLUEBOX_BIN="$PWD/$BUILD/bluebox" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/cli \
+BLUEBOX_BIN="$PWD/$BUILD/bluebox" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/cli tests/integration \
     2>&1 | tee "$out" | tail -n 30
 summary=$(grep -E '^=*ERROR|[0-9]+ (passed|failed)' "$out" | tail -n1)
 p=$(grep -Eo '[0-9]+ passed' <<<"$summary" | grep -Eo '[0-9]+')

@@ -40,7 +40,8 @@ int image_rename(const char *old, const char *new, bb_error **err)
     if (!image_exists(from))
         return 0;
     char *tag[] = {"podman", "tag", from, to, NULL};
-    char *untag[] = {"podman", "untag", from, NULL};
+    /* untag with no tag named would drop every tag of the image, the new one too */
+    char *untag[] = {"podman", "untag", from, from, NULL};
     int r = spawn_quiet(tag, err);
     if (r == 0)
         r = spawn_quiet(untag, err);

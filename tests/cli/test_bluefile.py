@@ -581,6 +581,14 @@ def test_anchors_aliases_tags_and_documents_refused(bb, text, line, col, word):
     bb.expect_bluefile_error("s", line, col, word)
 
 
+@pytest.mark.parametrize("bad", [b"\x01", b"\xff", b"\x00"], ids=["control", "utf8", "nul"])
+def test_unreadable_bytes_are_located(bb, bad):
+    # The error points at the line holding the bad byte, not at the start of the file.
+    bb.write_bluefile("s", b"cpus: 2\nram_mib: 256\nbase: ab" + bad + b"c\n")
+    msg = bb.expect_bluefile_error("s", None, None)
+    assert msg.startswith(f"{bb.bluefile('s')}:3:"), msg
+
+
 def test_alias_bomb_refused_quickly(bb):
     lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     for i in range(1, 12):

@@ -289,6 +289,19 @@ def test_ls_takes_no_arguments(bb):
     usage_error(bb.run("ls", "extra"))
 
 
+def test_symlink_in_sandboxes_is_not_a_sandbox(bb, tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "Bluefile").write_text("cpus: 1\n")
+    bb.new("real")
+    bb.sandbox_dir("evil").symlink_to(victim)
+    assert [l.split()[0] for l in bb.run("ls").out.splitlines()[1:]] == ["real"]
+    for args in (["env", "evil"], ["destroy", "evil", "--data", "-y"],
+                 ["rename", "evil", "other"]):
+        assert 'no sandbox "evil"' in plain_error(bb.run(*args))
+    assert (victim / "Bluefile").read_text() == "cpus: 1\n"
+
+
 # ---- env --------------------------------------------------------------------------
 
 QUOTED_LINE = re.compile(r"^BLUEBOX_[A-Za-z0-9_]+='(?:[^']|'\\'')*'$")
@@ -324,6 +337,9 @@ def test_env_eval_assigns_only_bluebox_vars(bb, tmp_path, shell):
         pytest.skip(f"no {shell}")
     canary = tmp_path / "CANARY"
     values = {k: v.replace("{canary}", str(canary)) for k, v in HOSTILE.items()}
+    # BLUEBOX_DATA comes from the home path: make that hostile too.
+    bb.home = tmp_path / f"it's $(touch {canary}) `touch {canary}`"
+    bb.env["BLUEBOX_HOME"] = str(bb.home)
     bb.write_bluefile("s", "env:\n" + "".join(f"  {k}: {json.dumps(v)}\n"
                                               for k, v in values.items()))
     r = bb.run("env", "s")
@@ -346,6 +362,7 @@ def test_env_eval_assigns_only_bluebox_vars(bb, tmp_path, shell):
     for k, v in values.items():
         assert after[f"BLUEBOX_ENV_{k}"] == v
     assert after["BLUEBOX_NAME"] == "s"
+    assert after["BLUEBOX_DATA"] == str(bb.data("s"))
 
 
 def test_env_missing_sandbox(bb):
