@@ -9,6 +9,8 @@
 
 typedef struct {
     const char *name;
+    const char *buf;
+    size_t len;
     yaml_parser_t parser;
     bb_error **err;
 } ctx;
@@ -19,17 +21,33 @@ static int fail_at(ctx *c, const yaml_mark_t *m, const char *fmt, const char *wh
                    what ? what : "");
 }
 
+/* Reader errors (bad bytes) carry only an offset; count lines and columns up to it. */
+static yaml_mark_t offset_mark(const ctx *c, size_t offset)
+{
+    yaml_mark_t m = {0};
+    for (size_t i = 0; i < offset && i < c->len; i++) {
+        if (c->buf[i] == '\n') {
+            m.line++;
+            m.column = 0;
+        } else if (((unsigned char)c->buf[i] & 0xc0) != 0x80) {
+            m.column++;
+        }
+    }
+    return m;
+}
+
 static int next(ctx *c, yaml_event_t *ev)
 {
     if (yaml_parser_parse(&c->parser, ev))
         return 0;
     yaml_parser_t *p = &c->parser;
-    const yaml_mark_t *m =
-        p->problem_mark.line || p->problem_mark.column ? &p->problem_mark : &p->context_mark;
+    yaml_mark_t m = p->error == YAML_READER_ERROR ? offset_mark(c, p->problem_offset)
+                    : p->problem_mark.line || p->problem_mark.column ? p->problem_mark
+                                                                     : p->context_mark;
     _cleanup_free_ char *what =
         xasprintf("%s%s%s", p->context ? p->context : "", p->context ? ": " : "",
                   p->problem ? p->problem : "unreadable YAML");
-    return fail_at(c, m, "YAML syntax error: ", what);
+    return fail_at(c, &m, "YAML syntax error: ", what);
 }
 
 void ynode_free(ynode *n)
@@ -200,7 +218,7 @@ static int parse_stream(ctx *c, ynode **ret)
 
 int yamldoc_parse(const char *name, const char *buf, size_t len, ynode **ret, bb_error **err)
 {
-    ctx c = {.name = name, .err = err};
+    ctx c = {.name = name, .buf = buf, .len = len, .err = err};
     if (!yaml_parser_initialize(&c.parser))
         return bb_fail(err, ENOMEM, "%s: cannot start the YAML parser", name);
     yaml_parser_set_input_string(&c.parser, (const unsigned char *)buf, len);

@@ -1,7 +1,6 @@
 """The commands, driven the way a user drives them: new, edit, ls, env, logs, rename,
 destroy, nuke, completion, help, and the usage-error conventions."""
 import json
-import os
 import re
 import shutil
 import stat
