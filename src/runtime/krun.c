@@ -16,18 +16,7 @@
  * libkrun handler from the name it was started as). */
 static char *krun_path(void)
 {
-    const char *path = getenv("PATH");
-    if (!path)
-        path = "/usr/local/bin:/usr/bin:/bin";
-    while (*path) {
-        size_t n = strcspn(path, ":");
-        char *p = xasprintf("%.*s/krun", (int)n, path);
-        if (n && p[0] == '/' && access(p, X_OK) == 0)
-            return p;
-        free(p);
-        path += n + (path[n] == ':');
-    }
-    return NULL;
+    return program_find("krun");
 }
 
 static int krun_preflight(const launch *l, bb_error **err)

@@ -45,17 +45,24 @@ int spawn_quiet(char *const argv[], bb_error **err)
     return run(argv, true, err);
 }
 
-bool program_on_path(const char *name)
+char *program_find(const char *name)
 {
     const char *path = getenv("PATH");
     if (!path)
         path = "/usr/local/bin:/usr/bin:/bin";
     while (*path) {
         size_t n = strcspn(path, ":");
-        _cleanup_free_ char *p = xasprintf("%.*s/%s", (int)n, path, name);
-        if (n && access(p, X_OK) == 0)
-            return true;
+        char *p = xasprintf("%.*s/%s", (int)n, path, name);
+        if (n && p[0] == '/' && access(p, X_OK) == 0)
+            return p;
+        free(p);
         path += n + (path[n] == ':');
     }
-    return false;
+    return NULL;
+}
+
+bool program_on_path(const char *name)
+{
+    _cleanup_free_ char *p = program_find(name);
+    return p != NULL;
 }

@@ -10,5 +10,7 @@
 int spawn_wait(char *const argv[], bb_error **err);
 /* Like spawn_wait with stdout and stderr sent to /dev/null. */
 int spawn_quiet(char *const argv[], bb_error **err);
+/* The absolute path of a program found on PATH (not resolving symlinks), or NULL. */
+char *program_find(const char *name);
 /* Whether a program is found on PATH. */
 bool program_on_path(const char *name);
