@@ -42,7 +42,8 @@ void frame_append(uint8_t **buf, size_t *len, size_t *cap, uint8_t type, const v
 typedef struct frame {
     uint8_t type;
     uint32_t len;
-    uint8_t *data; /* owned by the decoder; valid until the next frame_decoder_* call */
+    uint8_t *data; /* owned by the decoder; valid until the next frame_decoder_* call;
+                      never NULL, and data[len] is a NUL byte (JSON payloads parse as-is) */
 } frame;
 
 typedef struct frame_decoder {
