@@ -71,6 +71,10 @@ int cmd_rename(cli_args *a, bb_error **err);
 int cmd_destroy(cli_args *a, bb_error **err);
 int cmd_nuke(cli_args *a, bb_error **err);
 int cmd_completion(cli_args *a, bb_error **err);
+int cmd_run(cli_args *a, bb_error **err);
+int cmd_shell(cli_args *a, bb_error **err);
+int cmd_verify(cli_args *a, bb_error **err);
+int cmd_doctor(cli_args *a, bb_error **err);
 int cmd_help(cli_args *a, bb_error **err);
 /* Hidden: `bluebox __complete <words…>` prints completion candidates. */
 int cli_complete(int argc, char **argv);

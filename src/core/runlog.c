@@ -2,12 +2,16 @@
 #include "runlog.h"
 
 #include <errno.h>
-#include <stdbool.h>
 #include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "envout.h"
+#include "util/fs.h"
 #include "util/xalloc.h"
 
 int runlog_tail(const char *path, size_t lines, char **ret, size_t *ret_len, bb_error **err)
@@ -68,4 +72,42 @@ found:;
     *ret = out;
     *ret_len = len;
     return 0;
+}
+
+int runlog_begin(const char *path, const char *what, char *const *argv, bb_error **err)
+{
+    _cleanup_free_ char *dir = xstrdup(path);
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+        *slash = '\0';
+        if (mkdir_p(dir, 0700, err) < 0)
+            return -1;
+    }
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot open %s", path);
+    char stamp[32];
+    time_t t = time(NULL);
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+    _cleanup_sb_ strbuf b = {0};
+    sb_printf(&b, "\n=== %s %s:", stamp, what);
+    for (char *const *a = argv; a && *a; a++) {
+        sb_putc(&b, ' ');
+        shell_quote(&b, *a);
+    }
+    sb_putc(&b, '\n');
+    if (write(fd, b.s, b.len) != (ssize_t)b.len) {
+        int e = errno;
+        close(fd);
+        return bb_fail_errno(err, e, "cannot write %s", path);
+    }
+    return fd;
+}
+
+void runlog_end(int fd, int code, double seconds)
+{
+    if (fd < 0)
+        return;
+    dprintf(fd, "=== exit %d (%.2fs)\n", code, seconds);
+    close(fd);
 }

@@ -9,6 +9,11 @@
 #include "util/err.h"
 #include "util/strv.h"
 
+/* Where the static bluebox binary sits in every guest (bind-mounted read-only). */
+#define GUEST_BINARY "/.bluebox/bluebox"
+
+struct fingerprint;
+
 typedef enum { LAUNCH_RUN, LAUNCH_SHELL, LAUNCH_PROBE, LAUNCH_AGENT } launch_mode;
 
 typedef struct {
@@ -21,7 +26,7 @@ typedef struct {
     bool tty;          /* -t */
     const char *image; /* NULL: localhost/bluebox/<name>:latest */
     char *const *cmd;  /* command in the guest, NULL-terminated */
-    const char *self;  /* absolute path of the static bluebox binary (probe, agent) */
+    const char *self;  /* host path of the static bluebox for the guest (probe, agent, init) */
 } launch;
 
 typedef struct backend {
@@ -32,11 +37,18 @@ typedef struct backend {
     int (*launch_flags)(const launch *l, strv *argv, bb_error **err);
     /* What runs as the container's process: the image is followed by this + the command. */
     int (*entry)(const launch *l, strv *argv, bb_error **err);
+    /* Mix in the stat data of this backend's runtime files (may be NULL). */
+    void (*fingerprint)(const launch *l, struct fingerprint *fp);
 } backend;
 
 extern const backend backend_krun;
 
+/* A backend by name (krun, uml), NULL when unknown. */
+const backend *backend_named(const char *name);
 /* The backend a Bluefile asks for, overridden by BLUEBOX_BACKEND. */
 int backend_for(const bluefile *bf, const backend **ret, bb_error **err);
+/* The host path of the static bluebox that guests run: $BLUEBOX_GUEST_BINARY (for builds
+ * that are not static, e.g. under ASan) or this executable. */
+char *guest_binary(bb_error **err);
 /* The whole `podman run` argv for a launch. */
 int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "fingerprint.h"
 #include "util/spawn.h"
 #include "util/xalloc.h"
 
@@ -51,6 +52,8 @@ static int krun_flags(const launch *l, strv *argv, bb_error **err)
     strv_push(argv, xasprintf("--annotation=krun.ram_mib=%d", l->bf->ram_mib));
     if (l->bf->passt)
         strv_add(argv, "--annotation=krun.use_passt=1");
+    if (l->mode == LAUNCH_PROBE || l->mode == LAUNCH_AGENT)
+        strv_add(argv, "--entrypoint=" GUEST_BINARY);
     return 0;
 }
 
@@ -59,9 +62,30 @@ static int krun_entry(const launch *l, strv *argv, bb_error **err)
     return 0; /* libkrun's init runs the image's command directly */
 }
 
+/* libkrun and libkrunfw decide what the VM is; crun loads them by soname. */
+static const char *krun_libs[] = {
+    "/usr/lib64/libkrun.so.1",
+    "/usr/lib64/libkrunfw.so.4",
+    "/usr/lib/x86_64-linux-gnu/libkrun.so.1",
+    "/usr/lib/x86_64-linux-gnu/libkrunfw.so.4",
+    "/usr/local/lib/libkrun.so.1",
+    "/usr/local/lib/libkrunfw.so.4",
+    "/usr/local/lib64/libkrun.so.1",
+    "/usr/local/lib64/libkrunfw.so.4",
+};
+
+static void krun_fingerprint(const launch *l, fingerprint *fp)
+{
+    _cleanup_free_ char *krun = krun_path();
+    fp_file(fp, krun ? krun : "krun");
+    for (size_t i = 0; i < ELEMENTSOF(krun_libs); i++)
+        fp_file(fp, krun_libs[i]);
+}
+
 const backend backend_krun = {
     .name = "krun",
     .preflight = krun_preflight,
     .launch_flags = krun_flags,
     .entry = krun_entry,
+    .fingerprint = krun_fingerprint,
 };

@@ -12,6 +12,13 @@
 
 #define CAPS "CHOWN,DAC_OVERRIDE,FOWNER,SETUID,SETGID,NET_BIND_SERVICE"
 
+const backend *backend_named(const char *name)
+{
+    if (streq(name, "krun") || streq(name, "podman"))
+        return &backend_krun;
+    return NULL;
+}
+
 int backend_for(const bluefile *bf, const backend **ret, bb_error **err)
 {
     const char *env = getenv("BLUEBOX_BACKEND");
@@ -49,6 +56,17 @@ static void addf(strv *a, const char *fmt, ...)
     va_end(ap);
 }
 
+char *guest_binary(bb_error **err)
+{
+    const char *env = getenv("BLUEBOX_GUEST_BINARY");
+    if (env && *env)
+        return xstrdup(env);
+    char *self = realpath("/proc/self/exe", NULL);
+    if (!self)
+        bb_fail_errno(err, errno, "cannot find the bluebox executable");
+    return self;
+}
+
 int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
 {
     const bluefile *bf = l->bf;
@@ -59,6 +77,7 @@ int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
     add(&a, "--rm");
     add(&a, "--pull=never");
     addf(&a, "--name=%s", l->container);
+    addf(&a, "--label=bluebox.sandbox=%s", l->name);
     add(&a, "--security-opt=no-new-privileges");
     add(&a, "--cap-drop=all");
     add(&a, "--cap-add=" CAPS);
@@ -71,6 +90,12 @@ int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
         add(&a, "-v");
         addf(&a, "%s:%s:%s", bf->mounts[i].host, bf->mounts[i].guest,
              bf->mounts[i].rw ? "rw" : "ro");
+    }
+    if (l->mode == LAUNCH_PROBE || l->mode == LAUNCH_AGENT) {
+        if (!l->self)
+            return bb_fail(err, EINVAL, "no bluebox binary to put in the guest");
+        add(&a, "-v");
+        addf(&a, "%s:" GUEST_BINARY ":ro", l->self);
     }
     if (bf->readonly)
         add(&a, "--read-only");

@@ -132,7 +132,10 @@ int rm_rf_at(int dirfd, const char *name, bb_error **err)
     return 0;
 }
 
-static int rm_children(int dfd, bb_error **err)
+/* Call fn for every entry of the directory dfd except . and .., stopping at the first
+ * failure. */
+static int for_each_child(int dfd, int (*fn)(int dfd, const char *name, void *ud, bb_error **err),
+                          void *ud, bb_error **err)
 {
     int dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
     if (dup_fd < 0)
@@ -147,12 +150,53 @@ static int rm_children(int dfd, bb_error **err)
     while ((de = readdir(d))) {
         if (streq(de->d_name, ".") || streq(de->d_name, ".."))
             continue;
-        r = rm_rf_at(dfd, de->d_name, err);
+        r = fn(dfd, de->d_name, ud, err);
         if (r < 0)
             break;
     }
     closedir(d);
     return r;
+}
+
+static int rm_child(int dfd, const char *name, void *ud, bb_error **err)
+{
+    return rm_rf_at(dfd, name, err);
+}
+
+static int rm_children(int dfd, bb_error **err)
+{
+    return for_each_child(dfd, rm_child, NULL, err);
+}
+
+typedef struct {
+    uid_t uid;
+    gid_t gid;
+} owner;
+
+static int chown_at(int dirfd, const char *name, void *ud, bb_error **err)
+{
+    const owner *o = ud;
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? 0 : bb_fail_errno(err, errno, "cannot stat %s", name);
+    if ((st.st_uid != o->uid || st.st_gid != o->gid) &&
+        fchownat(dirfd, name, o->uid, o->gid, AT_SYMLINK_NOFOLLOW) < 0)
+        return bb_fail_errno(err, errno, "cannot change the owner of %s", name);
+    /* chown clears setuid/setgid on files; directories keep their modes. */
+    if (!S_ISDIR(st.st_mode))
+        return 0;
+    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot open %s", name);
+    if (for_each_child(fd, chown_at, ud, err) < 0)
+        return bb_prefix(err, "%s", name);
+    return 0;
+}
+
+int chown_tree(const char *path, uid_t uid, gid_t gid, bb_error **err)
+{
+    owner o = {uid, gid};
+    return chown_at(AT_FDCWD, path, &o, err);
 }
 
 int rm_rf(const char *path, bb_error **err)

@@ -20,6 +20,9 @@ int openat_beneath(int dirfd, const char *path, int flags, mode_t mode);
  * a symlink. ENOENT is success. */
 int rm_rf_at(int dirfd, const char *name, bb_error **err);
 int rm_rf(const char *path, bb_error **err);
+/* Give path and everything below it to uid:gid, never following a symlink (links are
+ * re-owned themselves). */
+int chown_tree(const char *path, uid_t uid, gid_t gid, bb_error **err);
 /* 1 when path is a directory with no entries (or does not exist), 0 when it has some. */
 int dir_is_empty(const char *path, bb_error **err);
 bool path_exists(const char *path);

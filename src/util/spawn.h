@@ -10,6 +10,9 @@
 int spawn_wait(char *const argv[], bb_error **err);
 /* Like spawn_wait with stdout and stderr sent to /dev/null. */
 int spawn_quiet(char *const argv[], bb_error **err);
+/* Run argv and collect its stdout and stderr (each kept to at most 1 MiB; the rest is read
+ * and dropped). stdin is /dev/null. Returns the exit code as spawn_wait does. */
+int spawn_capture(char *const argv[], char **ret_out, char **ret_err, bb_error **err);
 /* The absolute path of a program found on PATH (not resolving symlinks), or NULL. */
 char *program_find(const char *name);
 /* Whether a program is found on PATH. */

@@ -63,7 +63,8 @@ static char *argv_of(const char *yaml)
 }
 
 #define CONFINED                                                                                   \
-    "podman run --rm --pull=never --name=bluebox-run-box-1 --security-opt=no-new-privileges "      \
+    "podman run --rm --pull=never --name=bluebox-run-box-1 --label=bluebox.sandbox=box "           \
+    "--security-opt=no-new-privileges "                                                            \
     "--cap-drop=all --cap-add=CHOWN,DAC_OVERRIDE,FOWNER,SETUID,SETGID,NET_BIND_SERVICE "           \
     "--pids-limit=512 "
 

@@ -1,0 +1,81 @@
+/* Commands that boot a sandbox: run, shell, verify. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "core/home.h"
+#include "core/runlog.h"
+#include "runtime/boot.h"
+#include "runtime/session.h"
+#include "util/tty.h"
+#include "util/xalloc.h"
+
+static void say_rechecked(const boot *b)
+{
+    if (b->rechecked)
+        fprintf(stderr, "bluebox: re-verified isolation (runtime changed since last check)\n");
+}
+
+/* Boot, wait, log. Returns the exit code to pass on. */
+static int boot_and_wait(boot *b, const char *what, char *const *cmd, bool tee, bb_error **err)
+{
+    _cleanup_strv_ strv argv = {0};
+    if (launch_argv(b->b, &b->l, &argv, err) < 0)
+        return -1;
+    _cleanup_free_ char *log = home_path_of(b->l.root, HP_LOG, b->l.name);
+    int log_fd = runlog_begin(log, what, cmd, NULL); /* the log is best effort */
+    session s = {.argv = argv.v,
+                 .container = b->container,
+                 .timeout_seconds = streq(what, "run") ? b->bf->timeout_seconds : 0,
+                 .log_fd = tee ? log_fd : -1};
+    session_result res;
+    int r = session_run(&s, &res, err);
+    runlog_end(log_fd, r < 0 ? -1 : res.code, res.seconds);
+    if (r < 0)
+        return -1;
+    if (res.timed_out)
+        fprintf(stderr, "bluebox: killed after %ds (timeout_seconds)\n", s.timeout_seconds);
+    return res.code;
+}
+
+int cmd_run(cli_args *a, bb_error **err)
+{
+    if (a->argc < 2)
+        return bb_fail_usage(err, "run needs a command: bluebox run %s -- <cmd…>", a->argv[0]);
+    _cleanup_(boot_done) boot b = {0};
+    if (boot_prepare(a->root, a->argv[0], BOOT_CACHED, &b, err) < 0)
+        return -1;
+    say_rechecked(&b);
+    char **cmd = a->argv + 1;
+    b.l.cmd = cmd;
+    b.l.mode = LAUNCH_RUN;
+    /* Piped stdin goes to the command; a terminal's does not (that is what shell is for). */
+    b.l.interactive = !isatty(STDIN_FILENO);
+    return boot_and_wait(&b, "run", cmd, true, err);
+}
+
+int cmd_shell(cli_args *a, bb_error **err)
+{
+    static char *cmd[] = {"/bin/sh", "-l", NULL};
+    _cleanup_(boot_done) boot b = {0};
+    if (boot_prepare(a->root, a->argv[0], BOOT_CACHED, &b, err) < 0)
+        return -1;
+    say_rechecked(&b);
+    b.l.cmd = cmd;
+    b.l.mode = LAUNCH_SHELL;
+    b.l.interactive = true;
+    b.l.tty = isatty(STDIN_FILENO); /* -t with piped stdin hangs */
+    return boot_and_wait(&b, "shell", cmd, false, err);
+}
+
+int cmd_verify(cli_args *a, bb_error **err)
+{
+    _cleanup_(boot_done) boot b = {0};
+    if (boot_prepare(a->root, a->argv[0], BOOT_VERIFY, &b, err) < 0)
+        return -1;
+    printf("isolated: host %s, guest %s (%s)\n", b.iso.baseline.release, b.iso.guest.release,
+           b.b->name);
+    return 0;
+}

@@ -1,0 +1,30 @@
+/* Everything that happens before a sandbox boots, in one place for run, shell and (later)
+ * up: the Bluefile, the backend and its preflight, a built image, the mount check, /data
+ * ownership and the cached isolation check. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "backend.h"
+#include "isolation.h"
+
+typedef struct {
+    bluefile *bf;
+    const backend *b;
+    char *self;      /* the bluebox the guest runs */
+    char *container; /* a fresh, unique container name */
+    launch l;
+    bool rechecked;       /* the isolation check had to run (again) */
+    isolation_result iso; /* filled when it ran */
+} boot;
+
+typedef enum {
+    BOOT_CACHED, /* the cached isolation check: run, shell, up */
+    BOOT_VERIFY, /* always the full check: build, verify */
+} boot_check;
+
+/* Prepare a boot of `name`; `mode` and the command are filled into ret->l by the caller. */
+int boot_prepare(const char *root, const char *name, boot_check check, boot *ret, bb_error **err);
+void boot_done(boot *b);
+/* Fail unless the sandbox has a built image, with a hint to build it. */
+int boot_require_image(const char *root, const char *name, bb_error **err);

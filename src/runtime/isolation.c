@@ -1,0 +1,178 @@
+/* The isolation check and its cache. */
+#include "isolation.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fingerprint.h"
+#include "util/fs.h"
+#include "util/spawn.h"
+#include "util/xalloc.h"
+
+#define CACHE_VERSION 1
+
+/* The baseline: the same image and confinement on podman's default OCI runtime. It exists
+ * only for this comparison and never runs a workload. */
+static int plain_flags(const launch *l, strv *argv, bb_error **err)
+{
+    strv_add(argv, "--entrypoint=" GUEST_BINARY);
+    return 0;
+}
+
+static int plain_entry(const launch *l, strv *argv, bb_error **err)
+{
+    return 0;
+}
+
+static const backend backend_plain = {
+    .name = "plain",
+    .launch_flags = plain_flags,
+    .entry = plain_entry,
+};
+
+static const char *conf_files[] = {
+    "/etc/containers/containers.conf",
+    "/usr/share/containers/containers.conf",
+    "/etc/containers/containers.conf.d",
+    "/etc/containers/storage.conf",
+};
+
+char *runtime_fingerprint(const backend *b, const launch *l)
+{
+    fingerprint f;
+    fp_init(&f);
+    char head[64];
+    snprintf(head, sizeof head, "v%d %s uid %u", CACHE_VERSION, b->name, (unsigned)getuid());
+    fp_str(&f, head);
+    _cleanup_free_ char *podman = program_find("podman");
+    fp_file(&f, podman ? podman : "podman");
+    for (size_t i = 0; i < ELEMENTSOF(conf_files); i++)
+        fp_file(&f, conf_files[i]);
+    const char *env = getenv("CONTAINERS_CONF");
+    fp_file(&f, env && *env ? env : "-");
+    const char *home = getenv("HOME");
+    if (home) {
+        _cleanup_free_ char *user = path_join(home, ".config/containers/containers.conf");
+        fp_file(&f, user);
+    }
+    _cleanup_free_ char *self = guest_binary(NULL);
+    fp_file(&f, self ? self : "-");
+    if (b->fingerprint)
+        b->fingerprint(l, &f);
+    return fp_hex(&f);
+}
+
+static int probe(const backend *b, const launch *l, kernel_id *ret, bb_error **err)
+{
+    static char *cmd[] = {"__probe", NULL};
+    _cleanup_free_ char *container = xasprintf("bluebox-probe-%s-%d", l->name, (int)getpid());
+    launch pl = *l;
+    pl.mode = LAUNCH_PROBE;
+    pl.container = container;
+    pl.cmd = cmd;
+    pl.interactive = pl.tty = false;
+    _cleanup_strv_ strv argv = {0};
+    if (launch_argv(b, &pl, &argv, err) < 0)
+        return -1;
+    _cleanup_free_ char *out = NULL, *errout = NULL;
+    int r = spawn_capture(argv.v, &out, &errout, err);
+    if (r < 0)
+        return -1;
+    if (r != 0) {
+        size_t n = strlen(errout);
+        while (n && errout[n - 1] == '\n')
+            errout[--n] = '\0';
+        const char *last = strrchr(errout, '\n');
+        return bb_fail(err, EIO, "exit %d%s%s", r, *errout ? ": " : "", last ? last + 1 : errout);
+    }
+    return kernel_id_parse(out, ret, err);
+}
+
+int isolation_check(const backend *b, const launch *l, isolation_result *ret, bb_error **err)
+{
+    if (probe(&backend_plain, l, &ret->baseline, err) < 0)
+        return bb_prefix(err, "could not read the baseline kernel from a plain container");
+    if (probe(b, l, &ret->guest, err) < 0)
+        return bb_prefix(err, "could not start the sandbox on %s (is the image built?)", b->name);
+    bool same_release = streq(ret->guest.release, ret->baseline.release);
+    if (same_release || streq(ret->guest.boot_id, ret->baseline.boot_id))
+        return bb_fail(err, EPERM,
+                       "not isolated: the sandbox on %s shares the %s of a plain container (%s). "
+                       "This is a container, not a microVM%s",
+                       b->name, same_release ? "kernel release" : "boot_id", ret->guest.release,
+                       streq(b->name, "krun") ? "; is krun really crun built with +LIBKRUN? "
+                                                "(bluebox doctor)"
+                                              : "");
+    return 0;
+}
+
+static char *cache_path(const char *root)
+{
+    return path_join(root, "verify.json");
+}
+
+/* The cache file, or an empty object. Anything unreadable is a miss, never a pass. */
+static json_t *cache_load(const char *root)
+{
+    _cleanup_free_ char *path = cache_path(root), *text = NULL;
+    size_t len = 0;
+    json_t *j = NULL;
+    if (read_file(path, 1 << 20, &text, &len, NULL) == 0)
+        j = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(j) || json_integer_value(json_object_get(j, "version")) != CACHE_VERSION ||
+        !json_is_object(json_object_get(j, "backends"))) {
+        json_decref(j);
+        j = json_pack("{s:i, s:{}}", "version", CACHE_VERSION, "backends");
+    }
+    return j;
+}
+
+isolation_state isolation_cached(const backend *b, const launch *l)
+{
+    json_t *j = cache_load(l->root);
+    json_t *e = json_object_get(json_object_get(j, "backends"), b->name);
+    const char *fp = json_string_value(json_object_get(e, "fingerprint"));
+    isolation_state s = ISO_NOT_VERIFIED;
+    if (fp) {
+        _cleanup_free_ char *now = runtime_fingerprint(b, l);
+        s = streq(fp, now) ? ISO_VERIFIED : ISO_CHANGED;
+    }
+    json_decref(j);
+    return s;
+}
+
+int isolation_remember(const backend *b, const launch *l, const isolation_result *r, bb_error **err)
+{
+    json_t *j = cache_load(l->root);
+    _cleanup_free_ char *fp = runtime_fingerprint(b, l);
+    char stamp[32];
+    time_t t = time(NULL);
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+    json_object_set_new(json_object_get(j, "backends"), b->name,
+                        json_pack("{s:s, s:s, s:s, s:s}", "fingerprint", fp, "guest",
+                                  r->guest.release, "baseline", r->baseline.release, "verified_at",
+                                  stamp));
+    _cleanup_free_ char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(j);
+    _cleanup_free_ char *path = cache_path(l->root);
+    if (mkdir_p(l->root, 0755, err) < 0 ||
+        write_file_atomic(path, text, strlen(text), 0644, err) < 0)
+        return bb_prefix(err, "cannot record the isolation check");
+    return 0;
+}
+
+int isolation_ensure(const backend *b, const launch *l, bool *ret_rechecked, isolation_result *ret,
+                     bb_error **err)
+{
+    *ret_rechecked = false;
+    if (isolation_cached(b, l) == ISO_VERIFIED)
+        return 0;
+    if (isolation_check(b, l, ret, err) < 0)
+        return -1;
+    *ret_rechecked = true;
+    return isolation_remember(b, l, ret, err);
+}

@@ -1,0 +1,30 @@
+/* The isolation check (DESIGN section 3): boot the image through its backend and as a plain
+ * container, run the probe in both, and refuse when the kernels are the same. The result is
+ * cached in verify.json against the runtime fingerprint. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "backend.h"
+#include "probe.h"
+
+typedef struct {
+    kernel_id guest, baseline;
+} isolation_result;
+
+typedef enum { ISO_NOT_VERIFIED, ISO_VERIFIED, ISO_CHANGED } isolation_state;
+
+/* The fingerprint of everything that decides what this backend boots. */
+char *runtime_fingerprint(const backend *b, const launch *l);
+/* The full check (after the backend's preflight); refuses with "not isolated: …" when the kernels
+ * match. Does not touch the cache. */
+int isolation_check(const backend *b, const launch *l, isolation_result *ret, bb_error **err);
+/* Record a passed check for this backend's current fingerprint. */
+int isolation_remember(const backend *b, const launch *l, const isolation_result *r,
+                       bb_error **err);
+/* What the cache says about this backend now. */
+isolation_state isolation_cached(const backend *b, const launch *l);
+/* Before a boot: pass on a cache hit; otherwise run the full check, remember it, and set
+ * *ret_rechecked (the caller says so). Refuses when the check fails. */
+int isolation_ensure(const backend *b, const launch *l, bool *ret_rechecked, isolation_result *ret,
+                     bb_error **err);

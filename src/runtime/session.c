@@ -1,0 +1,195 @@
+/* The session loop: signalfd + poll, so a timeout, a signal and output all arrive on one
+ * path and nothing races a handler. */
+#include "session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/spawn.h"
+
+extern char **environ;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void session_remove(const char *container)
+{
+    char *argv[] = {"podman", "rm", "-f", "-t", "0", "--ignore", (char *)container, NULL};
+    (void)spawn_quiet(argv, NULL);
+}
+
+static void write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return; /* a closed stdout or a full disk must not stop the workload */
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Copy what is readable from *fd to out and the log; close it at EOF. */
+static void relay(int *fd, int out, int log_fd)
+{
+    char buf[65536];
+    ssize_t n = read(*fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        close(*fd);
+        *fd = -1;
+        return;
+    }
+    write_all(out, buf, (size_t)n);
+    if (log_fd >= 0)
+        write_all(log_fd, buf, (size_t)n);
+}
+
+static int reap(pid_t pid, int *status, bool block)
+{
+    for (;;) {
+        pid_t r = waitpid(pid, status, block ? 0 : WNOHANG);
+        if (r < 0 && errno == EINTR)
+            continue;
+        return r;
+    }
+}
+
+static int spawn_podman(const session *s, const sigset_t *old, int pipes[2][2], pid_t *ret,
+                        bb_error **err)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&at);
+    posix_spawnattr_setsigmask(&at, old);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+    if (s->log_fd >= 0) {
+        posix_spawn_file_actions_adddup2(&fa, pipes[0][1], 1);
+        posix_spawn_file_actions_adddup2(&fa, pipes[1][1], 2);
+    }
+    int r = posix_spawnp(ret, s->argv[0], &fa, &at, s->argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    if (r != 0)
+        return bb_fail_errno(err, r, "cannot run %s", s->argv[0]);
+    return 0;
+}
+
+int session_run(const session *s, session_result *ret, bb_error **err)
+{
+    *ret = (session_result){0};
+    sigset_t mask, old;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGCHLD);
+    int pipes[2][2] = {{-1, -1}, {-1, -1}};
+    if (s->log_fd >= 0 && (pipe2(pipes[0], O_CLOEXEC) < 0 || pipe2(pipes[1], O_CLOEXEC) < 0)) {
+        int e = errno;
+        for (int i = 0; i < 4; i++)
+            if (pipes[i / 2][i % 2] >= 0)
+                close(pipes[i / 2][i % 2]);
+        return bb_fail_errno(err, e, "cannot make a pipe");
+    }
+    sigprocmask(SIG_BLOCK, &mask, &old);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    pid_t pid = -1;
+    double start = now();
+    int r =
+        sfd < 0 ? bb_fail_errno(err, errno, "signalfd") : spawn_podman(s, &old, pipes, &pid, err);
+    int out[2] = {pipes[0][0], pipes[1][0]};
+    if (s->log_fd >= 0) {
+        close(pipes[0][1]);
+        close(pipes[1][1]);
+    }
+    if (r < 0) {
+        for (int i = 0; i < 2; i++)
+            if (out[i] >= 0)
+                close(out[i]);
+        if (sfd >= 0)
+            close(sfd);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return -1;
+    }
+
+    double deadline = s->timeout_seconds > 0 ? start + s->timeout_seconds : 0;
+    int status = 0;
+    bool exited = false, stopping = false;
+    double grace = 0;
+    while (!exited || out[0] >= 0 || out[1] >= 0) {
+        int wait_ms = -1;
+        double t = now();
+        if (deadline > 0 && !stopping)
+            wait_ms = deadline <= t ? 0 : (int)((deadline - t) * 1000) + 1;
+        if (exited) /* the client is gone; do not wait forever on a pipe someone else holds */
+            wait_ms = grace <= t ? 0 : (int)((grace - t) * 1000) + 1;
+        struct pollfd p[3] = {{.fd = sfd, .events = POLLIN},
+                              {.fd = out[0], .events = POLLIN},
+                              {.fd = out[1], .events = POLLIN}};
+        int n = poll(p, 3, wait_ms);
+        if (n < 0 && errno != EINTR)
+            break;
+        if (n == 0 && exited)
+            break;
+        if (n == 0 && deadline > 0 && now() >= deadline && !stopping) {
+            ret->timed_out = true;
+            stopping = true;
+            session_remove(s->container);
+            kill(pid, SIGTERM);
+            continue;
+        }
+        if (n > 0 && p[0].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) == sizeof si) {
+                if (si.ssi_signo == SIGCHLD)
+                    continue;
+                if (!ret->signal)
+                    ret->signal = (int)si.ssi_signo;
+                if (!stopping) {
+                    stopping = true;
+                    session_remove(s->container);
+                    kill(pid, SIGTERM);
+                }
+            }
+        }
+        for (int i = 0; i < 2; i++)
+            if (out[i] >= 0 && n > 0 && p[i + 1].revents)
+                relay(&out[i], i == 0 ? STDOUT_FILENO : STDERR_FILENO, s->log_fd);
+        if (!exited && reap(pid, &status, false) == pid) {
+            exited = true;
+            grace = now() + 2;
+        }
+    }
+    if (!exited)
+        reap(pid, &status, true);
+    for (int i = 0; i < 2; i++)
+        if (out[i] >= 0)
+            close(out[i]);
+    close(sfd);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    ret->seconds = now() - start;
+    if (ret->timed_out)
+        ret->code = 124;
+    else if (ret->signal)
+        ret->code = 128 + ret->signal;
+    else
+        ret->code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+    return 0;
+}
