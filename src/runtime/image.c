@@ -3,8 +3,10 @@
 #include "image.h"
 
 #include <errno.h>
+#include <string.h>
 
 #include "util/spawn.h"
+#include "util/strv.h"
 #include "util/xalloc.h"
 
 char *image_ref(const char *name)
@@ -20,8 +22,31 @@ static int image_exists(const char *ref)
     return spawn_quiet(argv, NULL) == 0;
 }
 
+/* Containers left by a run that was killed with SIGKILL (or a crashed podman) still carry
+ * the sandbox's label; they would keep the image in use. */
+static void containers_remove(const char *name)
+{
+    _cleanup_free_ char *filter = xasprintf("label=bluebox.sandbox=%s", name);
+    char *ps[] = {"podman", "ps", "-aq", "--filter", filter, NULL};
+    _cleanup_free_ char *ids = NULL;
+    if (spawn_capture(ps, &ids, NULL, NULL) != 0 || !*ids)
+        return;
+    _cleanup_strv_ strv argv = {0};
+    strv_add(&argv, "podman");
+    strv_add(&argv, "rm");
+    strv_add(&argv, "-f");
+    strv_add(&argv, "-t");
+    strv_add(&argv, "0");
+    char *save = NULL;
+    for (char *id = strtok_r(ids, "\n", &save); id; id = strtok_r(NULL, "\n", &save))
+        strv_add(&argv, id);
+    (void)spawn_quiet(argv.v, NULL);
+}
+
 int image_remove(const char *name, bb_error **err)
 {
+    if (program_on_path("podman"))
+        containers_remove(name);
     _cleanup_free_ char *ref = image_ref(name);
     if (!image_exists(ref))
         return 0;
