@@ -1,13 +1,19 @@
 /* bluebox: one binary, several roles. Internal roles start with "__"; everything else is
  * the CLI. */
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "guest/init.h"
 #include "runtime/dataown.h"
 #include "runtime/probe.h"
 
 int main(int argc, char **argv)
 {
+    /* PID 1 is the uml guest init (init=/.bluebox/bluebox), unless it names an internal
+     * role: a plain container runs `bluebox __probe` as its PID 1 too. */
+    if (getpid() == 1 && !(argc >= 2 && strncmp(argv[1], "__", 2) == 0))
+        return guest_init_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "__complete") == 0)
         return cli_complete(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "__probe") == 0)

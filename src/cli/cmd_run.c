@@ -14,8 +14,11 @@
 
 static void say_rechecked(const boot *b)
 {
-    if (b->rechecked)
+    if (b->was == ISO_CHANGED)
         fprintf(stderr, "bluebox: re-verified isolation (runtime changed since last check)\n");
+    else if (b->was == ISO_NOT_VERIFIED)
+        fprintf(stderr, "bluebox: verified isolation: host %s, guest %s (%s)\n",
+                b->iso.baseline.release, b->iso.guest.release, b->b->name);
 }
 
 /* Boot, wait, log. Returns the exit code to pass on. */

@@ -31,6 +31,7 @@ typedef struct {
 
 typedef struct backend {
     const char *name;
+    bool guest_init; /* the guest's init is the static bluebox: mount it on every launch */
     /* Can this host boot this backend? The message says what to do when not. */
     int (*preflight)(const launch *l, bb_error **err);
     /* Flags of this backend, appended before the image. */
@@ -42,6 +43,7 @@ typedef struct backend {
 } backend;
 
 extern const backend backend_krun;
+extern const backend backend_uml;
 
 /* A backend by name (krun, uml), NULL when unknown. */
 const backend *backend_named(const char *name);
@@ -50,5 +52,8 @@ int backend_for(const bluefile *bf, const backend **ret, bb_error **err);
 /* The host path of the static bluebox that guests run: $BLUEBOX_GUEST_BINARY (for builds
  * that are not static, e.g. under ASan) or this executable. */
 char *guest_binary(bb_error **err);
+/* A fresh container name: bluebox-[<kind>-]<name>-<pid>-<4 hex>. pid + random: unique among
+ * live launches, and a stale container left by a crash cannot collide with a later one. */
+char *container_name(const char *kind, const char *name);
 /* The whole `podman run` argv for a launch. */
 int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err);

@@ -34,10 +34,7 @@ int boot_prepare(const char *root, const char *name, boot_check check, boot *ret
     ret->self = guest_binary(err);
     if (!ret->self)
         return -1;
-    /* pid + random: unique among live runs, and a stale container from a crash cannot
-     * collide with the next run of the same pid. */
-    ret->container =
-        xasprintf("bluebox-%s-%d-%04x", name, (int)getpid(), (unsigned)(arc4random() & 0xffff));
+    ret->container = container_name(NULL, name);
     ret->l = (launch){.root = root,
                       .name = name,
                       .bf = ret->bf,
@@ -50,8 +47,7 @@ int boot_prepare(const char *root, const char *name, boot_check check, boot *ret
     if (lock < 0 || data_prepare(root, name, ret->bf, ret->self, err) < 0)
         return -1;
     if (check == BOOT_CACHED)
-        return isolation_ensure(ret->b, &ret->l, &ret->rechecked, &ret->iso, err);
-    ret->rechecked = true;
+        return isolation_ensure(ret->b, &ret->l, &ret->was, &ret->iso, err);
     if (isolation_check(ret->b, &ret->l, &ret->iso, err) < 0)
         return -1;
     return isolation_remember(ret->b, &ret->l, &ret->iso, err);

@@ -14,7 +14,7 @@ typedef struct {
     char *self;      /* the bluebox the guest runs */
     char *container; /* a fresh, unique container name */
     launch l;
-    bool rechecked;       /* the isolation check had to run (again) */
+    isolation_state was; /* the cache before this boot; ISO_VERIFIED: no check ran */
     isolation_result iso; /* filled when it ran */
 } boot;
 

@@ -69,7 +69,7 @@ char *runtime_fingerprint(const backend *b, const launch *l)
 static int probe(const backend *b, const launch *l, kernel_id *ret, bb_error **err)
 {
     static char *cmd[] = {"__probe", NULL};
-    _cleanup_free_ char *container = xasprintf("bluebox-probe-%s-%d", l->name, (int)getpid());
+    _cleanup_free_ char *container = container_name("probe", l->name);
     launch pl = *l;
     pl.mode = LAUNCH_PROBE;
     pl.container = container;
@@ -165,14 +165,13 @@ int isolation_remember(const backend *b, const launch *l, const isolation_result
     return 0;
 }
 
-int isolation_ensure(const backend *b, const launch *l, bool *ret_rechecked, isolation_result *ret,
-                     bb_error **err)
+int isolation_ensure(const backend *b, const launch *l, isolation_state *ret_was,
+                     isolation_result *ret, bb_error **err)
 {
-    *ret_rechecked = false;
-    if (isolation_cached(b, l) == ISO_VERIFIED)
+    *ret_was = isolation_cached(b, l);
+    if (*ret_was == ISO_VERIFIED)
         return 0;
     if (isolation_check(b, l, ret, err) < 0)
         return -1;
-    *ret_rechecked = true;
     return isolation_remember(b, l, ret, err);
 }

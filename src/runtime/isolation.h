@@ -24,7 +24,7 @@ int isolation_remember(const backend *b, const launch *l, const isolation_result
                        bb_error **err);
 /* What the cache says about this backend now. */
 isolation_state isolation_cached(const backend *b, const launch *l);
-/* Before a boot: pass on a cache hit; otherwise run the full check, remember it, and set
- * *ret_rechecked (the caller says so). Refuses when the check fails. */
-int isolation_ensure(const backend *b, const launch *l, bool *ret_rechecked, isolation_result *ret,
-                     bb_error **err);
+/* Before a boot: pass on a cache hit; otherwise run the full check and remember it. *ret_was
+ * says what the cache held (ISO_VERIFIED: nothing ran). Refuses when the check fails. */
+int isolation_ensure(const backend *b, const launch *l, isolation_state *ret_was,
+                     isolation_result *ret, bb_error **err);

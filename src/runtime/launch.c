@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "core/home.h"
@@ -16,29 +17,24 @@ const backend *backend_named(const char *name)
 {
     if (streq(name, "krun") || streq(name, "podman"))
         return &backend_krun;
+    if (streq(name, "uml"))
+        return &backend_uml;
     return NULL;
 }
 
 int backend_for(const bluefile *bf, const backend **ret, bb_error **err)
 {
     const char *env = getenv("BLUEBOX_BACKEND");
-    bf_backend which = bf->backend;
     if (env && *env) {
-        if (streq(env, "krun") || streq(env, "podman"))
-            which = BACKEND_KRUN;
-        else if (streq(env, "uml"))
-            which = BACKEND_UML;
-        else
+        *ret = backend_named(env);
+        if (!*ret)
             return bb_fail(err, EINVAL,
                            "BLUEBOX_BACKEND must be krun or uml (podman is an alias of krun), "
                            "got \"%s\"",
                            env);
+        return 0;
     }
-    if (which == BACKEND_UML)
-        return bb_fail(err, ENOSYS,
-                       "the uml backend is not in this version of bluebox yet; on a host with "
-                       "KVM use backend: krun");
-    *ret = &backend_krun;
+    *ret = bf->backend == BACKEND_UML ? &backend_uml : &backend_krun;
     return 0;
 }
 
@@ -54,6 +50,12 @@ static void addf(strv *a, const char *fmt, ...)
     va_start(ap, fmt);
     strv_push(a, xvasprintf(fmt, ap));
     va_end(ap);
+}
+
+char *container_name(const char *kind, const char *name)
+{
+    return xasprintf("bluebox-%s%s%s-%d-%04x", kind ? kind : "", kind ? "-" : "", name,
+                     (int)getpid(), (unsigned)(arc4random() & 0xffff));
 }
 
 char *guest_binary(bb_error **err)
@@ -91,7 +93,7 @@ int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
         addf(&a, "%s:%s:%s", bf->mounts[i].host, bf->mounts[i].guest,
              bf->mounts[i].rw ? "rw" : "ro");
     }
-    if (l->mode == LAUNCH_PROBE || l->mode == LAUNCH_AGENT) {
+    if (l->mode == LAUNCH_PROBE || l->mode == LAUNCH_AGENT || b->guest_init) {
         if (!l->self)
             return bb_fail(err, EINVAL, "no bluebox binary to put in the guest");
         add(&a, "-v");

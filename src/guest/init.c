@@ -1,0 +1,494 @@
+/* The uml guest init. The kernel runs the static bluebox as PID 1 (init=/.bluebox/bluebox)
+ * with the container's filesystem as its root through hostfs. It mounts the kernel
+ * filesystems, reads and deletes the launch spec bluebox-vmm left on the exec tmpfs, opens
+ * the control serial line, runs the command there as the spec's user with the spec's env
+ * and cwd, relays its stdio as agent frames, reaps every process, sends the exit frame and
+ * powers off. PID 1 must never exit (that is a kernel panic): every failure becomes an E
+ * frame, an X frame with a non-zero code and a power-off. */
+#include "init.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <net/if.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/proto.h"
+#include "guest/spec.h"
+#include "util/fs.h"
+#include "util/xalloc.h"
+
+/* UML's first serial line (ssl0=fd:K on the host side). */
+#define SERIAL_DEV "/dev/ttyS0"
+#define TMPFS_MAGIC_ 0x01021994
+/* Exit codes reported in the X frame when the command never ran. */
+#define EXIT_SETUP 125
+#define EXIT_NOSTART 127
+/* After the command exits, how long its stdout/stderr may still drain (background
+ * processes holding the pipes would otherwise keep the sandbox up forever). */
+#define DRAIN_MS 250
+/* Stop reading stdin frames while this much is waiting for the command to read. */
+#define STDIN_HIGH (1u << 20)
+
+static int serial = -1;
+
+static _noreturn_ void power_off(void)
+{
+    sync();
+    reboot(RB_POWER_OFF);
+    /* Not a guest kernel (or not PID 1): nothing to power off. */
+    _exit(EXIT_SETUP);
+}
+
+static void send_exit(int code, const char *why)
+{
+    if (serial < 0)
+        return;
+    _cleanup_free_ char *msg = NULL;
+    if (why) {
+        /* The message travels in an E frame; the X frame only says there was one. */
+        msg = xasprintf("{\"code\":%d,\"err\":\"guest setup failed\"}", code);
+    } else {
+        msg = xasprintf("{\"code\":%d}", code);
+    }
+    frame_write(serial, FRAME_EXIT, msg, strlen(msg), NULL);
+    tcdrain(serial);
+}
+
+/* Report a failure before the command started and power off. */
+static _noreturn_ void fail(const char *fmt, ...) _printf_(1, 2);
+static _noreturn_ void fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    _cleanup_free_ char *m = xvasprintf(fmt, ap);
+    va_end(ap);
+    _cleanup_free_ char *line = xasprintf("bluebox: guest init: %s\n", m);
+    if (serial >= 0)
+        frame_write(serial, FRAME_STDERR, line, strlen(line), NULL);
+    else
+        (void)!write(STDERR_FILENO, line, strlen(line)); /* the kernel console: UML's log */
+    send_exit(EXIT_SETUP, m);
+    power_off();
+}
+
+static void mount_one(const char *src, const char *dir, const char *type, unsigned long flags,
+                      const char *data)
+{
+    mkdir(dir, 0755);
+    if (mount(src, dir, type, flags, data) < 0 && errno != EBUSY)
+        fail("cannot mount %s on %s: %s", type, dir, strerror(errno));
+}
+
+static bool is_tmpfs(const char *path)
+{
+    struct statfs sf;
+    return statfs(path, &sf) == 0 && sf.f_type == TMPFS_MAGIC_;
+}
+
+static void mount_kernel_fs(void)
+{
+    const unsigned long nosuid = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+    /* Through hostfs these paths first show the container's own mounts; ours go on top. */
+    if (!is_tmpfs("/dev")) /* CONFIG_DEVTMPFS_MOUNT usually did it already */
+        mount_one("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+    mount_one("proc", "/proc", "proc", nosuid, NULL);
+    mount_one("sysfs", "/sys", "sysfs", nosuid, NULL);
+    mount_one("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+              "newinstance,ptmxmode=0666,mode=0620");
+    struct stat st;
+    if (lstat("/dev/ptmx", &st) < 0)
+        (void)!symlink("pts/ptmx", "/dev/ptmx");
+    mount_one("shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+}
+
+/* A read-only root (podman --read-only) still needs a writable /tmp. */
+static void mount_tmp_if_readonly(void)
+{
+    if (access("/tmp", W_OK) == 0 || errno != EROFS)
+        return;
+    mount_one("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+}
+
+static void open_serial(void)
+{
+    serial = open(SERIAL_DEV, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (serial < 0)
+        fail("cannot open the control line %s: %s", SERIAL_DEV, strerror(errno));
+    struct termios t;
+    if (tcgetattr(serial, &t) < 0)
+        fail("cannot read the control line's settings: %s", strerror(errno));
+    /* Frames are binary: no echo, no CR/NL mapping, no flow-control characters. */
+    cfmakeraw(&t);
+    t.c_cc[VMIN] = 1;
+    t.c_cc[VTIME] = 0;
+    if (tcsetattr(serial, TCSANOW, &t) < 0)
+        fail("cannot set the control line raw: %s", strerror(errno));
+}
+
+static void loopback_up(void)
+{
+    _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq ifr = {0};
+    strcpy(ifr.ifr_name, "lo");
+    if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+        fail("cannot find the loopback interface: %s", strerror(errno));
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+        fail("cannot bring up the loopback interface: %s", strerror(errno));
+}
+
+static void read_spec(launch_spec *spec)
+{
+    _cleanup_error_ bb_error *err = NULL;
+    _cleanup_free_ char *data = NULL;
+    size_t len = 0;
+    if (read_file(SPEC_PATH, SPEC_MAX, &data, &len, &err) < 0)
+        fail("no launch spec (%s); bluebox-vmm writes it before the guest boots", err->msg);
+    /* Read once: nothing in the guest may find it later. */
+    if (unlink(SPEC_PATH) < 0)
+        fail("cannot remove the launch spec: %s", strerror(errno));
+    if (spec_decode(data, len, spec, &err) < 0)
+        fail("%s", err->msg);
+}
+
+typedef struct child_io {
+    int in, out, err; /* our ends; for a pty all three are the master (err = -1) */
+    int pty;
+    char *pts;
+} child_io;
+
+static void make_pipes(child_io *io, int theirs[3])
+{
+    int p[3][2];
+    for (int i = 0; i < 3; i++)
+        if (pipe2(p[i], O_CLOEXEC) < 0)
+            fail("pipe: %s", strerror(errno));
+    io->in = p[0][1], theirs[0] = p[0][0];
+    io->out = p[1][0], theirs[1] = p[1][1];
+    io->err = p[2][0], theirs[2] = p[2][1];
+    io->pty = -1;
+}
+
+static void make_pty(child_io *io, const launch_spec *spec)
+{
+    int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (m < 0 || grantpt(m) < 0 || unlockpt(m) < 0)
+        fail("cannot allocate a terminal: %s", strerror(errno));
+    char *name = ptsname(m);
+    if (!name)
+        fail("cannot allocate a terminal: %s", strerror(errno));
+    io->pts = xstrdup(name);
+    if (spec->rows && spec->cols) {
+        struct winsize ws = {.ws_row = (unsigned short)spec->rows,
+                             .ws_col = (unsigned short)spec->cols};
+        ioctl(m, TIOCSWINSZ, &ws);
+    }
+    io->pty = io->in = io->out = m;
+    io->err = -1;
+}
+
+static _noreturn_ void child_fail(const char *what, const char *arg)
+{
+    dprintf(STDERR_FILENO, "bluebox: %s%s%s: %s\n", what, arg ? " " : "", arg ? arg : "",
+            strerror(errno));
+    _exit(EXIT_NOSTART);
+}
+
+/* In the forked child: become the command. */
+static _noreturn_ void exec_command(const launch_spec *spec, const child_io *io, int theirs[3])
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGCHLD, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    setsid();
+    if (io->pty >= 0) {
+        int t = open(io->pts, O_RDWR); /* the first tty a session leader opens is its own */
+        if (t < 0 || ioctl(t, TIOCSCTTY, 0) < 0)
+            _exit(EXIT_NOSTART);
+        theirs[0] = theirs[1] = theirs[2] = t;
+    }
+    for (int i = 0; i < 3; i++)
+        if (dup2(theirs[i], i) < 0)
+            _exit(EXIT_NOSTART);
+    if (setgroups(spec->n_groups, spec->groups) < 0)
+        child_fail("cannot set the supplementary groups", NULL);
+    if (setgid(spec->gid) < 0)
+        child_fail("cannot switch to group", NULL);
+    if (setuid(spec->uid) < 0)
+        child_fail("cannot switch to user", NULL);
+    if (chdir(spec->cwd) < 0)
+        child_fail("cannot change to directory", spec->cwd);
+    extern char **environ;
+    environ = spec->env.v ? spec->env.v : (char *[]){NULL};
+    execvp(spec->argv.v[0], spec->argv.v);
+    child_fail("cannot run", spec->argv.v[0]);
+}
+
+static pid_t start_command(const launch_spec *spec, child_io *io)
+{
+    int theirs[3] = {-1, -1, -1};
+    if (spec->mode == SPEC_SHELL)
+        make_pty(io, spec);
+    else
+        make_pipes(io, theirs);
+    pid_t pid = fork();
+    if (pid < 0)
+        fail("fork: %s", strerror(errno));
+    if (pid == 0)
+        exec_command(spec, io, theirs);
+    for (int i = 0; i < 3; i++)
+        if (theirs[i] >= 0)
+            close(theirs[i]);
+    fcntl(io->in, F_SETFL, fcntl(io->in, F_GETFL) | O_NONBLOCK);
+    return pid;
+}
+
+typedef struct relay {
+    child_io io;
+    pid_t pid;
+    bool exited;
+    int status;
+    struct timespec exited_at;
+    bool stdin_eof; /* the host sent i: close the command's stdin once the buffer drains */
+    uint8_t *in;
+    size_t in_len, in_off;
+    size_t in_cap;
+    frame_decoder dec;
+    bool serial_open;
+} relay;
+
+static void close_stdin(relay *r)
+{
+    if (r->io.pty >= 0) {
+        /* A terminal has no EOF of its own: send the EOF character, as a keyboard would. */
+        (void)!write(r->io.pty, "\x04", 1);
+        r->stdin_eof = false;
+        return;
+    }
+    if (r->io.in >= 0)
+        close(r->io.in);
+    r->io.in = -1;
+}
+
+static void push_stdin(relay *r)
+{
+    while (r->io.in >= 0 && r->in_off < r->in_len) {
+        ssize_t w = write(r->io.in, r->in + r->in_off, r->in_len - r->in_off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && errno == EAGAIN)
+            return;
+        if (w < 0) { /* EPIPE: the command stopped reading; drop the rest */
+            r->in_off = r->in_len;
+            break;
+        }
+        r->in_off += (size_t)w;
+    }
+    if (r->in_off == r->in_len) {
+        r->in_off = r->in_len = 0;
+        if (r->stdin_eof)
+            close_stdin(r);
+    }
+}
+
+static void on_frame(relay *r, const frame *f)
+{
+    switch (f->type) {
+    case FRAME_STDIN:
+        if (r->io.in < 0)
+            break;
+        if (r->in_len + f->len > r->in_cap) {
+            r->in_cap = r->in_len + f->len;
+            r->in = xrealloc(r->in, r->in_cap);
+        }
+        memcpy(r->in + r->in_len, f->data, f->len);
+        r->in_len += f->len;
+        break;
+    case FRAME_STDIN_EOF:
+        r->stdin_eof = true;
+        break;
+    case FRAME_WINSIZE: {
+        unsigned rows = 0, cols = 0;
+        char buf[128];
+        size_t n = f->len < sizeof buf - 1 ? f->len : sizeof buf - 1;
+        memcpy(buf, f->data, n);
+        buf[n] = '\0';
+        if (r->io.pty >= 0 && sscanf(buf, "{\"rows\":%u,\"cols\":%u}", &rows, &cols) == 2 &&
+            rows <= 65535 && cols <= 65535) {
+            struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+            ioctl(r->io.pty, TIOCSWINSZ, &ws);
+        }
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static void read_serial(relay *r)
+{
+    uint8_t buf[65536];
+    ssize_t n = read(serial, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        r->serial_open = false;
+        return;
+    }
+    size_t off = 0;
+    while (off < (size_t)n) {
+        size_t used = 0;
+        frame f;
+        int k = frame_decoder_feed(&r->dec, buf + off, (size_t)n - off, &used, &f, NULL);
+        if (k < 0) { /* the host side is ours; garbage means the line is broken */
+            r->serial_open = false;
+            return;
+        }
+        off += used;
+        if (k == 1)
+            on_frame(r, &f);
+    }
+    push_stdin(r);
+}
+
+/* Forward what the command wrote. Returns false at EOF. */
+static bool forward(int fd, uint8_t type)
+{
+    uint8_t buf[65536];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return true;
+    if (n <= 0) /* EOF, or EIO from a pty master whose terminal every process closed */
+        return false;
+    frame_write(serial, type, buf, (size_t)n, NULL);
+    return true;
+}
+
+static void reap(relay *r)
+{
+    int st;
+    pid_t p;
+    while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+        if (p == r->pid && !r->exited) {
+            r->exited = true;
+            r->status = st;
+            clock_gettime(CLOCK_MONOTONIC, &r->exited_at);
+        }
+}
+
+static long ms_since(const struct timespec *t)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
+}
+
+static void relay_loop(relay *r, int sigfd)
+{
+    for (;;) {
+        bool out_open = r->io.out >= 0, err_open = r->io.err >= 0;
+        int timeout = -1;
+        if (r->exited) {
+            long left = DRAIN_MS - ms_since(&r->exited_at);
+            if ((!out_open && !err_open) || left <= 0)
+                return;
+            timeout = (int)left;
+        }
+        struct pollfd p[5] = {
+            {.fd = sigfd, .events = POLLIN},
+            {.fd = r->serial_open && r->in_len - r->in_off < STDIN_HIGH ? serial : -1,
+             .events = POLLIN},
+            {.fd = r->io.out, .events = POLLIN},
+            {.fd = r->io.err, .events = POLLIN},
+            {.fd = r->io.in >= 0 && r->in_off < r->in_len ? r->io.in : -1, .events = POLLOUT},
+        };
+        if (poll(p, ELEMENTSOF(p), timeout) < 0 && errno != EINTR)
+            return;
+        if (p[0].revents) {
+            struct signalfd_siginfo si;
+            while (read(sigfd, &si, sizeof si) == sizeof si)
+                ;
+            reap(r);
+        }
+        if (p[1].revents)
+            read_serial(r);
+        if (p[2].revents && !forward(r->io.out, FRAME_STDOUT)) {
+            if (r->io.out != r->io.in)
+                close(r->io.out);
+            r->io.out = -1;
+        }
+        if (p[3].revents && !forward(r->io.err, FRAME_STDERR)) {
+            close(r->io.err);
+            r->io.err = -1;
+        }
+        if (p[4].revents)
+            push_stdin(r);
+    }
+}
+
+static int exit_code(int status)
+{
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return WEXITSTATUS(status);
+}
+
+static int signals_setup(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    signal(SIGPIPE, SIG_IGN);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (fd < 0)
+        fail("signalfd: %s", strerror(errno));
+    return fd;
+}
+
+int guest_init_main(int argc, char **argv)
+{
+    (void)argc, (void)argv; /* kernel command-line leftovers */
+    umask(022);
+    int sigfd = signals_setup();
+    mount_kernel_fs();
+    open_serial();
+    _cleanup_spec_ launch_spec spec = {0};
+    read_spec(&spec);
+    if (spec.hostname[0] && sethostname(spec.hostname, strlen(spec.hostname)) < 0)
+        fail("cannot set the hostname: %s", strerror(errno));
+    loopback_up();
+    mount_tmp_if_readonly();
+
+    relay r = {.serial_open = true};
+    frame_decoder_init(&r.dec);
+    r.pid = start_command(&spec, &r.io);
+    relay_loop(&r, sigfd);
+    if (!r.exited) { /* the host line broke: nobody is listening any more */
+        kill(-r.pid, SIGKILL);
+        while (!r.exited)
+            if (waitpid(r.pid, &r.status, 0) == r.pid)
+                r.exited = true;
+    }
+    send_exit(exit_code(r.status), NULL);
+    power_off();
+}

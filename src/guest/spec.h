@@ -1,0 +1,54 @@
+/* The uml launch spec: what bluebox-vmm saw of its own OCI process (argv, env, cwd, ids,
+ * hostname) and the mode, handed to the guest init through a 0600 file on the exec tmpfs
+ * (never argv, never the kernel cmdline). Binary-safe (argv and env are bytes, not
+ * necessarily UTF-8): a magic line, then records of 1 tag byte, a big-endian u32 length and
+ * that many bytes. The reader accepts exactly what the writer produces and nothing else. */
+#pragma once
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "util/err.h"
+#include "util/strv.h"
+
+/* Where bluebox-vmm writes the spec and the guest init reads (and deletes) it: the guest
+ * sees the container's filesystem as its root through hostfs, so the path is the same. */
+#define SPEC_PATH    "/.bluebox/mem/spec"
+#define SPEC_MAX     (4u << 20)
+#define SPEC_MAGIC   "bluebox-spec 1\n"
+
+typedef enum {
+    SPEC_RUN,
+    SPEC_SHELL,
+    SPEC_PROBE,
+    SPEC_AGENT,
+} spec_mode;
+
+typedef struct launch_spec {
+    spec_mode mode;
+    strv argv; /* at least one element */
+    strv env;  /* "NAME=value" */
+    char *cwd; /* absolute */
+    char *hostname;
+    uid_t uid;
+    gid_t gid;
+    gid_t *groups;
+    size_t n_groups;
+    unsigned rows, cols; /* initial window size for shell; 0 when unknown */
+} launch_spec;
+
+const char *spec_mode_name(spec_mode m);
+/* Parse a mode name ("run", "shell", "probe", "agent"); -1 when unknown. */
+int spec_mode_parse(const char *s, spec_mode *ret);
+
+/* Serialise into a new buffer (never fails; aborts on OOM). */
+char *spec_encode(const launch_spec *s, size_t *ret_len);
+/* Strict parse of len bytes. */
+int spec_decode(const char *data, size_t len, launch_spec *ret, bb_error **err);
+
+void spec_clear(launch_spec *s);
+static inline void spec_clearp(launch_spec *s)
+{
+    spec_clear(s);
+}
+#define _cleanup_spec_ _cleanup_(spec_clearp)

@@ -1,0 +1,84 @@
+/* The uml backend: Debian's user-mode-linux kernel runs as the container's process, under
+ * the same confinement as krun's VMM. bluebox-vmm (from the VMM bundle, bind-mounted
+ * read-only at /.bluebox/vmm) starts the kernel with the container's filesystem as the
+ * guest's root and relays the workload's stdio and exit code; the guest's init is the static
+ * bluebox at /.bluebox/bluebox. The boundary is ptrace, not hardware virtualisation. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "fingerprint.h"
+#include "uml_bundle.h"
+#include "util/spawn.h"
+#include "util/xalloc.h"
+
+#define UML_VMM_DIR UML_BUNDLE_MOUNT
+#define UML_MEM_DIR "/.bluebox/mem"
+
+static int uml_preflight(const launch *l, bb_error **err)
+{
+    if (!program_on_path("podman"))
+        return bb_fail(err, ENOENT,
+                       "podman is not installed; install it (Debian: apt-get install "
+                       "podman) and try again");
+    const char *kernel = uml_kernel_path();
+    if (access(kernel, X_OK) < 0)
+        return bb_fail_errno(err, errno,
+                             "backend: uml needs the user-mode-linux kernel %s (Debian: "
+                             "apt-get install user-mode-linux)",
+                             kernel);
+    _cleanup_free_ char *vmm = uml_vmm_locate(l->self);
+    if (!vmm)
+        return bb_fail(err, ENOENT,
+                       "backend: uml needs bluebox-vmm beside bluebox (or $BLUEBOX_VMM); "
+                       "reinstall bluebox");
+    return 0;
+}
+
+static int uml_flags(const launch *l, strv *argv, bb_error **err)
+{
+    _cleanup_free_ char *vmm = uml_vmm_locate(l->self), *bundle = NULL;
+    if (!vmm)
+        return bb_fail(err, ENOENT, "bluebox-vmm not found");
+    if (uml_bundle_ensure(l->root, vmm, &bundle, err) < 0)
+        return bb_prefix(err, "cannot prepare the uml VMM bundle");
+    /* UML maps its memory from a file in TMPDIR, which must allow exec. */
+    strv_push(argv, xasprintf("--tmpfs=" UML_MEM_DIR ":rw,exec,nosuid,nodev,size=%dm",
+                              l->bf->ram_mib + 64));
+    strv_add(argv, "-v");
+    strv_push(argv, xasprintf("%s:" UML_VMM_DIR ":ro", bundle));
+    strv_push(argv, xasprintf("--env=BLUEBOX_RAM_MIB=%d", l->bf->ram_mib));
+    strv_push(argv, xasprintf("--env=BLUEBOX_CPUS=%d", l->bf->cpus));
+    static const char *const modes[] = {"run", "shell", "probe", "agent"};
+    strv_push(argv, xasprintf("--env=BLUEBOX_MODE=%s", modes[l->mode]));
+    strv_add(argv, "--entrypoint=" UML_VMM_DIR "/bluebox-vmm");
+    return 0;
+}
+
+static int uml_entry(const launch *l, strv *argv, bb_error **err)
+{
+    if (l->mode == LAUNCH_PROBE || l->mode == LAUNCH_AGENT)
+        strv_add(argv, GUEST_BINARY);
+    return 0;
+}
+
+static void uml_fingerprint(const launch *l, fingerprint *fp)
+{
+    _cleanup_free_ char *vmm = uml_vmm_locate(l->self);
+    uint64_t h = 0;
+    char hex[17] = "none";
+    if (vmm && uml_bundle_fingerprint(vmm, &h, NULL) == 0)
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+    fp_str(fp, hex);
+}
+
+const backend backend_uml = {
+    .name = "uml",
+    .guest_init = true,
+    .preflight = uml_preflight,
+    .launch_flags = uml_flags,
+    .entry = uml_entry,
+    .fingerprint = uml_fingerprint,
+};

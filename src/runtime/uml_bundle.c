@@ -1,0 +1,438 @@
+/* The uml VMM bundle (see uml_bundle.h): find the inputs, name the bundle after their stat
+ * data, and build it once in a temporary directory that is renamed into place. */
+#include "uml_bundle.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/elf.h"
+#include "util/fs.h"
+#include "util/xalloc.h"
+
+/* Bump when the bundle's layout or contents change in a way old bundles lack. */
+#define BUNDLE_FORMAT "bluebox-uml-bundle-1"
+#define MAX_LIBS      128
+#define STALE_TMP_SEC 3600
+
+#if defined(__x86_64__)
+#define MULTIARCH "x86_64-linux-gnu"
+#elif defined(__aarch64__)
+#define MULTIARCH "aarch64-linux-gnu"
+#elif defined(__riscv) && __riscv_xlen == 64
+#define MULTIARCH "riscv64-linux-gnu"
+#elif defined(__powerpc64__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define MULTIARCH "powerpc64le-linux-gnu"
+#elif defined(__s390x__)
+#define MULTIARCH "s390x-linux-gnu"
+#else
+#error "unknown multiarch triplet"
+#endif
+
+static const char *const lib_dirs[] = {
+    "/lib/" MULTIARCH, "/usr/lib/" MULTIARCH, "/lib64", "/usr/lib64", "/lib", "/usr/lib",
+};
+
+/* Names the bundle uses for its own files; a library called so would overwrite one. */
+static const char *const reserved[] = {"linux.uml", "ld.so", "bluebox-vmm"};
+
+typedef struct input {
+    char *name; /* file name in the bundle */
+    char *src;  /* host path it is copied from */
+    struct stat st;
+    mode_t mode;
+    bool set_interp;
+} input;
+
+typedef struct plan {
+    input *v;
+    size_t n;
+    uint64_t hash;
+} plan;
+
+static void plan_clear(plan *p)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        free(p->v[i].name);
+        free(p->v[i].src);
+    }
+    free(p->v);
+    *p = (plan){0};
+}
+
+static inline void plan_clearp(plan *p)
+{
+    plan_clear(p);
+}
+
+const char *uml_kernel_path(void)
+{
+    const char *k = getenv("BLUEBOX_UML_KERNEL");
+    return k && *k ? k : "/usr/bin/linux.uml";
+}
+
+static bool is_exec_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+char *uml_vmm_locate(const char *self)
+{
+    const char *env = getenv("BLUEBOX_VMM");
+    if (env && *env)
+        return xstrdup(env);
+    if (!self)
+        return NULL;
+    const char *slash = strrchr(self, '/');
+    _cleanup_free_ char *dir = slash ? xstrndup(self, (size_t)(slash - self)) : xstrdup(".");
+    if (!*dir) {
+        free(dir);
+        dir = xstrdup("/");
+    }
+    const char *rel[] = {"bluebox-vmm", "../libexec/bluebox/bluebox-vmm"};
+    for (size_t i = 0; i < ELEMENTSOF(rel); i++) {
+        _cleanup_free_ char *p = path_join(dir, rel[i]);
+        if (is_exec_file(p))
+            return steal_pointer(&p);
+    }
+    return NULL;
+}
+
+static void add_input(plan *p, const char *name, const char *src, const struct stat *st,
+                      mode_t mode, bool set_interp)
+{
+    p->v = xreallocarray(p->v, p->n + 1, sizeof *p->v);
+    p->v[p->n++] = (input){.name = xstrdup(name),
+                           .src = xstrdup(src),
+                           .st = *st,
+                           .mode = mode,
+                           .set_interp = set_interp};
+}
+
+static bool plan_has(const plan *p, const char *name)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (streq(p->v[i].name, name))
+            return true;
+    return false;
+}
+
+/* Open and inspect one input; `what` names it in errors. */
+static int inspect_input(const char *path, const char *what, elf_info *e, struct stat *st,
+                         bb_error **err)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot open %s %s", what, path);
+    if (fstat(fd, st) < 0)
+        return bb_fail_errno(err, errno, "cannot stat %s", path);
+    return elf_inspect_fd(fd, path, e, err);
+}
+
+/* Find a library the way the loader would on this host: the first file of that name in the
+ * search directories that is an ELF object of this machine. */
+static int resolve_lib(const char *name, const char *needed_by, char **ret_path, elf_info *e,
+                       struct stat *st, bb_error **err)
+{
+    for (size_t i = 0; i < ELEMENTSOF(lib_dirs); i++) {
+        _cleanup_free_ char *path = path_join(lib_dirs[i], name);
+        if (inspect_input(path, "library", e, st, NULL) < 0)
+            continue;
+        *ret_path = steal_pointer(&path);
+        return 0;
+    }
+    return bb_fail(err, ENOENT,
+                   "cannot find %s (needed by %s) in /lib/%s, /usr/lib/%s, /lib64, /usr/lib64, "
+                   "/lib or /usr/lib",
+                   name, needed_by, MULTIARCH, MULTIARCH);
+}
+
+/* Add every library in `queue` and, transitively, what they need. */
+static int add_libs(plan *p, strv *queue, strv *needed_by, bb_error **err)
+{
+    for (size_t i = 0; i < queue->n; i++) {
+        const char *name = queue->v[i];
+        if (plan_has(p, name))
+            continue;
+        for (size_t j = 0; j < ELEMENTSOF(reserved); j++)
+            if (streq(name, reserved[j]))
+                return bb_fail(err, EINVAL, "%s needs a library called %s, a name the VMM "
+                                            "bundle uses for itself",
+                               needed_by->v[i], name);
+        if (p->n >= MAX_LIBS)
+            return bb_fail(err, E2BIG, "the VMM bundle would need more than %d libraries",
+                           MAX_LIBS);
+        _cleanup_free_ char *path = NULL;
+        _cleanup_elf_info_ elf_info e = {0};
+        struct stat st;
+        if (resolve_lib(name, needed_by->v[i], &path, &e, &st, err) < 0)
+            return -1;
+        add_input(p, name, path, &st, 0644, false);
+        for (size_t k = 0; k < e.needed.n; k++) {
+            strv_add(queue, e.needed.v[k]);
+            strv_add(needed_by, path);
+        }
+    }
+    return 0;
+}
+
+static void fnv(uint64_t *h, const void *data, size_t n)
+{
+    const uint8_t *b = data;
+    for (size_t i = 0; i < n; i++) {
+        *h ^= b[i];
+        *h *= 0x100000001b3ull;
+    }
+}
+
+static void fnv_u64(uint64_t *h, uint64_t v)
+{
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    fnv(h, b, sizeof b);
+}
+
+static uint64_t plan_hash(const plan *p)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    fnv(&h, BUNDLE_FORMAT, sizeof BUNDLE_FORMAT);
+    fnv(&h, UML_BUNDLE_LOADER, sizeof UML_BUNDLE_LOADER);
+    for (size_t i = 0; i < p->n; i++) {
+        const input *in = &p->v[i];
+        fnv(&h, in->name, strlen(in->name) + 1);
+        fnv(&h, in->src, strlen(in->src) + 1);
+        fnv_u64(&h, (uint64_t)in->st.st_dev);
+        fnv_u64(&h, (uint64_t)in->st.st_ino);
+        fnv_u64(&h, (uint64_t)in->st.st_size);
+        fnv_u64(&h, (uint64_t)in->st.st_mtim.tv_sec);
+        fnv_u64(&h, (uint64_t)in->st.st_mtim.tv_nsec);
+        fnv_u64(&h, (uint64_t)in->st.st_ctim.tv_sec);
+        fnv_u64(&h, (uint64_t)in->st.st_ctim.tv_nsec);
+        fnv_u64(&h, in->mode | (in->set_interp ? 0x10000u : 0));
+    }
+    return h;
+}
+
+static int plan_make(const char *vmm_path, plan *p, bb_error **err)
+{
+    const char *kernel = uml_kernel_path();
+    _cleanup_elf_info_ elf_info ke = {0};
+    _cleanup_elf_info_ elf_info ve = {0};
+    _cleanup_elf_info_ elf_info le = {0};
+    struct stat st;
+
+    if (inspect_input(kernel, "the UML kernel", &ke, &st, err) < 0)
+        return bb_prefix(err, "uml backend");
+    if (!ke.interp)
+        return bb_fail(err, ENOEXEC, "%s has no program interpreter; the uml backend expects "
+                                     "Debian's dynamically linked linux.uml",
+                       kernel);
+    if (strlen(UML_BUNDLE_LOADER) + 1 > ke.interp_size)
+        return bb_fail(err, ENAMETOOLONG,
+                       "%s: its program interpreter field (%s) is too short for %s", kernel,
+                       ke.interp, UML_BUNDLE_LOADER);
+    add_input(p, "linux.uml", kernel, &st, 0755, true);
+
+    if (inspect_input(ke.interp, "the dynamic loader", &le, &st, err) < 0)
+        return bb_prefix(err, "uml backend");
+    add_input(p, "ld.so", ke.interp, &st, 0755, false);
+
+    if (!vmm_path)
+        return bb_fail(err, ENOENT, "cannot find bluebox-vmm; install it beside bluebox or "
+                                    "set BLUEBOX_VMM to its path");
+    if (inspect_input(vmm_path, "bluebox-vmm", &ve, &st, err) < 0)
+        return bb_prefix(err, "uml backend");
+    if (!ve.interp || !streq(ve.interp, UML_BUNDLE_LOADER))
+        return bb_fail(err, ENOEXEC,
+                       "%s uses the program interpreter %s, not %s: bluebox-vmm must be linked "
+                       "with -Wl,--dynamic-linker=%s -Wl,-rpath,%s",
+                       vmm_path, ve.interp ? ve.interp : "(none, static)", UML_BUNDLE_LOADER,
+                       UML_BUNDLE_LOADER, UML_BUNDLE_MOUNT);
+    add_input(p, "bluebox-vmm", vmm_path, &st, 0755, false);
+
+    _cleanup_strv_ strv queue = {0};
+    _cleanup_strv_ strv needed_by = {0};
+    for (size_t i = 0; i < ke.needed.n; i++) {
+        strv_add(&queue, ke.needed.v[i]);
+        strv_add(&needed_by, kernel);
+    }
+    for (size_t i = 0; i < ve.needed.n; i++) {
+        strv_add(&queue, ve.needed.v[i]);
+        strv_add(&needed_by, vmm_path);
+    }
+    if (add_libs(p, &queue, &needed_by, err) < 0)
+        return bb_prefix(err, "uml backend");
+    p->hash = plan_hash(p);
+    return 0;
+}
+
+int uml_bundle_fingerprint(const char *vmm_path, uint64_t *ret, bb_error **err)
+{
+    _cleanup_(plan_clearp) plan p = {0};
+    if (plan_make(vmm_path, &p, err) < 0)
+        return -1;
+    *ret = p.hash;
+    return 0;
+}
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+static int copy_fd(int in, int out, const char *src, bb_error **err)
+{
+    size_t cap = 1 << 17;
+    _cleanup_free_ char *buf = xmalloc(cap);
+    for (;;) {
+        ssize_t n = read(in, buf, cap);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return bb_fail_errno(err, errno, "cannot read %s", src);
+        }
+        if (n == 0)
+            return 0;
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w = write(out, buf + off, (size_t)(n - off));
+            if (w < 0) {
+                if (errno == EINTR)
+                    continue;
+                return bb_fail_errno(err, errno, "cannot write the VMM bundle");
+            }
+            off += w;
+        }
+    }
+}
+
+static int install_one(int dirfd, const input *in, bb_error **err)
+{
+    _cleanup_close_ int src = open(in->src, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (src < 0)
+        return bb_fail_errno(err, errno, "cannot open %s", in->src);
+    struct stat st;
+    if (fstat(src, &st) < 0)
+        return bb_fail_errno(err, errno, "cannot stat %s", in->src);
+    if (!same_file(&st, &in->st))
+        return bb_fail(err, EAGAIN, "%s changed while the VMM bundle was being built; run "
+                                    "the command again",
+                       in->src);
+    _cleanup_close_ int dst = openat(dirfd, in->name,
+                                     O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, in->mode);
+    if (dst < 0)
+        return bb_fail_errno(err, errno, "cannot create %s in the VMM bundle", in->name);
+    if (copy_fd(src, dst, in->src, err) < 0)
+        return -1;
+    if (in->set_interp) {
+        if (elf_set_interp_fd(dst, in->name, UML_BUNDLE_LOADER, err) < 0)
+            return -1;
+        _cleanup_elf_info_ elf_info e = {0};
+        if (elf_inspect_fd(dst, in->name, &e, err) < 0)
+            return -1;
+        if (!e.interp || !streq(e.interp, UML_BUNDLE_LOADER))
+            return bb_fail(err, EIO, "rewriting the program interpreter of %s did not stick",
+                           in->src);
+    }
+    /* Explicitly, whatever the umask: containers with a uid map read it as "other". */
+    if (fchmod(dst, in->mode) < 0 || fsync(dst) < 0)
+        return bb_fail_errno(err, errno, "cannot finish %s in the VMM bundle", in->name);
+    return 0;
+}
+
+/* A temporary build directory removed on every early return. */
+static void tmpdir_cleanup(char **p)
+{
+    if (*p)
+        (void)rm_rf(*p, NULL);
+    free(*p);
+}
+
+static int build(const plan *p, const char *parent, const char *dir, bb_error **err)
+{
+    _cleanup_free_ char *tmpl = xasprintf("%s/.uml-%016llx.tmp-XXXXXX", parent,
+                                          (unsigned long long)p->hash);
+    if (!mkdtemp(tmpl))
+        return bb_fail_errno(err, errno, "cannot create a directory in %s", parent);
+    _cleanup_(tmpdir_cleanup) char *tmp = steal_pointer(&tmpl);
+    _cleanup_close_ int dirfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return bb_fail_errno(err, errno, "cannot open %s", tmp);
+    for (size_t i = 0; i < p->n; i++)
+        if (install_one(dirfd, &p->v[i], err) < 0)
+            return bb_prefix(err, "cannot build the VMM bundle");
+    if (fchmod(dirfd, 0755) < 0 || fsync(dirfd) < 0)
+        return bb_fail_errno(err, errno, "cannot finish %s", tmp);
+    if (rename(tmp, dir) == 0) {
+        free(steal_pointer(&tmp));
+        return 0;
+    }
+    /* Another bluebox built the same bundle first: theirs is as good as ours. */
+    if ((errno == EEXIST || errno == ENOTEMPTY) && is_dir(dir))
+        return 0;
+    return bb_fail_errno(err, errno, "cannot move the VMM bundle into place at %s", dir);
+}
+
+int uml_bundle_ensure(const char *home_root, const char *vmm_path, char **ret_dir, bb_error **err)
+{
+    _cleanup_(plan_clearp) plan p = {0};
+    if (plan_make(vmm_path, &p, err) < 0)
+        return -1;
+    _cleanup_free_ char *parent = path_join(home_root, "vmm");
+    _cleanup_free_ char *dir = xasprintf("%s/uml-%016llx", parent, (unsigned long long)p.hash);
+    if (!is_dir(dir)) {
+        if (mkdir_p(parent, 0755, err) < 0 || build(&p, parent, dir, err) < 0)
+            return -1;
+    }
+    *ret_dir = steal_pointer(&dir);
+    return 0;
+}
+
+static bool stale_tmp(int dfd, const char *name)
+{
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return false;
+    return time(NULL) - st.st_mtim.tv_sec > STALE_TMP_SEC;
+}
+
+int uml_bundle_prune(const char *home_root, const char *keep_dir, bb_error **err)
+{
+    _cleanup_free_ char *parent = path_join(home_root, "vmm");
+    const char *keep = NULL;
+    if (keep_dir) {
+        const char *slash = strrchr(keep_dir, '/');
+        keep = slash ? slash + 1 : keep_dir;
+    }
+    _cleanup_close_ int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return errno == ENOENT ? 0 : bb_fail_errno(err, errno, "cannot open %s", parent);
+    int dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+    DIR *d = dup_fd < 0 ? NULL : fdopendir(dup_fd);
+    if (!d) {
+        if (dup_fd >= 0)
+            close(dup_fd);
+        return bb_fail_errno(err, errno, "cannot read %s", parent);
+    }
+    _cleanup_strv_ strv doomed = {0};
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *n = de->d_name;
+        bool bundle = strncmp(n, "uml-", 4) == 0 && !(keep && streq(n, keep));
+        bool tmp = strncmp(n, ".uml-", 5) == 0 && strstr(n, ".tmp-") && stale_tmp(dfd, n);
+        if (bundle || tmp)
+            strv_add(&doomed, n);
+    }
+    closedir(d);
+    for (size_t i = 0; i < doomed.n; i++)
+        if (rm_rf_at(dfd, doomed.v[i], err) < 0)
+            return bb_prefix(err, "cannot remove an old VMM bundle");
+    return 0;
+}

@@ -1,0 +1,548 @@
+/* bluebox-vmm: the uml backend's process inside the podman container. It records its own
+ * OCI process (argv, env, cwd, ids, hostname) as the launch spec on the exec tmpfs, boots
+ * the UML kernel as its child with one serial line on a socketpair as the control channel,
+ * and relays agent frames between that line and its own stdio: stdin → I/i, O/E → stdout/
+ * stderr, X → its exit code. UML's console output goes to a log on the tmpfs, shown only
+ * when the guest dies without reporting an exit code. */
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/proto.h"
+#include "guest/spec.h"
+#include "util/xalloc.h"
+
+#define VMM_DIR_DEFAULT "/.bluebox/vmm"
+#define GUEST_INIT      "/.bluebox/bluebox"
+#define MEM_DIR         "/.bluebox/mem"
+#define UML_LOG         MEM_DIR "/uml.log"
+#define SERIAL_FD       3
+/* The sandbox itself failed (not the workload): podman's own code for "could not run". */
+#define EXIT_VMM 125
+/* Stop reading our stdin while this much is still waiting to go to the guest. */
+#define OUT_HIGH (1u << 20)
+/* After the exit frame, how long the guest gets to power off before we kill it. */
+#define POWEROFF_GRACE_MS 3000
+
+/* Boot-time trims for Debian's UML kernel: initcalls a sandbox does not need. */
+static const char *const kernel_trims[] = {
+    "quiet",
+    "pty.legacy_count=0",
+    "initcall_blacklist=strp_dev_init,init_zswap,raid6_select_algo",
+};
+
+/* Our own control variables: consumed here, never part of the workload's environment. */
+static const char *const control_vars[] = {
+    "BLUEBOX_MODE",
+    "BLUEBOX_RAM_MIB",
+    "BLUEBOX_UML_ARGS",
+};
+
+static void die(const char *fmt, ...) _printf_(1, 2) _noreturn_;
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("bluebox-vmm: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(EXIT_VMM);
+}
+
+static bool is_control_var(const char *kv)
+{
+    for (size_t i = 0; i < ELEMENTSOF(control_vars); i++) {
+        size_t n = strlen(control_vars[i]);
+        if (strncmp(kv, control_vars[i], n) == 0 && kv[n] == '=')
+            return true;
+    }
+    /* podman sets TMPDIR for UML's memory file; the workload never asked for it. */
+    return streq(kv, "TMPDIR=" MEM_DIR);
+}
+
+static unsigned ram_mib(void)
+{
+    const char *s = getenv("BLUEBOX_RAM_MIB");
+    if (!s || !*s)
+        return 512;
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || *end || v < 64 || v > 65536)
+        die("BLUEBOX_RAM_MIB must be a number of MiB between 64 and 65536, not '%s'", s);
+    return (unsigned)v;
+}
+
+static void spec_fill(launch_spec *s, int argc, char **argv)
+{
+    const char *mode = getenv("BLUEBOX_MODE");
+    if (!mode || !*mode)
+        mode = "run";
+    if (spec_mode_parse(mode, &s->mode) < 0)
+        die("BLUEBOX_MODE must be run, shell, probe or agent, not '%s'", mode);
+    for (int i = 1; i < argc; i++)
+        strv_add(&s->argv, argv[i]);
+    extern char **environ;
+    for (char **e = environ; *e; e++)
+        if (strchr(*e, '=') && **e != '=' && !is_control_var(*e))
+            strv_add(&s->env, *e);
+    char *cwd = getcwd(NULL, 0);
+    s->cwd = cwd ? cwd : xstrdup("/");
+    char host[HOST_NAME_MAX + 1] = "";
+    if (gethostname(host, sizeof host) < 0)
+        host[0] = '\0';
+    host[HOST_NAME_MAX] = '\0';
+    s->hostname = xstrdup(host);
+    s->uid = getuid();
+    s->gid = getgid();
+    int n = getgroups(0, NULL);
+    s->groups = xreallocarray(NULL, n > 0 ? (size_t)n : 1, sizeof *s->groups);
+    n = getgroups(n, s->groups);
+    s->n_groups = n > 0 ? (size_t)n : 0;
+    struct winsize ws;
+    if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0) {
+        s->rows = ws.ws_row;
+        s->cols = ws.ws_col;
+    }
+}
+
+static void write_spec(const launch_spec *s)
+{
+    size_t len;
+    _cleanup_free_ char *data = spec_encode(s, &len);
+    if (len > SPEC_MAX)
+        die("the command line and environment are too large (%zu bytes)", len);
+    _cleanup_close_ int fd =
+        open(SPEC_PATH, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        die("cannot create the launch spec %s: %s (is the tmpfs %s mounted?)", SPEC_PATH,
+            strerror(errno), MEM_DIR);
+    for (size_t off = 0; off < len;) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            die("cannot write the launch spec: %s", strerror(errno));
+        off += (size_t)w;
+    }
+}
+
+static char *vmm_dir(void)
+{
+    char *self = realpath("/proc/self/exe", NULL);
+    if (!self)
+        return xstrdup(VMM_DIR_DEFAULT);
+    char *slash = strrchr(self, '/');
+    if (slash && slash != self)
+        *slash = '\0';
+    return self;
+}
+
+static void kernel_argv(strv *a, const char *dir, unsigned mib)
+{
+    strv_push(a, xasprintf("%s/linux.uml", dir));
+    strv_push(a, xasprintf("mem=%uM", mib));
+    strv_add(a, "root=/dev/root");
+    strv_add(a, "rootfstype=hostfs");
+    strv_add(a, "rootflags=/");
+    strv_add(a, "init=" GUEST_INIT);
+    for (size_t i = 0; i < ELEMENTSOF(kernel_trims); i++)
+        strv_add(a, kernel_trims[i]);
+    strv_add(a, "con=null");
+    strv_add(a, "con0=null");
+    strv_add(a, "ssl=null");
+    strv_push(a, xasprintf("ssl0=fd:%d,fd:%d", SERIAL_FD, SERIAL_FD));
+    /* Debugging aid (e.g. initcall_debug): extra words for the kernel command line. */
+    const char *extra = getenv("BLUEBOX_UML_ARGS");
+    if (extra) {
+        _cleanup_free_ char *copy = xstrdup(extra);
+        char *save = NULL;
+        for (char *w = strtok_r(copy, " ", &save); w; w = strtok_r(NULL, " ", &save))
+            strv_add(a, w);
+    }
+}
+
+static volatile sig_atomic_t unused_signal;
+static void note_signal(int sig)
+{
+    /* Never runs while the signals are blocked; installed so that, as PID 1 of the
+     * container, we receive them at all (init ignores signals it has no handler for). */
+    unused_signal = sig;
+}
+
+static const int relayed_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD, SIGWINCH};
+
+static int signals_setup(sigset_t *old)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    struct sigaction sa = {.sa_handler = note_signal, .sa_flags = SA_RESTART};
+    for (size_t i = 0; i < ELEMENTSOF(relayed_signals); i++) {
+        sigaddset(&set, relayed_signals[i]);
+        sigaction(relayed_signals[i], &sa, NULL);
+    }
+    sigprocmask(SIG_BLOCK, &set, old);
+    int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (fd < 0)
+        die("signalfd: %s", strerror(errno));
+    return fd;
+}
+
+/* Fork and exec UML in its own process group (it forks helpers; we kill them as one). */
+static pid_t start_uml(char **argv, const char *dir, int serial, const sigset_t *mask)
+{
+    int log = open(UML_LOG, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (log < 0)
+        log = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    _cleanup_free_ char *ld = xasprintf("LD_LIBRARY_PATH=%s", dir);
+    _cleanup_free_ char *tmp = xasprintf("TMPDIR=%s", MEM_DIR);
+    char *envp[] = {ld, tmp, NULL};
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork: %s", strerror(errno));
+    if (pid == 0) {
+        setpgid(0, 0);
+        int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (null < 0 || log < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0 ||
+            dup2(serial, SERIAL_FD) < 0)
+            _exit(EXIT_VMM);
+        for (size_t i = 0; i < ELEMENTSOF(relayed_signals); i++)
+            signal(relayed_signals[i], SIG_DFL);
+        sigprocmask(SIG_SETMASK, mask, NULL);
+        execve(argv[0], argv, envp);
+        dprintf(2, "bluebox-vmm: cannot start %s: %s\n", argv[0], strerror(errno));
+        _exit(EXIT_VMM);
+    }
+    setpgid(pid, pid); /* also here: no race with a kill before the child ran */
+    if (log >= 0)
+        close(log);
+    return pid;
+}
+
+typedef struct relay {
+    int sock, sigfd;
+    pid_t uml;
+    bool uml_alive;
+    int uml_status;
+    bool stdin_open, sock_open, tty_raw;
+    uint8_t *out;
+    size_t out_len, out_off, out_cap;
+    frame_decoder dec;
+    bool have_exit;
+    int exit_code;
+    struct timespec exit_at;
+    struct termios saved_tty;
+} relay;
+
+static void write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && errno == EAGAIN) {
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            poll(&pfd, 1, -1);
+            continue;
+        }
+        if (w < 0)
+            return; /* the reader went away: drop output, keep running to the exit code */
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void queue(relay *r, uint8_t type, const void *data, size_t n)
+{
+    if (r->out_off == r->out_len)
+        r->out_off = r->out_len = 0;
+    frame_append(&r->out, &r->out_len, &r->out_cap, type, data, n);
+}
+
+static void send_winsize(relay *r)
+{
+    struct winsize ws;
+    if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0)
+        return;
+    char buf[64];
+    int n = snprintf(buf, sizeof buf, "{\"rows\":%u,\"cols\":%u}", ws.ws_row, ws.ws_col);
+    queue(r, FRAME_WINSIZE, buf, (size_t)n);
+}
+
+static int exit_code_of(const frame *f)
+{
+    json_error_t jerr;
+    json_t *o = json_loadb((const char *)f->data, f->len, 0, &jerr);
+    json_t *code = json_object_get(o, "code");
+    int c = json_is_integer(code) && json_integer_value(code) >= 0 &&
+                    json_integer_value(code) <= 255
+                ? (int)json_integer_value(code)
+                : EXIT_VMM;
+    json_decref(o);
+    return c;
+}
+
+static void on_frame(relay *r, const frame *f)
+{
+    switch (f->type) {
+    case FRAME_STDOUT:
+        write_all(STDOUT_FILENO, f->data, f->len);
+        break;
+    case FRAME_STDERR:
+        write_all(STDERR_FILENO, f->data, f->len);
+        break;
+    case FRAME_EXIT:
+        if (!r->have_exit) {
+            r->have_exit = true;
+            r->exit_code = exit_code_of(f);
+            clock_gettime(CLOCK_MONOTONIC, &r->exit_at);
+        }
+        break;
+    default:
+        break; /* nothing else is meaningful from the guest on this line */
+    }
+}
+
+static void read_sock(relay *r)
+{
+    uint8_t buf[65536];
+    ssize_t n = read(r->sock, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        r->sock_open = false;
+        return;
+    }
+    size_t off = 0;
+    while (off < (size_t)n && !r->dec.failed) {
+        size_t used = 0;
+        frame f;
+        _cleanup_error_ bb_error *err = NULL;
+        int k = frame_decoder_feed(&r->dec, buf + off, (size_t)n - off, &used, &f, &err);
+        off += used;
+        if (k < 0) {
+            fprintf(stderr, "bluebox-vmm: bad data from the guest: %s\n", err->msg);
+            r->sock_open = false;
+            return;
+        }
+        if (k == 1)
+            on_frame(r, &f);
+    }
+}
+
+static void read_stdin(relay *r)
+{
+    uint8_t buf[65536];
+    ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        r->stdin_open = false;
+        queue(r, FRAME_STDIN_EOF, NULL, 0);
+        return;
+    }
+    queue(r, FRAME_STDIN, buf, (size_t)n);
+}
+
+static void flush_sock(relay *r)
+{
+    while (r->out_off < r->out_len) {
+        ssize_t w = send(r->sock, r->out + r->out_off, r->out_len - r->out_off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && errno == EAGAIN)
+            return;
+        if (w < 0) { /* the guest is gone; what it did not read no longer matters */
+            r->out_off = r->out_len;
+            return;
+        }
+        r->out_off += (size_t)w;
+    }
+}
+
+static void kill_guest(relay *r)
+{
+    if (!r->uml_alive)
+        return;
+    kill(-r->uml, SIGKILL);
+    kill(r->uml, SIGKILL);
+    if (waitpid(r->uml, &r->uml_status, 0) == r->uml)
+        r->uml_alive = false;
+}
+
+static void restore_tty(relay *r)
+{
+    if (r->tty_raw)
+        tcsetattr(STDIN_FILENO, TCSADRAIN, &r->saved_tty);
+    r->tty_raw = false;
+}
+
+/* Returns the signal that asks us to stop, or 0. */
+static int read_signals(relay *r)
+{
+    struct signalfd_siginfo si;
+    int stop = 0;
+    while (read(r->sigfd, &si, sizeof si) == sizeof si) {
+        switch (si.ssi_signo) {
+        case SIGCHLD:
+            if (r->uml_alive && waitpid(r->uml, &r->uml_status, WNOHANG) == r->uml)
+                r->uml_alive = false;
+            while (waitpid(-1, NULL, WNOHANG) > 0)
+                ;
+            break;
+        case SIGWINCH:
+            send_winsize(r);
+            break;
+        default:
+            stop = (int)si.ssi_signo;
+            break;
+        }
+    }
+    return stop;
+}
+
+static long ms_since(const struct timespec *t)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
+}
+
+static void show_log_tail(void)
+{
+    _cleanup_fclose_ FILE *f = fopen(UML_LOG, "re");
+    if (!f)
+        return;
+    char *lines[8] = {0};
+    size_t n = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        free(lines[n % ELEMENTSOF(lines)]);
+        lines[n++ % ELEMENTSOF(lines)] = steal_pointer(&line);
+    }
+    free(line);
+    size_t first = n > ELEMENTSOF(lines) ? n - ELEMENTSOF(lines) : 0;
+    for (size_t i = first; i < n; i++)
+        fprintf(stderr, "bluebox-vmm: uml: %s", lines[i % ELEMENTSOF(lines)]);
+    for (size_t i = 0; i < ELEMENTSOF(lines); i++)
+        free(lines[i]);
+}
+
+static int finish(relay *r)
+{
+    restore_tty(r);
+    if (r->have_exit)
+        return r->exit_code;
+    if (WIFSIGNALED(r->uml_status))
+        fprintf(stderr, "bluebox-vmm: the guest kernel was killed by signal %d before the "
+                        "command finished\n",
+                WTERMSIG(r->uml_status));
+    else
+        fprintf(stderr, "bluebox-vmm: the guest kernel stopped before the command finished "
+                        "(exit status %d); its last messages follow\n",
+                WEXITSTATUS(r->uml_status));
+    show_log_tail();
+    return EXIT_VMM;
+}
+
+static int relay_loop(relay *r)
+{
+    for (;;) {
+        if (!r->uml_alive && !r->sock_open)
+            return finish(r);
+        int timeout = -1;
+        if (r->have_exit) {
+            /* Reported: the guest is powering off; give it a moment, then make sure. */
+            long left = POWEROFF_GRACE_MS - ms_since(&r->exit_at);
+            if (left <= 0)
+                kill_guest(r);
+            if (!r->uml_alive)
+                return finish(r);
+            timeout = (int)left;
+        }
+        struct pollfd p[3] = {
+            {.fd = r->sigfd, .events = POLLIN},
+            {.fd = r->sock_open ? r->sock : -1,
+             .events = (short)(POLLIN | (r->out_off < r->out_len ? POLLOUT : 0))},
+            {.fd = r->stdin_open && !r->have_exit && r->out_len - r->out_off < OUT_HIGH
+                       ? STDIN_FILENO
+                       : -1,
+             .events = POLLIN},
+        };
+        if (poll(p, ELEMENTSOF(p), timeout) < 0 && errno != EINTR)
+            die("poll: %s", strerror(errno));
+        if (p[0].revents) {
+            int sig = read_signals(r);
+            if (sig) {
+                kill_guest(r);
+                restore_tty(r);
+                return 128 + sig;
+            }
+        }
+        if (p[1].revents & (POLLIN | POLLHUP | POLLERR))
+            read_sock(r);
+        if (r->sock_open && (p[1].revents & POLLOUT))
+            flush_sock(r);
+        if (p[2].revents)
+            read_stdin(r);
+        if (r->sock_open && r->out_off < r->out_len)
+            flush_sock(r);
+    }
+}
+
+static void tty_setup(relay *r, spec_mode mode)
+{
+    if (mode != SPEC_SHELL || !isatty(STDIN_FILENO) ||
+        tcgetattr(STDIN_FILENO, &r->saved_tty) < 0)
+        return;
+    struct termios raw = r->saved_tty;
+    cfmakeraw(&raw);
+    if (tcsetattr(STDIN_FILENO, TCSADRAIN, &raw) == 0)
+        r->tty_raw = true;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        die("no command to run (usage: bluebox-vmm COMMAND [ARG...])");
+    _cleanup_spec_ launch_spec spec = {0};
+    spec_fill(&spec, argc, argv);
+    unsigned mib = ram_mib();
+    _cleanup_free_ char *dir = vmm_dir();
+    _cleanup_strv_ strv kargv = {0};
+    kernel_argv(&kargv, dir, mib);
+    write_spec(&spec);
+
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        die("socketpair: %s", strerror(errno));
+    sigset_t old;
+    relay r = {.sock = sv[0], .stdin_open = true, .sock_open = true, .uml_alive = true};
+    r.sigfd = signals_setup(&old);
+    frame_decoder_init(&r.dec);
+    r.uml = start_uml(kargv.v, dir, sv[1], &old);
+    close(sv[1]);
+    fcntl(r.sock, F_SETFL, fcntl(r.sock, F_GETFL) | O_NONBLOCK);
+    tty_setup(&r, spec.mode);
+    int code = relay_loop(&r);
+    frame_decoder_done(&r.dec);
+    free(r.out);
+    fflush(stdout);
+    return code;
+}
