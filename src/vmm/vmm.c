@@ -160,7 +160,10 @@ static void kernel_argv(strv *a, const char *dir, unsigned mib)
     strv_add(a, "root=/dev/root");
     strv_add(a, "rootfstype=hostfs");
     strv_add(a, "rootflags=/");
+    strv_add(a, "rw");
     strv_add(a, "init=" GUEST_INIT);
+    /* UML keeps its pid file and management socket under ~/.uml by default. */
+    strv_add(a, "uml_dir=" MEM_DIR "/");
     for (size_t i = 0; i < ELEMENTSOF(kernel_trims); i++)
         strv_add(a, kernel_trims[i]);
     strv_add(a, "con=null");
