@@ -97,7 +97,7 @@ int isolation_check(const backend *b, const launch *l, isolation_result *ret, bb
     if (probe(&backend_plain, l, &ret->baseline, err) < 0)
         return bb_prefix(err, "could not read the baseline kernel from a plain container");
     if (probe(b, l, &ret->guest, err) < 0)
-        return bb_prefix(err, "could not start the sandbox on %s (is the image built?)", b->name);
+        return bb_prefix(err, "could not boot the sandbox on %s for the isolation check", b->name);
     bool same_release = streq(ret->guest.release, ret->baseline.release);
     if (same_release || streq(ret->guest.boot_id, ret->baseline.boot_id))
         return bb_fail(err, EPERM,

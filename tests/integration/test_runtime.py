@@ -1,0 +1,233 @@
+"""The runtime on real podman: the isolation check refusing a "krun" that is a plain OCI
+runtime, and — on the uml backend — build, run, the confinement read back from the running
+VMM process, timeouts, and strict sandboxes under rootless podman. Needs root; the uml tests
+need build/bluebox-vmm and user-mode-linux."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from test_podman_build import env, podman  # noqa: F401  (session fixture + helper)
+
+REPO = Path(__file__).resolve().parents[2]
+IMAGE = "localhost/bluebox-test/busybox:latest"
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("podman") is None,
+    reason="integration tests need root and podman",
+)
+
+
+def kvm_openable():
+    try:
+        os.close(os.open("/dev/kvm", os.O_RDWR))
+        return True
+    except OSError:
+        return False
+
+
+class Home:
+    """A throwaway BLUEBOX_HOME (under /var/tmp so the rootless user can reach it)."""
+
+    def __init__(self, binary, user=None):
+        self.bin = binary
+        self.user = user
+        self.dir = Path(tempfile.mkdtemp(prefix="bluebox-it-rt-", dir="/var/tmp"))
+        self.dir.chmod(0o755)
+        self.names = []
+        self.env = dict(os.environ, BLUEBOX_HOME=str(self.dir / "home"))
+        if user:
+            shutil.chown(self.dir, user)
+
+    def cmd(self, *args):
+        argv = [self.bin, *map(str, args)]
+        if not self.user:
+            return argv
+        e = os.environ
+        return ["runuser", "-u", self.user, "--", "env", "-i",
+                "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + e["BLUEBOX_TEST_USER_HOME"],
+                "USER=" + self.user, "XDG_RUNTIME_DIR=" + e["BLUEBOX_TEST_USER_RUNTIME_DIR"],
+                "CONTAINERS_CONF=" + e["CONTAINERS_CONF"],
+                "BLUEBOX_HOME=" + str(self.dir / "home"), *argv]
+
+    def __call__(self, *args, input=None, env=None, timeout=300):
+        return subprocess.run(self.cmd(*args), env=dict(self.env, **(env or {})), input=input,
+                              capture_output=True, timeout=timeout, cwd="/",
+                              stdin=None if input is not None else subprocess.DEVNULL)
+
+    def sandbox(self, name, bluefile):
+        r = self("new", name)
+        assert r.returncode == 0, r
+        self.names.append(name)
+        (self.dir / "home" / "sandboxes" / name / "Bluefile").write_text(bluefile)
+        return name
+
+    def data(self, name):
+        return self.dir / "home" / "data" / name
+
+    def close(self):
+        for n in self.names:
+            self("destroy", n, "--data", "-y")
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def home(env, bluebox_bin):  # noqa: F811
+    h = Home(bluebox_bin)
+    yield h
+    h.close()
+
+
+def containers_of(name, user=False):
+    r = podman("ps", "-aq", "--filter", f"label=bluebox.sandbox={name}", user=user)
+    return r.stdout.split()
+
+
+# ---- krun: a "krun" that is really runc is refused, for real ------------------------------
+
+@pytest.mark.skipif(not kvm_openable(), reason="krun's preflight needs an openable /dev/kvm")
+def test_krun_that_is_runc_is_refused(home, tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "krun").symlink_to(shutil.which("runc"))
+    path = {"PATH": f"{bindir}:{os.environ['PATH']}", "BLUEBOX_BACKEND": "krun"}
+    name = home.sandbox(f"krunfake-{os.getpid()}", f"base: {IMAGE}\n")
+    for args in (["build", name], ["verify", name], ["run", name, "--", "true"]):
+        r = home(*args, env=path)
+        assert r.returncode == 1, r
+        err = r.stderr.decode()
+        assert "not isolated" in err and "This is a container, not a microVM" in err, r
+        assert "+LIBKRUN" in err
+    # nothing was remembered as verified, and nothing was left running
+    cache = home.dir / "home" / "verify.json"
+    assert not cache.exists() or "krun" not in json.loads(cache.read_text())["backends"]
+    assert containers_of(name) == []
+    # re-pointing the symlink is a runtime change; it is still refused
+    (bindir / "krun").unlink()
+    shutil.copy(shutil.which("runc"), bindir / "runc-copy")
+    (bindir / "krun").symlink_to(bindir / "runc-copy")
+    r = home("run", name, "--", "true", env=path)
+    assert r.returncode == 1 and b"not isolated" in r.stderr, r
+
+
+# ---- uml: end to end ----------------------------------------------------------------------
+
+UML = pytest.mark.skipif(
+    not (REPO / "build" / "bluebox-vmm").exists() or not Path("/usr/bin/linux.uml").exists(),
+    reason="needs build/bluebox-vmm and user-mode-linux")
+
+
+@pytest.fixture
+def uml_box(home):
+    name = home.sandbox(f"uml-{os.getpid()}", f"base: {IMAGE}\nbackend: uml\nram_mib: 256\n")
+    r = home("build", name)
+    assert r.returncode == 0, r
+    out = r.stdout.decode()
+    assert "isolated: host " in out and "(uml)" in out, r
+    return name
+
+
+@UML
+def test_uml_guest_has_its_own_kernel(home, uml_box):
+    r = home("run", uml_box, "--", "cat", "/proc/sys/kernel/random/boot_id", "/proc/version")
+    assert r.returncode == 0, r
+    boot_id, version = r.stdout.decode().split("\n", 1)
+    assert boot_id != Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert os.uname().release not in version
+    r = home("verify", uml_box)
+    assert r.returncode == 0 and b"isolated: host " + os.uname().release.encode() in r.stdout, r
+
+
+@UML
+def test_uml_run_plumbing(home, uml_box):
+    r = home("run", uml_box, "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+    assert (r.returncode, r.stdout, r.stderr) == (3, b"out\n", b"err\n"), r
+    blob = os.urandom(300000) + b"\0end"
+    r = home("run", uml_box, "--", "cat", input=blob)
+    assert r.returncode == 0 and r.stdout == blob, (r.returncode, len(r.stdout), r.stderr)
+    r = home("run", uml_box, "--", "no-such-command")
+    assert r.returncode == 127, r
+    # /data persists, the rest of the root does not
+    r = home("run", uml_box, "--", "sh", "-c", "echo kept > /data/f; echo gone > /root-file")
+    assert r.returncode == 0, r
+    assert (home.data(uml_box) / "f").read_text() == "kept\n"
+    r = home("run", uml_box, "--", "sh", "-c", "cat /data/f; test ! -e /root-file")
+    assert (r.returncode, r.stdout) == (0, b"kept\n"), r
+    log = (home.dir / "home" / "logs" / f"{uml_box}.log").read_text()
+    assert "run: 'sh' '-c' 'echo out; echo err >&2; exit 3'\nout\nerr\n=== exit 3 (" in log
+
+
+@UML
+def test_uml_timeout_kills_and_removes(home):
+    name = home.sandbox(f"umlto-{os.getpid()}",
+                        f"base: {IMAGE}\nbackend: uml\nram_mib: 256\ntimeout_seconds: 2\n")
+    assert home("build", name).returncode == 0
+    t = time.monotonic()
+    r = home("run", name, "--", "sleep", "60")
+    assert r.returncode == 124, r
+    assert b"bluebox: killed after 2s (timeout_seconds)" in r.stderr
+    assert time.monotonic() - t < 30
+    assert containers_of(name) == []
+
+
+@UML
+def test_uml_confinement_read_back(home, uml_box):
+    """The VMM process of a running sandbox, read from the host: capabilities, no_new_privs,
+    seccomp, its own network namespace, pids and memory limits."""
+    p = subprocess.Popen(home.cmd("run", uml_box, "--", "sleep", "20"), env=home.env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        ids = []
+        for _ in range(200):
+            ids = [i for i in containers_of(uml_box)
+                   if podman("inspect", "--format", "{{.State.Running}}", i,
+                             check=False).stdout.strip() == "true"]
+            if ids:
+                break
+            time.sleep(0.1)
+        assert ids, "the sandbox's container never ran"
+        info = json.loads(podman("inspect", ids[0]).stdout)[0]
+        pid = info["State"]["Pid"]
+        status = dict(line.split(":\t", 1) for line in
+                      Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
+        assert status["CapEff"].strip() == "00000000000004cb"
+        assert status["NoNewPrivs"].strip() == "1"
+        assert status["Seccomp"].strip() == "2"
+        assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+        assert info["HostConfig"]["PidsLimit"] == 512
+        assert info["HostConfig"]["Memory"] == (256 + 256) * 1024 * 1024
+        assert not info["HostConfig"]["Privileged"]
+    finally:
+        p.terminate()
+        p.communicate(timeout=60)
+    assert p.returncode == 128 + 15
+    for _ in range(50):
+        if not containers_of(uml_box):
+            break
+        time.sleep(0.2)
+    assert containers_of(uml_box) == []
+
+
+@UML
+def test_uml_strict_rootless(env, bluebox_bin):  # noqa: F811
+    user = env["BLUEBOX_TEST_USER"]
+    h = Home(bluebox_bin, user=user)
+    try:
+        name = h.sandbox(f"strict-{os.getpid()}",
+                         f"base: {IMAGE}\nbackend: uml\nram_mib: 256\nisolation: strict\n")
+        r = h("build", name)
+        assert r.returncode == 0, r
+        r = h("run", name, "--", "sh", "-c", "id -u; echo x > /data/f")
+        assert (r.returncode, r.stdout) == (0, b"0\n"), r
+        sub = int(next(line.split(":")[1] for line in open("/etc/subuid")
+                       if line.startswith(user + ":")))
+        assert (h.data(name) / "f").stat().st_uid == sub
+        assert h.data(name).stat().st_uid == sub
+    finally:
+        h.close()
