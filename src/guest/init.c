@@ -23,6 +23,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -35,10 +36,10 @@
 #include "util/xalloc.h"
 
 /* UML's first serial line (ssl0=fd:K on the host side). */
-#define SERIAL_DEV "/dev/ttyS0"
+#define SERIAL_DEV   "/dev/ttyS0"
 #define TMPFS_MAGIC_ 0x01021994
 /* Exit codes reported in the X frame when the command never ran. */
-#define EXIT_SETUP 125
+#define EXIT_SETUP   125
 #define EXIT_NOSTART 127
 /* After the command exits, how long its stdout/stderr may still drain (background
  * processes holding the pipes would otherwise keep the sandbox up forever). */
@@ -140,6 +141,11 @@ static void open_serial(void)
     t.c_cc[VTIME] = 0;
     if (tcsetattr(serial, TCSANOW, &t) < 0)
         fail("cannot set the control line raw: %s", strerror(errno));
+    /* Until now the line was cooked (and before the open, UML dropped what arrived): the
+     * host holds stdin back until this frame says the line is ready. */
+    struct utsname u;
+    _cleanup_free_ char *ready = xasprintf("{\"kernel\":\"%s\"}", uname(&u) == 0 ? u.release : "");
+    frame_write(serial, FRAME_READY, ready, strlen(ready), NULL);
 }
 
 static void loopback_up(void)

@@ -13,9 +13,9 @@
 
 /* Where bluebox-vmm writes the spec and the guest init reads (and deletes) it: the guest
  * sees the container's filesystem as its root through hostfs, so the path is the same. */
-#define SPEC_PATH    "/.bluebox/mem/spec"
-#define SPEC_MAX     (4u << 20)
-#define SPEC_MAGIC   "bluebox-spec 1\n"
+#define SPEC_PATH  "/.bluebox/mem/spec"
+#define SPEC_MAX   (4u << 20)
+#define SPEC_MAGIC "bluebox-spec 1\n"
 
 typedef enum {
     SPEC_RUN,

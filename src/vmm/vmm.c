@@ -243,6 +243,7 @@ typedef struct relay {
     bool uml_alive;
     int uml_status;
     bool stdin_open, sock_open, tty_raw;
+    bool ready; /* the guest set its end of the line raw (R frame): input may flow */
     uint8_t *out;
     size_t out_len, out_off, out_cap;
     frame_decoder dec;
@@ -292,10 +293,10 @@ static int exit_code_of(const frame *f)
     json_error_t jerr;
     json_t *o = json_loadb((const char *)f->data, f->len, 0, &jerr);
     json_t *code = json_object_get(o, "code");
-    int c = json_is_integer(code) && json_integer_value(code) >= 0 &&
-                    json_integer_value(code) <= 255
-                ? (int)json_integer_value(code)
-                : EXIT_VMM;
+    int c =
+        json_is_integer(code) && json_integer_value(code) >= 0 && json_integer_value(code) <= 255
+            ? (int)json_integer_value(code)
+            : EXIT_VMM;
     json_decref(o);
     return c;
 }
@@ -308,6 +309,9 @@ static void on_frame(relay *r, const frame *f)
         break;
     case FRAME_STDERR:
         write_all(STDERR_FILENO, f->data, f->len);
+        break;
+    case FRAME_READY:
+        r->ready = true;
         break;
     case FRAME_EXIT:
         if (!r->have_exit) {
@@ -364,6 +368,8 @@ static void read_stdin(relay *r)
 
 static void flush_sock(relay *r)
 {
+    if (!r->ready)
+        return;
     while (r->out_off < r->out_len) {
         ssize_t w = send(r->sock, r->out + r->out_off, r->out_len - r->out_off, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR)
@@ -453,12 +459,14 @@ static int finish(relay *r)
     if (r->have_exit)
         return r->exit_code;
     if (WIFSIGNALED(r->uml_status))
-        fprintf(stderr, "bluebox-vmm: the guest kernel was killed by signal %d before the "
-                        "command finished\n",
+        fprintf(stderr,
+                "bluebox-vmm: the guest kernel was killed by signal %d before the "
+                "command finished\n",
                 WTERMSIG(r->uml_status));
     else
-        fprintf(stderr, "bluebox-vmm: the guest kernel stopped before the command finished "
-                        "(exit status %d); its last messages follow\n",
+        fprintf(stderr,
+                "bluebox-vmm: the guest kernel stopped before the command finished "
+                "(exit status %d); its last messages follow\n",
                 WEXITSTATUS(r->uml_status));
     show_log_tail();
     return EXIT_VMM;
@@ -482,8 +490,8 @@ static int relay_loop(relay *r)
         struct pollfd p[3] = {
             {.fd = r->sigfd, .events = POLLIN},
             {.fd = r->sock_open ? r->sock : -1,
-             .events = (short)(POLLIN | (r->out_off < r->out_len ? POLLOUT : 0))},
-            {.fd = r->stdin_open && !r->have_exit && r->out_len - r->out_off < OUT_HIGH
+             .events = (short)(POLLIN | (r->ready && r->out_off < r->out_len ? POLLOUT : 0))},
+            {.fd = r->ready && r->stdin_open && !r->have_exit && r->out_len - r->out_off < OUT_HIGH
                        ? STDIN_FILENO
                        : -1,
              .events = POLLIN},
@@ -511,8 +519,7 @@ static int relay_loop(relay *r)
 
 static void tty_setup(relay *r, spec_mode mode)
 {
-    if (mode != SPEC_SHELL || !isatty(STDIN_FILENO) ||
-        tcgetattr(STDIN_FILENO, &r->saved_tty) < 0)
+    if (mode != SPEC_SHELL || !isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &r->saved_tty) < 0)
         return;
     struct termios raw = r->saved_tty;
     cfmakeraw(&raw);

@@ -1,0 +1,280 @@
+"""The uml backend's two programs on real podman and a real guest kernel: bluebox-vmm as the
+container's entrypoint boots Debian's linux.uml with the static bluebox as the guest's init,
+and the workload's stdio, exit code and signals cross the serial control line. Needs root,
+podman and user-mode-linux; runs setup.sh first.
+
+These drive `podman run` by hand (the one command is built in `uml_argv`); they give way to
+`bluebox run --backend uml` tests once the CLI launches the uml backend.
+
+    python3 -m pytest -q tests/integration/test_uml_boot.py
+"""
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+BUILD = Path(os.environ.get("BLUEBOX_BUILD", REPO / "build"))
+LINUX_UML = Path("/usr/bin/linux.uml")
+IMAGE = "localhost/bluebox-test/busybox:latest"
+ENV_IMAGE = "localhost/bluebox-test/uml-env:latest"
+CONFINE = [
+    "--rm", "--pull=never", "--security-opt=no-new-privileges", "--cap-drop=all",
+    "--cap-add=CHOWN,DAC_OVERRIDE,FOWNER,SETUID,SETGID,NET_BIND_SERVICE",
+    "--pids-limit=512", "--memory=768m", "--network=none",
+]
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("podman") is None or not LINUX_UML.exists()
+    or not (BUILD / "bluebox-vmm").exists(),
+    reason="uml integration tests need root, podman, user-mode-linux and a built bluebox-vmm",
+)
+
+
+@pytest.fixture(scope="session")
+def env():
+    out = subprocess.run([str(HERE / "setup.sh")], check=True, capture_output=True,
+                         text=True).stdout
+    for line in out.splitlines():
+        name, _, value = line.removeprefix("export ").partition("=")
+        os.environ[name] = value
+    return os.environ
+
+
+def _libs(binary):
+    """Absolute paths of the shared libraries ldd resolves for binary (not ld.so itself)."""
+    out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True,
+                         check=True).stdout
+    return [p.split()[2] for p in out.splitlines() if "=>" in p and "/" in p]
+
+
+def _make_bundle(d):
+    """A VMM bundle by hand, as src/runtime/uml_bundle.c makes one: linux.uml with PT_INTERP
+    rewritten in place to /.bluebox/vmm/ld.so, ld.so, the libraries, bluebox-vmm."""
+    d.mkdir()
+    kernel = bytearray(LINUX_UML.read_bytes())
+    old, new = b"/lib64/ld-linux-x86-64.so.2\0", b"/.bluebox/vmm/ld.so"
+    at = kernel.find(old)
+    assert at > 0, "linux.uml has no /lib64 interpreter string"
+    kernel[at:at + len(old)] = new.ljust(len(old), b"\0")
+    (d / "linux.uml").write_bytes(kernel)
+    shutil.copyfile("/lib64/ld-linux-x86-64.so.2", d / "ld.so")
+    for lib in set(_libs(LINUX_UML) + _libs(BUILD / "bluebox-vmm")):
+        shutil.copyfile(lib, d / Path(lib).name)
+    shutil.copyfile(BUILD / "bluebox-vmm", d / "bluebox-vmm")
+    for f in d.iterdir():
+        f.chmod(0o755)
+
+
+@pytest.fixture(scope="session")
+def uml(env):
+    """(bundle dir, static bluebox) for the mounts at /.bluebox/vmm and /.bluebox/bluebox."""
+    top = Path(tempfile.mkdtemp(prefix="bluebox-uml-", dir="/var/tmp"))
+    top.chmod(0o755)
+    _make_bundle(top / "vmm")
+    shutil.copyfile(BUILD / "bluebox", top / "bluebox")
+    (top / "bluebox").chmod(0o755)
+    yield top
+    shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture
+def data():
+    d = Path(tempfile.mkdtemp(prefix="bluebox-uml-data-", dir="/var/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def uml_argv(uml, data, cmd, image=IMAGE, extra=(), env_vars=()):
+    """The one podman command of these tests: what the uml backend will run."""
+    argv = ["podman", "run", *CONFINE, "-i", "-v", f"{data}:/data",
+            "--tmpfs", "/.bluebox/mem:exec", "-e", "TMPDIR=/.bluebox/mem",
+            "-v", f"{uml / 'vmm'}:/.bluebox/vmm:ro",
+            "-v", f"{uml / 'bluebox'}:/.bluebox/bluebox:ro"]
+    for e in env_vars:
+        argv += ["-e", e]
+    return [*argv, *extra, "--entrypoint", "/.bluebox/vmm/bluebox-vmm", image, *cmd]
+
+
+def run(uml, data, *cmd, input=b"", timeout=60, extra=(), **kw):
+    name = f"bluebox-uml-test-{uuid.uuid4().hex[:12]}"
+    try:
+        return subprocess.run(uml_argv(uml, data, cmd, extra=["--name", name, *extra], **kw),
+                              input=input, capture_output=True, timeout=timeout, cwd="/")
+    finally:
+        subprocess.run(["podman", "rm", "-f", "-t", "0", name], capture_output=True)
+
+
+def sh(uml, data, script, **kw):
+    return run(uml, data, "sh", "-c", script, **kw)
+
+
+def test_guest_kernel_is_not_the_host_kernel(uml, data):
+    r = run(uml, data, "/.bluebox/bluebox", "__probe")
+    assert r.returncode == 0, r.stderr
+    release, boot_id = r.stdout.decode().split()
+    assert release != os.uname().release
+    assert boot_id != Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert release.startswith("6.1.")
+    assert r.stderr == b""  # no console chatter from UML
+
+
+def test_stdout_and_stderr_stay_apart(uml, data):
+    r = sh(uml, data, "echo out; echo err >&2; echo out2")
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"out\nout2\n", b"err\n")
+
+
+@pytest.mark.parametrize("script,code", [("true", 0), ("exit 3", 3), ("kill -9 $$", 137),
+                                         ("kill -TERM $$", 143)])
+def test_exit_codes(uml, data, script, code):
+    r = sh(uml, data, script)
+    assert r.returncode == code, r.stderr
+    assert r.stderr == b""
+
+
+def test_missing_command_is_127_with_a_message(uml, data):
+    r = run(uml, data, "no-such-command", "x")
+    assert r.returncode == 127
+    assert b"no-such-command" in r.stderr and b"No such file" in r.stderr
+    assert r.stdout == b""
+
+
+def test_stdin_is_binary_safe(uml, data):
+    r = run(uml, data, "cat", input=b"a\0b\r\n\x03\x04\x11\x13\xff")
+    assert (r.returncode, r.stdout) == (0, b"a\0b\r\n\x03\x04\x11\x13\xff")
+    r = run(uml, data, "od", "-An", "-c", input=b"a\0b")
+    assert r.stdout.split() == [b"a", b"\\0", b"b"]
+
+
+def test_one_mib_through_stdin_and_back(uml, data):
+    blob = os.urandom(1 << 20)
+    r = run(uml, data, "cat", input=blob, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert hashlib.sha256(r.stdout).hexdigest() == hashlib.sha256(blob).hexdigest()
+
+
+def test_stdin_eof_reaches_the_command(uml, data):
+    r = sh(uml, data, "wc -c; echo after", input=b"12345")
+    assert r.stdout.split() == [b"5", b"after"]
+
+
+def test_only_data_persists(uml, data):
+    marker = f"/bluebox-uml-{uuid.uuid4().hex}"
+    r = sh(uml, data, f"echo kept > /data/f && echo lost > {marker} && cat {marker}")
+    assert (r.returncode, r.stdout) == (0, b"lost\n"), r.stderr
+    assert (data / "f").read_text() == "kept\n"
+    r = sh(uml, data, f"cat /data/f; test -e {marker} && echo leaked || echo gone")
+    assert r.stdout == b"kept\ngone\n"
+
+
+def test_launch_spec_is_consumed_and_control_vars_stay_out(uml, data):
+    r = sh(uml, data, "ls -A /.bluebox/mem; env", env_vars=["BLUEBOX_RAM_MIB=256"])
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.decode()
+    assert "spec" not in out.split()
+    assert "BLUEBOX_RAM_MIB" not in out and "BLUEBOX_MODE" not in out
+    assert "TMPDIR=/.bluebox/mem" not in out
+
+
+def test_ram_reaches_the_guest(uml, data):
+    r = sh(uml, data, "grep MemTotal /proc/meminfo", env_vars=["BLUEBOX_RAM_MIB=256"])
+    kib = int(r.stdout.split()[1])
+    assert 200 * 1024 < kib <= 256 * 1024
+
+
+def test_bad_ram_is_a_clear_error(uml, data):
+    r = sh(uml, data, "true", env_vars=["BLUEBOX_RAM_MIB=lots"])
+    assert r.returncode == 125
+    assert r.stderr.decode().count("\n") == 1 and "BLUEBOX_RAM_MIB" in r.stderr.decode()
+
+
+@pytest.fixture(scope="session")
+def env_image(env):
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as ctx:
+        Path(ctx, "Containerfile").write_text(
+            f"FROM {IMAGE}\n"
+            'ENV GREETING="hello  world" EMPTY=""\n'
+            "RUN mkdir -p /srv/work && chown 1000:1000 /srv/work\n"
+            "WORKDIR /srv/work\n"
+            "USER 1000:1000\n")
+        subprocess.run(["podman", "build", "-q", "--pull=never", "-t", ENV_IMAGE, ctx],
+                       check=True, capture_output=True)
+    yield ENV_IMAGE
+    subprocess.run(["podman", "rmi", "-f", ENV_IMAGE], capture_output=True)
+
+
+def test_image_env_workdir_and_user_apply(uml, data, env_image):
+    data.chmod(0o777)
+    r = sh(uml, data, 'echo "[$GREETING]"; echo "[$EMPTY]"; pwd; id -u; id -g; '
+           "touch /data/mine && stat -c %u /data/mine", image=env_image)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().splitlines() == ["[hello  world]", "[]", "/srv/work", "1000",
+                                              "1000", "1000"]
+    assert (data / "mine").stat().st_uid == 1000
+
+
+def test_read_only_root(uml, data):
+    r = sh(uml, data, "touch /x 2>/dev/null && echo root-writable; "
+           "touch /tmp/y && echo tmp-ok; touch /data/z && echo data-ok", extra=["--read-only"])
+    assert (r.returncode, r.stdout) == (0, b"tmp-ok\ndata-ok\n"), r.stderr
+    assert (data / "z").exists()
+
+
+def _containers(name):
+    out = subprocess.run(["podman", "ps", "-a", "--filter", f"name=^{name}$", "-q"],
+                         capture_output=True, text=True).stdout
+    return out.split()
+
+
+def test_sigterm_takes_the_guest_down(uml, data):
+    name = f"bluebox-uml-test-{uuid.uuid4().hex[:12]}"
+    p = subprocess.Popen(uml_argv(uml, data, ["sh", "-c", "echo up; sleep 600"],
+                                  extra=["--name", name]),
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd="/")
+    try:
+        assert p.stdout.readline() == b"up\n"
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        code = p.wait(timeout=20)
+        took = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            subprocess.run(["podman", "rm", "-f", name], capture_output=True)
+    assert code == 128 + signal.SIGTERM
+    assert took < 5, f"took {took:.1f}s to stop"
+    deadline = time.monotonic() + 10
+    while _containers(name) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _containers(name) == []
+
+
+def test_podman_kill_ends_it(uml, data):
+    name = f"bluebox-uml-test-{uuid.uuid4().hex[:12]}"
+    p = subprocess.Popen(uml_argv(uml, data, ["sh", "-c", "echo up; sleep 600"],
+                                  extra=["--name", name]),
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd="/")
+    try:
+        assert p.stdout.readline() == b"up\n"
+        subprocess.run(["podman", "kill", name], capture_output=True, check=True)
+        code = p.wait(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            subprocess.run(["podman", "rm", "-f", name], capture_output=True)
+    assert code == 128 + signal.SIGKILL
+    deadline = time.monotonic() + 10
+    while _containers(name) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _containers(name) == []
