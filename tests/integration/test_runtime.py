@@ -159,7 +159,7 @@ def test_uml_run_plumbing(home, uml_box):
     assert (home.data(uml_box) / "f").read_text() == "kept\n"
     r = home("run", uml_box, "--", "sh", "-c", "cat /data/f; test ! -e /root-file")
     assert (r.returncode, r.stdout) == (0, b"kept\n"), r
-    log = (home.dir / "home" / "logs" / f"{uml_box}.log").read_text()
+    log = (home.dir / "home" / "logs" / f"{uml_box}.log").read_bytes().decode(errors="replace")
     assert "run: 'sh' '-c' 'echo out; echo err >&2; exit 3'\nout\nerr\n=== exit 3 (" in log
 
 
