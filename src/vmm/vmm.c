@@ -37,12 +37,19 @@
 #define OUT_HIGH (1u << 20)
 /* After the exit frame, how long the guest gets to power off before we kill it. */
 #define POWEROFF_GRACE_MS 3000
+/* From fork to the guest's ready frame; a boot takes well under a second. */
+#define BOOT_TIMEOUT_MS 30000
 
 /* Boot-time trims for Debian's UML kernel: initcalls a sandbox does not need. */
 static const char *const kernel_trims[] = {
     "quiet",
     "pty.legacy_count=0",
-    "initcall_blacklist=strp_dev_init,init_zswap,raid6_select_algo",
+    "initcall_blacklist=strp_dev_init,init_zswap,raid6_select_algo,init_jfs_fs,init_btrfs_fs,"
+    "init_xfs_fs",
+    "cryptomgr.notests",
+    /* A kernel panic restarts UML (it re-executes itself) instead of spinning forever; the
+     * restarted guest's second ready frame tells us, and we stop it. */
+    "panic=1",
 };
 
 /* Our own control variables: consumed here, never part of the workload's environment. */
@@ -167,7 +174,8 @@ static void kernel_argv(strv *a, const char *dir, unsigned mib)
     for (size_t i = 0; i < ELEMENTSOF(kernel_trims); i++)
         strv_add(a, kernel_trims[i]);
     strv_add(a, "con=null");
-    strv_add(a, "con0=null");
+    /* The kernel's console (warnings and worse under `quiet`, panics) goes to the log. */
+    strv_add(a, "con0=null,fd:2");
     strv_add(a, "ssl=null");
     strv_push(a, xasprintf("ssl0=fd:%d,fd:%d", SERIAL_FD, SERIAL_FD));
     /* Debugging aid (e.g. initcall_debug): extra words for the kernel command line. */
@@ -244,6 +252,8 @@ typedef struct relay {
     int uml_status;
     bool stdin_open, sock_open, tty_raw;
     bool ready; /* the guest set its end of the line raw (R frame): input may flow */
+    struct timespec started;
+    const char *failure; /* why we stopped the guest ourselves */
     uint8_t *out;
     size_t out_len, out_off, out_cap;
     frame_decoder dec;
@@ -301,6 +311,8 @@ static int exit_code_of(const frame *f)
     return c;
 }
 
+static void kill_guest(relay *r);
+
 static void on_frame(relay *r, const frame *f)
 {
     switch (f->type) {
@@ -311,6 +323,10 @@ static void on_frame(relay *r, const frame *f)
         write_all(STDERR_FILENO, f->data, f->len);
         break;
     case FRAME_READY:
+        if (r->ready) {
+            r->failure = "the guest kernel crashed and restarted";
+            kill_guest(r);
+        }
         r->ready = true;
         break;
     case FRAME_EXIT:
@@ -442,6 +458,10 @@ static void show_log_tail(void)
     char *line = NULL;
     size_t cap = 0;
     while (getline(&line, &cap, f) > 0) {
+        /* Stack dumps say nothing to a user; the lines around them do. */
+        if (line[0] == ' ' || line[0] == '\t' || streq(line, "Stack:\n") ||
+            streq(line, "Call Trace:\n"))
+            continue;
         free(lines[n % ELEMENTSOF(lines)]);
         lines[n++ % ELEMENTSOF(lines)] = steal_pointer(&line);
     }
@@ -458,10 +478,12 @@ static int finish(relay *r)
     restore_tty(r);
     if (r->have_exit)
         return r->exit_code;
-    if (WIFSIGNALED(r->uml_status))
+    if (r->failure)
+        fprintf(stderr, "bluebox-vmm: %s; its last messages follow\n", r->failure);
+    else if (WIFSIGNALED(r->uml_status))
         fprintf(stderr,
                 "bluebox-vmm: the guest kernel was killed by signal %d before the "
-                "command finished\n",
+                "command finished; its last messages follow\n",
                 WTERMSIG(r->uml_status));
     else
         fprintf(stderr,
@@ -486,7 +508,17 @@ static int relay_loop(relay *r)
             if (!r->uml_alive)
                 return finish(r);
             timeout = (int)left;
+        } else if (!r->ready) {
+            long left = BOOT_TIMEOUT_MS - ms_since(&r->started);
+            if (left <= 0) {
+                r->failure = "the guest kernel did not come up within 30 seconds";
+                kill_guest(r);
+                return finish(r);
+            }
+            timeout = (int)left;
         }
+        if (r->failure && !r->uml_alive)
+            return finish(r);
         struct pollfd p[3] = {
             {.fd = r->sigfd, .events = POLLIN},
             {.fd = r->sock_open ? r->sock : -1,
@@ -546,6 +578,7 @@ int main(int argc, char **argv)
     relay r = {.sock = sv[0], .stdin_open = true, .sock_open = true, .uml_alive = true};
     r.sigfd = signals_setup(&old);
     frame_decoder_init(&r.dec);
+    clock_gettime(CLOCK_MONOTONIC, &r.started);
     r.uml = start_uml(kargv.v, dir, sv[1], &old);
     close(sv[1]);
     fcntl(r.sock, F_SETFL, fcntl(r.sock, F_GETFL) | O_NONBLOCK);

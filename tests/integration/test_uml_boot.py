@@ -9,12 +9,17 @@ These drive `podman run` by hand (the one command is built in `uml_argv`); they 
     python3 -m pytest -q tests/integration/test_uml_boot.py
 """
 
+import fcntl
 import hashlib
 import os
+import pty
+import select
 import shutil
 import signal
+import struct
 import subprocess
 import tempfile
+import termios
 import time
 import uuid
 from pathlib import Path
@@ -278,3 +283,65 @@ def test_podman_kill_ends_it(uml, data):
     while _containers(name) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _containers(name) == []
+
+
+def test_a_guest_kernel_crash_is_one_clear_error(uml, data):
+    # init=/bin/true: PID 1 exits, the kernel panics; panic=1 stops UML instead of spinning.
+    r = sh(uml, data, "true", env_vars=["BLUEBOX_UML_ARGS=init=/bin/true"], timeout=60)
+    assert r.returncode == 125
+    err = r.stderr.decode()
+    assert err.startswith("bluebox-vmm: the guest kernel")
+    assert "Kernel panic" in err and "[<" not in err  # the reason, not the stack dump
+    assert r.stdout == b""
+
+
+def _pty_session(argv, steps, rows=30, cols=100):
+    """Run argv on a new pty of rows x cols; steps: (bytes to type, output to wait for) or
+    (rows, cols) for a resize.
+    Returns (everything the terminal showed, exit code)."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        os.execvp(argv[0], argv)
+    out = bytearray()
+
+    def pump(seconds, until=None):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not (until and until in out):
+            if select.select([fd], [], [], 0.1)[0]:
+                try:
+                    d = os.read(fd, 65536)
+                except OSError:
+                    return
+                if not d:
+                    return
+                out.extend(d)
+
+    pump(30, until=b"# ")
+    for step in steps:
+        if isinstance(step[0], int):
+            fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", *step, 0, 0))
+            os.kill(pid, signal.SIGWINCH)
+            pump(1)
+        else:
+            os.write(fd, step[0])
+            pump(10, until=step[1])
+    pump(30)
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return bytes(out), os.waitstatus_to_exitcode(status)
+
+
+def test_shell_mode_has_a_terminal_and_follows_resizes(uml, data):
+    name = f"bluebox-uml-test-{uuid.uuid4().hex[:12]}"
+    argv = uml_argv(uml, data, ["sh"], extra=["--name", name, "-t"],
+                    env_vars=["BLUEBOX_MODE=shell"])
+    try:
+        out, code = _pty_session(argv, [(b"stty size; tty; echo $((6*7))done\n", b"42done"),
+                                        (40, 120), (b"stty size; exit 5\n", None)])
+    finally:
+        subprocess.run(["podman", "rm", "-f", "-t", "0", name], capture_output=True)
+    text = out.decode(errors="replace").replace("\r", "")
+    assert code == 5, text
+    assert "\n30 100\n/dev/pts/0\n42done\n" in text
+    assert "\n40 120\n" in text
