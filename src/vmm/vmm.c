@@ -208,6 +208,8 @@ static int signals_setup(sigset_t *old)
         sigaction(relayed_signals[i], &sa, NULL);
     }
     sigprocmask(SIG_BLOCK, &set, old);
+    /* A reader that went away is handled where we write, not by dying. */
+    signal(SIGPIPE, SIG_IGN);
     int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (fd < 0)
         die("signalfd: %s", strerror(errno));
@@ -234,6 +236,7 @@ static pid_t start_uml(char **argv, const char *dir, int serial, const sigset_t 
             _exit(EXIT_VMM);
         for (size_t i = 0; i < ELEMENTSOF(relayed_signals); i++)
             signal(relayed_signals[i], SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
         sigprocmask(SIG_SETMASK, mask, NULL);
         execve(argv[0], argv, envp);
         dprintf(2, "bluebox-vmm: cannot start %s: %s\n", argv[0], strerror(errno));

@@ -110,13 +110,24 @@ def uml_argv(uml, data, cmd, image=IMAGE, extra=(), env_vars=()):
     return [*argv, *extra, "--entrypoint", "/.bluebox/vmm/bluebox-vmm", image, *cmd]
 
 
-def run(uml, data, *cmd, input=b"", timeout=60, extra=(), **kw):
+def as_test_user(argv):
+    """argv run by the rootless test user (setup.sh made it), as test_podman_build does."""
+    e = os.environ
+    return ["runuser", "-u", e["BLUEBOX_TEST_USER"], "--", "env", "-i",
+            "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + e["BLUEBOX_TEST_USER_HOME"],
+            "USER=" + e["BLUEBOX_TEST_USER"], "LOGNAME=" + e["BLUEBOX_TEST_USER"],
+            "XDG_RUNTIME_DIR=" + e["BLUEBOX_TEST_USER_RUNTIME_DIR"],
+            "CONTAINERS_CONF=" + e["CONTAINERS_CONF"], *argv]
+
+
+def run(uml, data, *cmd, input=b"", timeout=60, extra=(), rootless=False, **kw):
     name = f"bluebox-uml-test-{uuid.uuid4().hex[:12]}"
+    wrap = as_test_user if rootless else (lambda a: a)
     try:
-        return subprocess.run(uml_argv(uml, data, cmd, extra=["--name", name, *extra], **kw),
+        return subprocess.run(wrap(uml_argv(uml, data, cmd, extra=["--name", name, *extra], **kw)),
                               input=input, capture_output=True, timeout=timeout, cwd="/")
     finally:
-        subprocess.run(["podman", "rm", "-f", "-t", "0", name], capture_output=True)
+        subprocess.run(wrap(["podman", "rm", "-f", "-t", "0", name]), capture_output=True)
 
 
 def sh(uml, data, script, **kw):
@@ -345,3 +356,16 @@ def test_shell_mode_has_a_terminal_and_follows_resizes(uml, data):
     assert code == 5, text
     assert "\n30 100\n/dev/pts/0\n42done\n" in text
     assert "\n40 120\n" in text
+
+
+def test_rootless_strict(uml, data):
+    # isolation: strict -- rootless podman, the VMM as a subordinate UID that owns nothing.
+    data.chmod(0o777)
+    r = sh(uml, data, "uname -r; cat; echo x > /data/strict; exit 7", input=b"in\n",
+           rootless=True, extra=["--uidmap", "0:1:65536", "--gidmap", "0:1:65536"])
+    assert r.returncode == 7, r.stderr
+    assert r.stdout.decode().splitlines()[1:] == ["in"]
+    assert r.stdout.decode().split()[0] != os.uname().release
+    owner = (data / "strict").stat().st_uid
+    assert owner not in (0, int(subprocess.run(["id", "-u", os.environ["BLUEBOX_TEST_USER"]],
+                                               capture_output=True, text=True).stdout))
