@@ -1,0 +1,189 @@
+#!/usr/bin/python3
+"""A STAND-IN for podman, installed as `podman` first on PATH by tests/cli/test_run.py.
+
+It is not podman and it isolates nothing. It exists to check bluebox's process plumbing —
+the argv bluebox builds, exit codes, stdout/stderr, stdin, timeouts, signal cleanup, the
+isolation cache — without a container runtime. The real podman (and the uml kernel) path is
+tested in tests/integration.
+
+What it does:
+  - appends every argv it gets (JSON, one line) to $BB_TEST_PODMAN_LOG;
+  - `run`: parses podman's options the way bluebox emits them (`--x=y`, `--rm`,
+    `--read-only`, `-v <arg>`, `-i`, `-t`), then takes the image and the command after it.
+      * a probe (`__probe` in the command) prints "<kernel release>\\n<boot_id>\\n":
+        the plain launch (no `--entrypoint=/.bluebox/vmm/bluebox-vmm`, no `--runtime=`)
+        prints the host's; the backend's launch prints $BB_STANDIN_GUEST_KERNEL and
+        $BB_STANDIN_GUEST_BOOT_ID (defaults: a fake kernel that differs from the host);
+      * anything else is the workload: the stand-in starts a new session, records
+        "<container name> <pid>" in $BB_STANDIN_STATE and execs the command on the host
+        (the host plays the guest). stdin is passed only with `-i`, else /dev/null. A
+        missing command exits 127 like podman does;
+  - `rm [-f] [-t N] [--ignore] NAME…`: SIGKILLs the recorded session of each NAME (the
+    whole "container") and appends "killed NAME PID" to $BB_STANDIN_STATE/killed;
+  - `ps`: prints $BB_STANDIN_PS_IDS (one id per line), default nothing;
+  - `build … --iidfile=F`: writes a fake image id to F and exits 0 (it builds nothing);
+  - `image exists REF`: succeeds only for refs in $BB_TEST_IMAGES, like the conftest stub;
+  - `--version`: prints a version line; everything else (`rmi`, `unshare`, …) exits 0
+    quietly.
+"""
+import json
+import os
+import signal
+import sys
+
+HOST_BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+FAKE_KERNEL = "6.1.0-standin"
+FAKE_BOOT_ID = "00000000-5afe-4bad-8000-57a9d1e0b0a7"
+VMM_ENTRYPOINT = "--entrypoint=/.bluebox/vmm/bluebox-vmm"
+
+
+def log_argv(argv):
+    path = os.environ.get("BB_TEST_PODMAN_LOG")
+    if not path:
+        return
+    with open(path, "a") as f:
+        f.write(json.dumps(argv) + "\n")
+
+
+def state_dir():
+    d = os.environ.get("BB_STANDIN_STATE")
+    if not d:
+        sys.stderr.write("standin podman: BB_STANDIN_STATE is not set\n")
+        sys.exit(125)
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def parse_run(args):
+    """podman run's options as bluebox emits them → (opts, image, cmd)."""
+    opts = {"flags": set(), "kv": [], "volumes": []}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-i", "-t", "--rm", "--read-only"):
+            opts["flags"].add(a)
+        elif a == "-v":
+            if i + 1 >= len(args):
+                raise SystemExit("standin podman: -v needs an argument")
+            i += 1
+            opts["volumes"].append(args[i])
+        elif a.startswith("--") and "=" in a:
+            k, _, v = a.partition("=")
+            opts["kv"].append((k, v))
+        elif a.startswith("-"):
+            sys.stderr.write(f"standin podman: unexpected run option {a!r}\n")
+            sys.exit(125)
+        else:
+            return opts, a, args[i + 1:]
+        i += 1
+    sys.stderr.write("standin podman: run without an image\n")
+    sys.exit(125)
+
+
+def kv(opts, key):
+    return [v for k, v in opts["kv"] if k == key]
+
+
+def host_kernel():
+    with open(HOST_BOOT_ID_FILE) as f:
+        return os.uname().release, f.read().strip()
+
+
+def do_run(args):
+    opts, image, cmd = parse_run(args)
+    if not cmd:
+        sys.stderr.write("standin podman: run without a command\n")
+        return 125
+    if "__probe" in cmd:
+        plain = VMM_ENTRYPOINT not in args and not kv(opts, "--runtime")
+        if plain:
+            release, boot_id = host_kernel()
+        else:
+            release = os.environ.get("BB_STANDIN_GUEST_KERNEL") or FAKE_KERNEL
+            boot_id = os.environ.get("BB_STANDIN_GUEST_BOOT_ID") or FAKE_BOOT_ID
+        sys.stdout.write(f"{release}\n{boot_id}\n")
+        return 0
+    names = kv(opts, "--name")
+    name = names[-1] if names else "unnamed"
+    d = state_dir()
+    try:
+        os.setsid()  # the session is the "container": rm kills all of it
+    except OSError:
+        pass
+    with open(os.path.join(d, "containers"), "a") as f:
+        f.write(f"{name} {os.getpid()}\n")
+    if "-i" not in opts["flags"]:
+        fd = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(fd, 0)
+        os.close(fd)
+    try:
+        os.execvp(cmd[0], cmd)
+    except FileNotFoundError:
+        sys.stderr.write(f"Error: {cmd[0]}: executable file not found in $PATH\n")
+        return 127
+    except PermissionError:
+        sys.stderr.write(f"Error: {cmd[0]}: permission denied\n")
+        return 126
+
+
+def do_rm(args):
+    names = []
+    i = 0
+    while i < len(args):
+        if args[i] in ("-t", "--time"):
+            i += 1  # its value
+        elif not args[i].startswith("-"):
+            names.append(args[i])
+        i += 1
+    d = state_dir()
+    path = os.path.join(d, "containers")
+    known = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                n, _, pid = line.strip().partition(" ")
+                known[n] = int(pid)
+    for n in names:
+        pid = known.get(n)
+        if pid is None:
+            continue
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        with open(os.path.join(d, "killed"), "a") as f:
+            f.write(f"killed {n} {pid}\n")
+    return 0
+
+
+def main():
+    argv = sys.argv[1:]
+    log_argv(argv)
+    if not argv:
+        return 125
+    if argv[0] == "--version":
+        print("podman version 0.0.0-standin")
+        return 0
+    if argv[0] == "run":
+        return do_run(argv[1:])
+    if argv[0] == "rm":
+        return do_rm(argv[1:])
+    if argv[0] == "ps":
+        ids = os.environ.get("BB_STANDIN_PS_IDS", "")
+        for i in ids.split():
+            print(i)
+        return 0
+    if argv[0] == "build":
+        # `podman build … --iidfile=F`: write a fake image id, as if it had built.
+        for a in argv:
+            if a.startswith("--iidfile="):
+                with open(a[len("--iidfile="):], "w") as f:
+                    f.write("sha256:" + "5a" * 32)
+        return 0
+    if argv[0:2] == ["image", "exists"] and len(argv) > 2:
+        return 0 if argv[2] in os.environ.get("BB_TEST_IMAGES", "").split() else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
