@@ -44,11 +44,11 @@
 static const char *const kernel_trims[] = {
     "quiet",
     "pty.legacy_count=0",
-    "initcall_blacklist=strp_dev_init,init_zswap,raid6_select_algo,init_jfs_fs,init_btrfs_fs,"
-    "init_xfs_fs",
+    ("initcall_blacklist=strp_dev_init,init_zswap,raid6_select_algo,init_jfs_fs,init_btrfs_fs,"
+     "init_xfs_fs"),
     "cryptomgr.notests",
-    /* A kernel panic restarts UML (it re-executes itself) instead of spinning forever; the
-     * restarted guest's second ready frame tells us, and we stop it. */
+    /* A kernel panic ends UML (here it aborts) instead of spinning forever; should a
+     * kernel restart itself instead, its second ready frame tells us and we stop it. */
     "panic=1",
 };
 
