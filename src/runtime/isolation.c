@@ -136,8 +136,11 @@ isolation_state isolation_cached(const backend *b, const launch *l)
     json_t *j = cache_load(l->root);
     json_t *e = json_object_get(json_object_get(j, "backends"), b->name);
     const char *fp = json_string_value(json_object_get(e, "fingerprint"));
+    const char *guest = json_string_value(json_object_get(e, "guest"));
+    const char *base = json_string_value(json_object_get(e, "baseline"));
     isolation_state s = ISO_NOT_VERIFIED;
-    if (fp) {
+    /* only an entry a passing check could have written counts */
+    if (fp && guest && base && *guest && *base && !streq(guest, base)) {
         _cleanup_free_ char *now = runtime_fingerprint(b, l);
         s = streq(fp, now) ? ISO_VERIFIED : ISO_CHANGED;
     }

@@ -78,7 +78,11 @@ static int spawn_podman(const session *s, const sigset_t *old, int pipes[2][2], 
     posix_spawn_file_actions_init(&fa);
     posix_spawnattr_init(&at);
     posix_spawnattr_setsigmask(&at, old);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+    sigset_t def;
+    sigemptyset(&def);
+    sigaddset(&def, SIGPIPE);
+    posix_spawnattr_setsigdefault(&at, &def);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     if (s->log_fd >= 0) {
         posix_spawn_file_actions_adddup2(&fa, pipes[0][1], 1);
         posix_spawn_file_actions_adddup2(&fa, pipes[1][1], 2);
@@ -108,6 +112,10 @@ int session_run(const session *s, session_result *ret, bb_error **err)
                 close(pipes[i / 2][i % 2]);
         return bb_fail_errno(err, e, "cannot make a pipe");
     }
+    /* A reader that closes our stdout must not kill us: the VM still has to be stopped and
+     * the exit recorded. */
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old_pipe;
+    sigaction(SIGPIPE, &ign, &old_pipe);
     sigprocmask(SIG_BLOCK, &mask, &old);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     pid_t pid = -1;
@@ -126,6 +134,7 @@ int session_run(const session *s, session_result *ret, bb_error **err)
         if (sfd >= 0)
             close(sfd);
         sigprocmask(SIG_SETMASK, &old, NULL);
+        sigaction(SIGPIPE, &old_pipe, NULL);
         return -1;
     }
 
@@ -184,6 +193,7 @@ int session_run(const session *s, session_result *ret, bb_error **err)
             close(out[i]);
     close(sfd);
     sigprocmask(SIG_SETMASK, &old, NULL);
+    sigaction(SIGPIPE, &old_pipe, NULL);
     ret->seconds = now() - start;
     if (ret->timed_out)
         ret->code = 124;

@@ -456,12 +456,6 @@ def test_run_log_appends(sb):
     assert log.count("=== exit 0 (") == 3
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: bluebox does not ignore SIGPIPE, so when whoever reads its stdout goes away "
-    "(`bluebox run s -- cmd | head -1`) the relay's write() kills bluebox with SIGPIPE: the "
-    "workload is left running without its owner, the rest of its output never reaches "
-    "logs/<name>.log and the log gets no `=== exit` line (session.c write_all says a closed "
-    "stdout must not stop the workload)"))
 def test_closed_stdout_does_not_kill_bluebox(sb):
     sb.sandbox()
     sb.prime()
@@ -720,11 +714,6 @@ def test_corrupt_cache_is_never_a_pass(sb, how):
     assert sb.workloads() == [], sb.calls()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: a verify.json entry is trusted on its fingerprint alone: an entry that records a "
-    "guest kernel equal to the baseline (something a passing check can never write), or "
-    "that lacks the guest/baseline fields the writer always writes, is a cache hit and the "
-    "run starts without a check (isolation.c isolation_cached)"))
 @pytest.mark.parametrize("entry", ["guest equals baseline", "fingerprint only"])
 def test_malformed_cache_entry_is_not_a_pass(sb, entry):
     sb.sandbox()
