@@ -161,8 +161,9 @@ static int add_libs(plan *p, strv *queue, strv *needed_by, bb_error **err)
             continue;
         for (size_t j = 0; j < ELEMENTSOF(reserved); j++)
             if (streq(name, reserved[j]))
-                return bb_fail(err, EINVAL, "%s needs a library called %s, a name the VMM "
-                                            "bundle uses for itself",
+                return bb_fail(err, EINVAL,
+                               "%s needs a library called %s, a name the VMM "
+                               "bundle uses for itself",
                                needed_by->v[i], name);
         if (p->n >= MAX_LIBS)
             return bb_fail(err, E2BIG, "the VMM bundle would need more than %d libraries",
@@ -230,8 +231,9 @@ static int plan_make(const char *vmm_path, plan *p, bb_error **err)
     if (inspect_input(kernel, "the UML kernel", &ke, &st, err) < 0)
         return bb_prefix(err, "uml backend");
     if (!ke.interp)
-        return bb_fail(err, ENOEXEC, "%s has no program interpreter; the uml backend expects "
-                                     "Debian's dynamically linked linux.uml",
+        return bb_fail(err, ENOEXEC,
+                       "%s has no program interpreter; the uml backend expects "
+                       "Debian's dynamically linked linux.uml",
                        kernel);
     if (strlen(UML_BUNDLE_LOADER) + 1 > ke.interp_size)
         return bb_fail(err, ENAMETOOLONG,
@@ -244,8 +246,9 @@ static int plan_make(const char *vmm_path, plan *p, bb_error **err)
     add_input(p, "ld.so", ke.interp, &st, 0755, false);
 
     if (!vmm_path)
-        return bb_fail(err, ENOENT, "cannot find bluebox-vmm; install it beside bluebox or "
-                                    "set BLUEBOX_VMM to its path");
+        return bb_fail(err, ENOENT,
+                       "cannot find bluebox-vmm; install it beside bluebox or "
+                       "set BLUEBOX_VMM to its path");
     if (inspect_input(vmm_path, "bluebox-vmm", &ve, &st, err) < 0)
         return bb_prefix(err, "uml backend");
     if (!ve.interp || !streq(ve.interp, UML_BUNDLE_LOADER))
@@ -322,11 +325,12 @@ static int install_one(int dirfd, const input *in, bb_error **err)
     if (fstat(src, &st) < 0)
         return bb_fail_errno(err, errno, "cannot stat %s", in->src);
     if (!same_file(&st, &in->st))
-        return bb_fail(err, EAGAIN, "%s changed while the VMM bundle was being built; run "
-                                    "the command again",
+        return bb_fail(err, EAGAIN,
+                       "%s changed while the VMM bundle was being built; run "
+                       "the command again",
                        in->src);
-    _cleanup_close_ int dst = openat(dirfd, in->name,
-                                     O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, in->mode);
+    _cleanup_close_ int dst =
+        openat(dirfd, in->name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, in->mode);
     if (dst < 0)
         return bb_fail_errno(err, errno, "cannot create %s in the VMM bundle", in->name);
     if (copy_fd(src, dst, in->src, err) < 0)
@@ -357,8 +361,8 @@ static void tmpdir_cleanup(char **p)
 
 static int build(const plan *p, const char *parent, const char *dir, bb_error **err)
 {
-    _cleanup_free_ char *tmpl = xasprintf("%s/.uml-%016llx.tmp-XXXXXX", parent,
-                                          (unsigned long long)p->hash);
+    _cleanup_free_ char *tmpl =
+        xasprintf("%s/.uml-%016llx.tmp-XXXXXX", parent, (unsigned long long)p->hash);
     if (!mkdtemp(tmpl))
         return bb_fail_errno(err, errno, "cannot create a directory in %s", parent);
     _cleanup_(tmpdir_cleanup) char *tmp = steal_pointer(&tmpl);

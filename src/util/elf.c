@@ -128,8 +128,7 @@ static int read_headers(elf_file *f, bb_error **err)
 }
 
 /* The single segment of `type`, NULL when there is none; two is an error. */
-static int find_segment(const elf_file *f, uint32_t type, const Elf64_Phdr **ret,
-                        bb_error **err)
+static int find_segment(const elf_file *f, uint32_t type, const Elf64_Phdr **ret, bb_error **err)
 {
     *ret = NULL;
     for (size_t i = 0; i < f->eh.e_phnum; i++) {
@@ -184,8 +183,8 @@ static int vaddr_to_off(const elf_file *f, uint64_t addr, uint64_t *ret, bb_erro
 
 /* The NUL-terminated string at `idx` of the string table [base, base+strsz), at most max
  * bytes long. */
-static int read_string(const elf_file *f, uint64_t base, uint64_t strsz, uint64_t idx,
-                       size_t max, char **ret, bb_error **err)
+static int read_string(const elf_file *f, uint64_t base, uint64_t strsz, uint64_t idx, size_t max,
+                       char **ret, bb_error **err)
 {
     if (idx >= strsz)
         return bad(f, err, "string index past the string table");
@@ -328,14 +327,14 @@ int elf_set_interp_fd(int fd, const char *what, const char *interp, bb_error **e
     size_t n = strlen(interp);
     if (interp[0] != '/' || n + 1 > e.interp_size)
         return bb_fail(err, ENAMETOOLONG,
-                       "%s: the program interpreter %s does not fit in the %llu bytes of %s",
-                       what, interp, (unsigned long long)e.interp_size, e.interp);
+                       "%s: the program interpreter %s does not fit in the %llu bytes of %s", what,
+                       interp, (unsigned long long)e.interp_size, e.interp);
     _cleanup_free_ char *buf = xcalloc(1, (size_t)e.interp_size);
     memcpy(buf, interp, n);
     size_t done = 0;
     while (done < e.interp_size) {
-        ssize_t w = pwrite(fd, buf + done, (size_t)e.interp_size - done,
-                           (off_t)(e.interp_off + done));
+        ssize_t w =
+            pwrite(fd, buf + done, (size_t)e.interp_size - done, (off_t)(e.interp_off + done));
         if (w < 0) {
             if (errno == EINTR)
                 continue;

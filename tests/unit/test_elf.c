@@ -145,13 +145,16 @@ static synth make_synth(void)
     x.eh.e_phoff = offsetof(synth, ph);
     x.eh.e_phentsize = sizeof(Elf64_Phdr);
     x.eh.e_phnum = 3;
-    x.ph[0] = (Elf64_Phdr){.p_type = PT_LOAD, .p_offset = 0, .p_vaddr = VBASE,
-                           .p_filesz = sizeof x, .p_memsz = sizeof x};
+    x.ph[0] = (Elf64_Phdr){.p_type = PT_LOAD,
+                           .p_offset = 0,
+                           .p_vaddr = VBASE,
+                           .p_filesz = sizeof x,
+                           .p_memsz = sizeof x};
     strcpy(x.interp, "/lib64/ld-linux-x86-64.so.2");
-    x.ph[1] = (Elf64_Phdr){.p_type = PT_INTERP, .p_offset = offsetof(synth, interp),
-                           .p_filesz = strlen(x.interp) + 1};
-    x.ph[2] = (Elf64_Phdr){.p_type = PT_DYNAMIC, .p_offset = offsetof(synth, dyn),
-                           .p_filesz = sizeof x.dyn};
+    x.ph[1] = (Elf64_Phdr){
+        .p_type = PT_INTERP, .p_offset = offsetof(synth, interp), .p_filesz = strlen(x.interp) + 1};
+    x.ph[2] = (Elf64_Phdr){
+        .p_type = PT_DYNAMIC, .p_offset = offsetof(synth, dyn), .p_filesz = sizeof x.dyn};
     memcpy(x.str, "\0libc.so.6\0libm.so.6\0", 21);
     x.dyn[0] = (Elf64_Dyn){.d_tag = DT_STRTAB, .d_un.d_ptr = VBASE + offsetof(synth, str)};
     x.dyn[1] = (Elf64_Dyn){.d_tag = DT_STRSZ, .d_un.d_val = 21};
@@ -214,7 +217,10 @@ static void hostile_headers(void **s)
     expect_refused(&x, 40, "too short");
 
     x = make_synth();
-    memcpy(&x, "\x7f" "ELG", 4);
+    memcpy(&x,
+           "\x7f"
+           "ELG",
+           4);
     expect_refused(&x, sizeof x, "no ELF magic");
 
     x = make_synth();
@@ -336,12 +342,9 @@ static void set_interp_without_interp(void **s)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(parse_linux_uml),
-        cmocka_unit_test(rewrite_interp),
-        cmocka_unit_test(synthetic_valid),
-        cmocka_unit_test(hostile_headers),
-        cmocka_unit_test(random_garbage),
-        cmocka_unit_test(set_interp_without_interp),
+        cmocka_unit_test(parse_linux_uml), cmocka_unit_test(rewrite_interp),
+        cmocka_unit_test(synthetic_valid), cmocka_unit_test(hostile_headers),
+        cmocka_unit_test(random_garbage),  cmocka_unit_test(set_interp_without_interp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

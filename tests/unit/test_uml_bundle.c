@@ -281,10 +281,8 @@ static void refusals(void **s)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(locate),
-        cmocka_unit_test(kernel_path),
-        cmocka_unit_test(build_and_reuse),
-        cmocka_unit_test(changed_input_new_bundle),
+        cmocka_unit_test(locate),          cmocka_unit_test(kernel_path),
+        cmocka_unit_test(build_and_reuse), cmocka_unit_test(changed_input_new_bundle),
         cmocka_unit_test(refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
