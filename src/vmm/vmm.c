@@ -451,6 +451,19 @@ static long ms_since(const struct timespec *t)
     return (now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
 }
 
+/* The log holds what the guest printed on its console: never let it reach the user's
+ * terminal as control sequences. */
+static void print_log_line(const char *line)
+{
+    fputs("bluebox-vmm: uml: ", stderr);
+    for (const unsigned char *c = (const unsigned char *)line; *c && *c != '\n'; c++)
+        if (*c >= 0x20 && *c < 0x7f)
+            fputc(*c, stderr);
+        else
+            fprintf(stderr, "\\x%02x", *c);
+    fputc('\n', stderr);
+}
+
 static void show_log_tail(void)
 {
     _cleanup_fclose_ FILE *f = fopen(UML_LOG, "re");
@@ -471,7 +484,7 @@ static void show_log_tail(void)
     free(line);
     size_t first = n > ELEMENTSOF(lines) ? n - ELEMENTSOF(lines) : 0;
     for (size_t i = first; i < n; i++)
-        fprintf(stderr, "bluebox-vmm: uml: %s", lines[i % ELEMENTSOF(lines)]);
+        print_log_line(lines[i % ELEMENTSOF(lines)]);
     for (size_t i = 0; i < ELEMENTSOF(lines); i++)
         free(lines[i]);
 }
