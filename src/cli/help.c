@@ -20,7 +20,11 @@ void cli_print_root_help(void)
                 continue;
             char head[64];
             snprintf(head, sizeof head, "%s %s", c->name, c->usage);
-            printf("   %-8s %-36s %s\n", first ? groups[g] : "", head, c->summary);
+            /* pad by characters, not bytes: usages hold "…" */
+            int extra = 0;
+            for (const char *p = head; *p; p++)
+                extra += ((unsigned char)*p & 0xc0) == 0x80;
+            printf("   %-8s %-*s %s\n", first ? groups[g] : "", 36 + extra, head, c->summary);
             first = false;
         }
         if (!first)

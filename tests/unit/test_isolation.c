@@ -20,7 +20,13 @@ static void probe_output_parse(void **s)
     assert_string_equal(k.release, "6.1.0-um");
     assert_string_equal(k.boot_id, "0a1b-2c");
     static const char *const bad[] = {
-        "", "6.1\n", "6.1\nid", "6.1\nid\nextra\n", "\nid\n", "6.1\n\n", "6 1\nid\n",
+        "",
+        "6.1\n",
+        "6.1\nid",
+        "6.1\nid\nextra\n",
+        "\nid\n",
+        "6.1\n\n",
+        "6 1\nid\n",
         "6.1\nid\x1b[2J\n",
         "0123456789012345678901234567890123456789012345678901234567890123456789\nid\n",
     };
@@ -108,10 +114,19 @@ static void corrupt_cache_is_a_miss(void **s)
     _cleanup_free_ char *path = path_join(e->root, "verify.json");
     _cleanup_free_ char *fp = runtime_fingerprint(&backend_krun, &e->l);
     static const char *const bad[] = {
-        "", "{", "[]", "null", "{\"version\": 1}", "{\"version\": 2, \"backends\": {}}",
+        "",
+        "{",
+        "[]",
+        "null",
+        "{\"version\": 1}",
+        "{\"version\": 2, \"backends\": {}}",
         "{\"version\": 1, \"backends\": []}",
         "{\"version\": 1, \"backends\": {\"krun\": {\"fingerprint\": 7}}}",
         "{\"version\": 1, \"backends\": {\"krun\": \"%s\"}}",
+        /* a current fingerprint alone, or a "pass" whose guest is the baseline */
+        "{\"version\": 1, \"backends\": {\"krun\": {\"fingerprint\": \"%s\"}}}",
+        "{\"version\": 1, \"backends\": {\"krun\": {\"fingerprint\": \"%s\", \"guest\": \"6.1\", "
+        "\"baseline\": \"6.1\"}}}",
         /* duplicate keys: the second must not win silently */
         "{\"version\": 1, \"backends\": {\"krun\": {\"fingerprint\": \"x\"}, \"krun\": "
         "{\"fingerprint\": \"%s\"}}}",
@@ -133,7 +148,9 @@ static void corrupt_cache_is_a_miss(void **s)
     }
     /* a good entry with a different fingerprint is a change, not a pass */
     _cleanup_free_ char *other =
-        xasprintf("{\"version\": 1, \"backends\": {\"krun\": {\"fingerprint\": \"0%s\"}}}", fp);
+        xasprintf("{\"version\": 1, \"backends\": {\"krun\": {\"fingerprint\": \"0%s\", "
+                  "\"guest\": \"6.1\", \"baseline\": \"6.18\"}}}",
+                  fp);
     assert_int_equal(write_file_atomic(path, other, strlen(other), 0644, NULL), 0);
     assert_int_equal(isolation_cached(&backend_krun, &e->l), ISO_CHANGED);
 }
