@@ -60,6 +60,10 @@ void cli_print_root_help(void);
 void cli_print_error(const char *prefix, const char *msg);
 void cli_print_command_help(const cli_command *c);
 
+struct boot;
+/* "isolated: host <r>, guest <r> (<backend>)" and the posture line, on stdout. */
+void print_isolated(const struct boot *b);
+
 /* The commands. */
 int cmd_new(cli_args *a, bb_error **err);
 int cmd_edit(cli_args *a, bb_error **err);

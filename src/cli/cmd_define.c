@@ -126,8 +126,7 @@ int cmd_build(cli_args *a, bb_error **err)
     _cleanup_(boot_done) boot b = {0};
     if (boot_prepare(a->root, name, BOOT_VERIFY, &b, err) < 0)
         return bb_prefix(err, "built, but isolation is not verified");
-    printf("isolated: host %s, guest %s (%s)\n", b.iso.baseline.release, b.iso.guest.release,
-           b.b->name);
+    print_isolated(&b);
     return 0;
 }
 

@@ -12,6 +12,13 @@
 #include "util/tty.h"
 #include "util/xalloc.h"
 
+void print_isolated(const boot *b)
+{
+    _cleanup_free_ char *posture = boot_posture(b);
+    printf("isolated: host %s, guest %s (%s)\n%s\n", b->iso.baseline.release, b->iso.guest.release,
+           b->b->name, posture);
+}
+
 static void say_rechecked(const boot *b)
 {
     if (b->was == ISO_CHANGED)
@@ -70,6 +77,8 @@ int cmd_shell(cli_args *a, bb_error **err)
     b.l.mode = LAUNCH_SHELL;
     b.l.interactive = true;
     b.l.tty = isatty(STDIN_FILENO); /* -t with piped stdin hangs */
+    _cleanup_free_ char *posture = boot_posture(&b);
+    fprintf(stderr, "%s\n", posture);
     return boot_and_wait(&b, "shell", cmd, false, err);
 }
 
@@ -78,7 +87,6 @@ int cmd_verify(cli_args *a, bb_error **err)
     _cleanup_(boot_done) boot b = {0};
     if (boot_prepare(a->root, a->argv[0], BOOT_VERIFY, &b, err) < 0)
         return -1;
-    printf("isolated: host %s, guest %s (%s)\n", b.iso.baseline.release, b.iso.guest.release,
-           b.b->name);
+    print_isolated(&b);
     return 0;
 }

@@ -10,6 +10,7 @@
 #include "core/mounts.h"
 #include "dataown.h"
 #include "isolation.h"
+#include "posture.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
@@ -51,6 +52,15 @@ int boot_prepare(const char *root, const char *name, boot_check check, boot *ret
     if (isolation_check(ret->b, &ret->l, &ret->iso, err) < 0)
         return -1;
     return isolation_remember(ret->b, &ret->l, &ret->iso, err);
+}
+
+char *boot_posture(const boot *b)
+{
+    isolation_result cached = {0};
+    const char *guest = b->iso.guest.release[0] ? b->iso.guest.release : NULL;
+    if (!guest && isolation_cached_result(b->b, &b->l, &cached) == 0)
+        guest = cached.guest.release;
+    return posture_line(b->b, b->bf, guest);
 }
 
 void boot_done(boot *b)

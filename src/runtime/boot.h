@@ -8,7 +8,7 @@
 #include "backend.h"
 #include "isolation.h"
 
-typedef struct {
+typedef struct boot {
     bluefile *bf;
     const backend *b;
     char *self;      /* the bluebox the guest runs */
@@ -26,5 +26,7 @@ typedef enum {
 /* Prepare a boot of `name`; `mode` and the command are filled into ret->l by the caller. */
 int boot_prepare(const char *root, const char *name, boot_check check, boot *ret, bb_error **err);
 void boot_done(boot *b);
+/* The posture line for this boot (see posture.h). */
+char *boot_posture(const boot *b);
 /* Fail unless the sandbox has a built image, with a hint to build it. */
 int boot_require_image(const char *root, const char *name, bb_error **err);

@@ -17,6 +17,7 @@
 #include "core/bluefile.h"
 #include "dataown.h"
 #include "isolation.h"
+#include "posture.h"
 #include "util/fs.h"
 #include "util/spawn.h"
 #include "util/xalloc.h"
@@ -149,19 +150,6 @@ static void check_subids(report *r)
         NULL);
 }
 
-/* Whether the user's systemd delegation gives rootless podman the pids and memory
- * controllers on cgroups v2. */
-static bool v2_delegated(void)
-{
-    _cleanup_free_ char *path =
-        xasprintf("/sys/fs/cgroup/user.slice/user-%u.slice/user@%u.service/cgroup.controllers",
-                  (unsigned)getuid(), (unsigned)getuid());
-    _cleanup_free_ char *c = NULL;
-    if (read_file(path, 4096, &c, NULL, NULL) < 0)
-        return false;
-    return strstr(c, "pids") && strstr(c, "memory");
-}
-
 static void check_cgroups(report *r)
 {
     struct statfs s;
@@ -170,7 +158,7 @@ static void check_cgroups(report *r)
     if (getuid() == 0)
         add(r, "cgroup limits", CHECK_OK, xasprintf("%s; pids and memory limits enforced", ver),
             NULL);
-    else if (v2 && v2_delegated())
+    else if (v2 && limits_enforced())
         add(r, "cgroup limits", CHECK_OK, xasprintf("%s; pids and memory delegated", ver), NULL);
     else
         add(r, "cgroup limits", CHECK_WARN,

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -129,6 +130,22 @@ static json_t *cache_load(const char *root)
         j = json_pack("{s:i, s:{}}", "version", CACHE_VERSION, "backends");
     }
     return j;
+}
+
+int isolation_cached_result(const backend *b, const launch *l, isolation_result *ret)
+{
+    json_t *j = cache_load(l->root);
+    json_t *e = json_object_get(json_object_get(j, "backends"), b->name);
+    const char *guest = json_string_value(json_object_get(e, "guest"));
+    const char *base = json_string_value(json_object_get(e, "baseline"));
+    int r = -1;
+    if (guest && base) {
+        snprintf(ret->guest.release, sizeof ret->guest.release, "%s", guest);
+        snprintf(ret->baseline.release, sizeof ret->baseline.release, "%s", base);
+        r = 0;
+    }
+    json_decref(j);
+    return r;
 }
 
 isolation_state isolation_cached(const backend *b, const launch *l)

@@ -22,6 +22,8 @@ int isolation_check(const backend *b, const launch *l, isolation_result *ret, bb
 /* Record a passed check for this backend's current fingerprint. */
 int isolation_remember(const backend *b, const launch *l, const isolation_result *r,
                        bb_error **err);
+/* The releases the cache holds for this backend (0), or -1 when there is no entry. */
+int isolation_cached_result(const backend *b, const launch *l, isolation_result *ret);
 /* What the cache says about this backend now. */
 isolation_state isolation_cached(const backend *b, const launch *l);
 /* Before a boot: pass on a cache hit; otherwise run the full check and remember it. *ret_was

@@ -750,7 +750,13 @@ def test_verify_prints_both_kernels_and_always_probes(sb):
     release, _ = host_kernel()
     r = sb.run("verify", NAME)
     assert r.rc == 0, r
-    assert r.out == f"isolated: host {release}, guest {FAKE_GUEST} (uml)\n".encode(), r
+    first, posture = r.out.decode().splitlines()
+    assert first == f"isolated: host {release}, guest {FAKE_GUEST} (uml)", r
+    # the posture line says what the boundary is, and what it is not
+    assert posture.startswith(f"isolation: uml guest kernel {FAKE_GUEST} (ptrace boundary, "
+                              "weaker than KVM) · network none · /data rw · mounts: none · "
+                              "caps 6 · "), r
+    assert posture.endswith(" · standard"), r
     assert r.err == b"", r
     assert len(sb.probes()) == 2 and sb.workloads() == [], sb.calls()
 

@@ -1,0 +1,53 @@
+/* The posture line. */
+#include "posture.h"
+
+#include <linux/magic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "util/fs.h"
+#include "util/xalloc.h"
+
+bool limits_enforced(void)
+{
+    if (getuid() == 0)
+        return true;
+    struct statfs s;
+    if (statfs("/sys/fs/cgroup", &s) < 0 || s.f_type != CGROUP2_SUPER_MAGIC)
+        return false; /* rootless podman on cgroups v1 ignores pids and memory limits */
+    _cleanup_free_ char *path =
+        xasprintf("/sys/fs/cgroup/user.slice/user-%u.slice/user@%u.service/cgroup.controllers",
+                  (unsigned)getuid(), (unsigned)getuid());
+    _cleanup_free_ char *c = NULL;
+    if (read_file(path, 4096, &c, NULL, NULL) < 0)
+        return false;
+    return strstr(c, "pids") && strstr(c, "memory");
+}
+
+char *posture_line(const backend *b, const bluefile *bf, const char *guest_release)
+{
+    _cleanup_sb_ strbuf s = {0};
+    const char *kernel = guest_release ? guest_release : "?";
+    if (streq(b->name, "uml"))
+        sb_printf(&s, "isolation: uml guest kernel %s (ptrace boundary, weaker than KVM)", kernel);
+    else
+        sb_printf(&s, "isolation: %s microVM on KVM, guest kernel %s", b->name, kernel);
+    sb_printf(&s, " · network %s", bf_network_name(bf->network));
+    sb_puts(&s, " · /data rw");
+    if (bf->n_mounts == 0)
+        sb_puts(&s, " · mounts: none");
+    for (size_t i = 0; i < bf->n_mounts; i++)
+        sb_printf(&s, "%s%s→%s %s", i ? ", " : " · mounts: ", bf->mounts[i].host,
+                  bf->mounts[i].guest, bf->mounts[i].rw ? "rw" : "ro");
+    if (bf->readonly)
+        sb_puts(&s, " · root read-only");
+    sb_puts(&s, " · caps 6");
+    if (limits_enforced())
+        sb_printf(&s, " · pids 512 · memory %dm", bf->ram_mib + 256);
+    else
+        sb_puts(&s, " · pids/memory limits NOT enforced (rootless podman on this host)");
+    sb_puts(&s, bf->isolation == ISO_STRICT ? " · strict" : " · standard");
+    return sb_steal(&s);
+}

@@ -1,0 +1,12 @@
+/* The one-line posture `build`, `verify` and `shell` print: what the boundary of this sandbox
+ * is, in the user's words, including what this host cannot enforce. */
+#pragma once
+
+#include "backend.h"
+
+/* e.g. "isolation: uml guest kernel 6.1.176 (ptrace boundary, weaker than KVM) · network none
+ * · /data rw · mounts: none · caps 6 · pids 512 · memory 512m · standard". `guest_release` may
+ * be NULL when no check ran. */
+char *posture_line(const backend *b, const bluefile *bf, const char *guest_release);
+/* Whether podman can enforce pids and memory limits for this user on this host. */
+bool limits_enforced(void);
