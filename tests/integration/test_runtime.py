@@ -277,3 +277,47 @@ def test_uml_shell_through_tmux(home, uml_box, tmp_path):
     finally:
         tmux("kill-server")
     assert containers_of(uml_box) == []
+
+
+@UML
+def test_uml_mounts_readonly_root_and_guest_only_state(home, tmp_path):
+    """ro mounts refuse writes (also after a remount inside the guest), rw mounts write
+    through, a read-only root refuses writes while /tmp and /data stay writable, and mount
+    and sysctl act on the guest's kernel only."""
+    ro = Path(tempfile.mkdtemp(prefix="bluebox-it-ro-", dir="/var/tmp"))
+    rw = Path(tempfile.mkdtemp(prefix="bluebox-it-rw-", dir="/var/tmp"))
+    try:
+        (ro / "in").write_text("host file\n")
+        name = home.sandbox(
+            f"umlmnt-{os.getpid()}",
+            f"base: {IMAGE}\nbackend: uml\nram_mib: 256\nreadonly: true\nmounts:\n"
+            f"  - {{host: {ro}, guest: /ro, mode: ro}}\n  - {{host: {rw}, guest: /rw, mode: rw}}\n")
+        assert home("build", name).returncode == 0
+        script = (
+            "cat /ro/in; "
+            "echo x > /ro/new 2>/dev/null && echo RO-WRITABLE; "
+            "mount -o remount,rw /ro 2>/dev/null; echo y > /ro/new2 2>/dev/null; "
+            "echo out > /rw/out; "
+            "echo z > /root-file 2>/dev/null && echo ROOT-WRITABLE; "
+            "echo t > /tmp/t && echo tmp-ok; echo d > /data/d && echo data-ok; "
+            "test -e /dev/kvm && echo HAS-KVM; "
+            "mkdir -p /tmp/m && mount -t tmpfs none /tmp/m && echo mount-ok; "
+            "echo 7 > /proc/sys/kernel/domainname 2>/dev/null; sysctl -n kernel.hostname; "
+            "true")
+        host_hostname = Path("/proc/sys/kernel/hostname").read_text()
+        r = home("run", name, "--", "sh", "-c", script)
+        out = r.stdout.decode()
+        assert r.returncode == 0, r
+        assert out.startswith("host file\n"), out
+        for bad in ("RO-WRITABLE", "ROOT-WRITABLE", "HAS-KVM"):
+            assert bad not in out, out
+        for good in ("tmp-ok", "data-ok", "mount-ok"):
+            assert good in out, out
+        assert not (ro / "new").exists() and not (ro / "new2").exists()
+        assert (rw / "out").read_text() == "out\n"
+        # the guest's mount and sysctl touched the guest's kernel, not the host's
+        assert Path("/proc/sys/kernel/hostname").read_text() == host_hostname
+        assert "/tmp/m" not in Path("/proc/self/mounts").read_text()
+    finally:
+        shutil.rmtree(ro, ignore_errors=True)
+        shutil.rmtree(rw, ignore_errors=True)
