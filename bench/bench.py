@@ -127,7 +127,14 @@ def real_uml(a, runs):
             subprocess.run([a.bin, "run", "box", "--", "true"], env=env,
                            stdin=subprocess.DEVNULL, check=True)
             through.append((time.perf_counter() - t) * 1000)
-        return statistics.median(by_hand), statistics.median(through)
+        plain = []  # the same image as a plain runc container, for the cold-run ratio
+        for i in range(runs):
+            t = time.perf_counter()
+            subprocess.run([real, "run", "--rm", "--pull=never", "--network=none",
+                            "localhost/bluebox/box:latest", "true"], check=True,
+                           stdin=subprocess.DEVNULL)
+            plain.append((time.perf_counter() - t) * 1000)
+        return statistics.median(by_hand), statistics.median(through), statistics.median(plain)
     finally:
         subprocess.run([a.bin, "destroy", "box", "--data", "-y"], env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -170,10 +177,12 @@ def main():
     if a.real_runs > 0:
         real = real_uml(a, a.real_runs)
         if real:
-            by_hand, through = real
+            by_hand, through, plain = real
             print(f"\nreal podman, uml backend, `true`, median of {a.real_runs}")
             print(f"{'podman run (same argv, by hand)':34} {by_hand:10.2f}")
             print(f"{'bluebox run':34} {through:10.2f} {through / by_hand:9.3f}x")
+            print(f"{'podman run --rm image true (runc)':34} {plain:10.2f}")
+            print(f"{'cold bluebox run / plain runc':34} {'':10} {through / plain:9.3f}x")
 
 
 if __name__ == "__main__":
