@@ -35,12 +35,18 @@ fuzz-build:
 	@[ -f build-fuzz/build.ninja ] || CC=clang meson setup build-fuzz -Dfuzz=true -Dstatic=false --buildtype=debugoptimized >/dev/null
 	@ninja -C build-fuzz >/dev/null
 
+# Every fuzz target on its own corpus (tests/fuzz/corpus/<t>, the Bluefile one when a target
+# has none, as in scripts/check.sh); new inputs go to a scratch directory, not the tree.
 fuzz: deps fuzz-build
-	@for t in bluefile containerfile; do \
-	  work=$$(mktemp -d); cp tests/fuzz/corpus/bluefile/* $$work/; \
-	  echo "fuzz_$$t: $(FUZZ_SECONDS)s"; \
-	  build-fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -rss_limit_mb=512 \
-	    -print_final_stats=1 $$work tests/fuzz/corpus/bluefile 2>&1 | tail -n 3 || exit 1; \
+	@for bin in build-fuzz/fuzz_*; do \
+	  [ -f "$$bin" ] && [ -x "$$bin" ] || continue; \
+	  t=$${bin#build-fuzz/fuzz_}; corpus=tests/fuzz/corpus/$$t; \
+	  [ -d "$$corpus" ] || corpus=tests/fuzz/corpus/bluefile; \
+	  work=$$(mktemp -d); \
+	  echo "fuzz_$$t: $(FUZZ_SECONDS)s on $$corpus"; \
+	  set -o pipefail; \
+	  "$$bin" -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -rss_limit_mb=512 \
+	    -print_final_stats=1 $$work $$corpus 2>&1 | tail -n 3 || { rm -rf $$work; exit 1; }; \
 	  rm -rf $$work; \
 	done
 

@@ -1,9 +1,11 @@
 #!/usr/bin/python3
-"""Write the seed corpus for the Bluefile fuzz targets: the shipped examples, edge cases
-that parse, and one input per rejection rule. Run once after adding a rule; the files are
-committed and replayed by `make check`."""
+"""Write the seed corpora for the fuzz targets: for the Bluefile, the shipped examples, edge
+cases that parse, and one input per rejection rule; for the uml launch spec, valid specs per
+mode and broken ones. Run once after adding a rule (`seed-corpus.py [bluefile|spec]`, default
+both); the files are committed and replayed by `make check`."""
 import hashlib
 import os
+import struct
 import sys
 
 root = os.path.dirname(os.path.abspath(__file__))
@@ -39,14 +41,77 @@ cases = [
     "env:\n  A: \"nul\\0byte\"\n", "[" * 100 + "\n", "{a: " * 40 + "1" + "}" * 40 + "\n",
     "base: \"with space\"\n", "base: \"\"\n", "\ufeffcpus: 2\n",
 ]
-os.makedirs(out, exist_ok=True)
-for c in cases:
-    data = c.encode()
-    name = hashlib.sha1(data).hexdigest()[:16]
-    open(os.path.join(out, name), "wb").write(data)
-ex = os.path.join(repo, "examples")
-for e in sorted(os.listdir(ex)):
-    p = os.path.join(ex, e, "Bluefile")
-    if os.path.isfile(p):
-        open(os.path.join(out, "example-" + e), "wb").write(open(p, "rb").read())
-print(len(os.listdir(out)), "inputs in", out, file=sys.stderr)
+
+
+def write_bluefile():
+    os.makedirs(out, exist_ok=True)
+    for c in cases:
+        data = c.encode()
+        name = hashlib.sha1(data).hexdigest()[:16]
+        open(os.path.join(out, name), "wb").write(data)
+    ex = os.path.join(repo, "examples")
+    for e in sorted(os.listdir(ex)):
+        p = os.path.join(ex, e, "Bluefile")
+        if os.path.isfile(p):
+            open(os.path.join(out, "example-" + e), "wb").write(open(p, "rb").read())
+    print(len(os.listdir(out)), "inputs in", out, file=sys.stderr)
+
+
+# The launch spec (src/guest/spec.c): magic line, then records of tag byte, big-endian u32
+# length, bytes. spec() writes records in the order spec_encode() does.
+SPEC_MAGIC = b"bluebox-spec 1\n"
+
+
+def rec(tag, data):
+    return tag.encode() + struct.pack(">I", len(data)) + data
+
+
+def u32(tag, v):
+    return rec(tag, struct.pack(">I", v))
+
+
+def spec(mode="run", argv=(b"/bin/sh", b"-c", b"echo hi"), env=(b"PATH=/usr/bin:/bin",),
+         cwd=b"/", host=b"bluebox", uid=0, gid=0, groups=(0,), rows=0, cols=0, extra=b""):
+    out = [SPEC_MAGIC, rec("m", mode.encode())]
+    out += [rec("a", a) for a in argv]
+    out += [rec("e", e) for e in env]
+    out += [rec("c", cwd), rec("h", host), u32("u", uid), u32("g", gid)]
+    out += [u32("G", g) for g in groups]
+    out += [u32("r", rows), u32("k", cols), extra]
+    return b"".join(out)
+
+
+valid_run = spec()
+spec_cases = {
+    "run": valid_run,
+    "shell": spec("shell", argv=(b"/bin/bash", b"-l"), env=(b"TERM=xterm-256color", b"HOME=/root",
+                  b"LANG=C.UTF-8"), cwd=b"/work", host=b"dev", uid=1000, gid=1000,
+                  groups=(1000, 27, 100), rows=50, cols=200),
+    "probe": spec("probe", argv=(b"/.bluebox/probe",), env=(), host=b"", groups=()),
+    "agent": spec("agent", argv=(b"agent", b"\xff\xfe not utf-8", b""), env=(b"A==b", b"X=")),
+    "reordered": SPEC_MAGIC + u32("k", 0) + rec("c", b"/") + rec("a", b"true") + rec("m", b"run")
+                 + rec("h", b"h") + u32("u", 1) + u32("g", 1) + u32("r", 0),
+    "truncated-record": valid_run[:-3],
+    "truncated-header": valid_run[:len(SPEC_MAGIC) + 3],
+    "bad-magic": b"bluebox-spec 2\n" + valid_run[len(SPEC_MAGIC):],
+    "dup-cwd": spec(extra=rec("c", b"/tmp")),
+    "bad-tag": spec(extra=rec("Z", b"what")),
+    "huge-length": valid_run + b"a\xff\xff\xff\xff",
+    "nul-in-arg": spec(argv=(b"/bin/sh\0-c",)),
+    "nul-in-env": spec(env=(b"A=b\0C=d",)),
+    "env-no-eq": spec(env=(b"JUSTNAME",)),
+    "no-argv": spec(argv=()),
+}
+
+
+def write_spec():
+    d = os.path.join(root, "corpus", "spec")
+    os.makedirs(d, exist_ok=True)
+    for name, data in spec_cases.items():
+        open(os.path.join(d, name), "wb").write(data)
+    print(len(os.listdir(d)), "inputs in", d, file=sys.stderr)
+
+
+which = sys.argv[1:] or ["bluefile", "spec"]
+for w in which:
+    {"bluefile": write_bluefile, "spec": write_spec}[w]()
