@@ -45,6 +45,8 @@ typedef struct backend {
 extern const backend backend_krun;
 extern const backend backend_uml;
 
+/* The part of every preflight that is not the backend's own: podman is installed. */
+int preflight_podman(bb_error **err);
 /* A backend by name (krun, uml), NULL when unknown. */
 const backend *backend_named(const char *name);
 /* The backend a Bluefile asks for, overridden by BLUEBOX_BACKEND. */

@@ -22,10 +22,8 @@ static char *krun_path(void)
 
 static int krun_preflight(const launch *l, bb_error **err)
 {
-    if (!program_on_path("podman"))
-        return bb_fail(err, ENOENT,
-                       "podman is not installed; install it (Debian: apt-get install "
-                       "podman) and try again");
+    if (preflight_podman(err) < 0)
+        return -1;
     _cleanup_close_ int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
     if (kvm < 0)
         return bb_fail(err, errno,

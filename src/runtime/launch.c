@@ -9,9 +9,19 @@
 #include "backend.h"
 #include "core/home.h"
 #include "image.h"
+#include "util/spawn.h"
 #include "util/xalloc.h"
 
 #define CAPS "CHOWN,DAC_OVERRIDE,FOWNER,SETUID,SETGID,NET_BIND_SERVICE"
+
+int preflight_podman(bb_error **err)
+{
+    if (!program_on_path("podman"))
+        return bb_fail(err, ENOENT,
+                       "podman is not installed; install it (Debian: apt-get install podman) "
+                       "and try again");
+    return 0;
+}
 
 const backend *backend_named(const char *name)
 {

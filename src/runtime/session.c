@@ -47,14 +47,9 @@ static void write_all(int fd, const char *p, size_t n)
 static void relay(int *fd, int out, int log_fd)
 {
     char buf[65536];
-    ssize_t n = read(*fd, buf, sizeof buf);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+    ssize_t n = read_or_close(fd, buf, sizeof buf);
+    if (n <= 0)
         return;
-    if (n <= 0) {
-        close(*fd);
-        *fd = -1;
-        return;
-    }
     write_all(out, buf, (size_t)n);
     if (log_fd >= 0)
         write_all(log_fd, buf, (size_t)n);

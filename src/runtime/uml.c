@@ -19,10 +19,8 @@
 
 static int uml_preflight(const launch *l, bb_error **err)
 {
-    if (!program_on_path("podman"))
-        return bb_fail(err, ENOENT,
-                       "podman is not installed; install it (Debian: apt-get install "
-                       "podman) and try again");
+    if (preflight_podman(err) < 0)
+        return -1;
     const char *kernel = uml_kernel_path();
     if (access(kernel, X_OK) < 0)
         return bb_fail_errno(err, errno,

@@ -49,17 +49,25 @@ int spawn_quiet(char *const argv[], bb_error **err)
 
 #define CAPTURE_MAX (1u << 20)
 
-static void drain(int *fd, strbuf *b)
+ssize_t read_or_close(int *fd, void *buf, size_t size)
 {
-    char buf[16384];
-    ssize_t n = read(*fd, buf, sizeof buf);
+    ssize_t n = read(*fd, buf, size);
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
-        return;
+        return 0;
     if (n <= 0) {
         close(*fd);
         *fd = -1;
-        return;
+        return -1;
     }
+    return n;
+}
+
+static void drain(int *fd, strbuf *b)
+{
+    char buf[16384];
+    ssize_t n = read_or_close(fd, buf, sizeof buf);
+    if (n <= 0)
+        return;
     if (b->len < CAPTURE_MAX)
         sb_putn(b, buf, (size_t)n < CAPTURE_MAX - b->len ? (size_t)n : CAPTURE_MAX - b->len);
 }

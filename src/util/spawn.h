@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "err.h"
 
@@ -13,6 +14,9 @@ int spawn_quiet(char *const argv[], bb_error **err);
 /* Run argv and collect its stdout and stderr (each kept to at most 1 MiB; the rest is read
  * and dropped). stdin is /dev/null. Returns the exit code as spawn_wait does. */
 int spawn_capture(char *const argv[], char **ret_out, char **ret_err, bb_error **err);
+/* One read() from a pipe being drained: >0 bytes read; 0 nothing now (EINTR, EAGAIN);
+ * -1 at EOF or on an error, after closing *fd and setting it to -1. */
+ssize_t read_or_close(int *fd, void *buf, size_t size);
 /* The absolute path of a program found on PATH (not resolving symlinks), or NULL. */
 char *program_find(const char *name);
 /* Whether a program is found on PATH. */
