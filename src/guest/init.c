@@ -10,7 +10,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <net/route.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -158,6 +161,78 @@ static void loopback_up(void)
     ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
     if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
         fail("cannot bring up the loopback interface: %s", strerror(errno));
+}
+
+/* network: bridge. bluebox-vmm gives the kernel a vector device (NET_DEV) only then, wired to
+ * libslirp: the guest is 10.0.2.15/24, its gateway 10.0.2.2, its DNS 10.0.2.3. */
+#define NET_DEV     "vec0"
+#define NET_ADDR    "10.0.2.15"
+#define NET_MASK    "255.255.255.0"
+#define NET_GW      "10.0.2.2"
+#define NET_DNS     "nameserver 10.0.2.3\n"
+#define RESOLV_CONF "/etc/resolv.conf"
+/* Exists in every uml container (the exec tmpfs); borrowed for a moment, see resolv_conf(). */
+#define SCRATCH_DIR "/.bluebox/mem"
+
+static void set_addr(struct sockaddr *sa, const char *ip)
+{
+    struct sockaddr_in *in = (struct sockaddr_in *)sa;
+    *in = (struct sockaddr_in){.sin_family = AF_INET};
+    inet_pton(AF_INET, ip, &in->sin_addr);
+}
+
+/* Point the guest's resolver at slirp's DNS without writing to the image or the host: a
+ * one-file tmpfs bind-mounted read-only over /etc/resolv.conf (podman always provides that
+ * file with a network). The tmpfs is mounted on SCRATCH_DIR only long enough to write the
+ * file and bind it; the lazy unmount leaves nothing visible but the bound file. When the root
+ * has no /etc/resolv.conf to cover, nothing is done: podman's own file stays, and it names a
+ * server the guest can also reach through slirp. */
+static void resolv_conf(void)
+{
+    struct stat st;
+    if (stat(RESOLV_CONF, &st) < 0 || !S_ISREG(st.st_mode))
+        return;
+    if (mount("tmpfs", SCRATCH_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "size=4k,mode=0755") < 0)
+        return;
+    const char *file = SCRATCH_DIR "/resolv.conf";
+    int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    bool ok = fd >= 0 && write(fd, NET_DNS, strlen(NET_DNS)) == (ssize_t)strlen(NET_DNS);
+    if (fd >= 0)
+        close(fd);
+    if (ok && mount(file, RESOLV_CONF, NULL, MS_BIND, NULL) == 0)
+        mount(NULL, RESOLV_CONF, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+              NULL);
+    umount2(SCRATCH_DIR, MNT_DETACH);
+}
+
+static void network_up(void)
+{
+    if (if_nametoindex(NET_DEV) == 0)
+        return; /* network: none */
+    _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        fail("socket: %s", strerror(errno));
+    struct ifreq ifr = {0};
+    strcpy(ifr.ifr_name, NET_DEV);
+    set_addr(&ifr.ifr_addr, NET_ADDR);
+    if (ioctl(s, SIOCSIFADDR, &ifr) < 0)
+        fail("cannot set the address of %s: %s", NET_DEV, strerror(errno));
+    set_addr(&ifr.ifr_netmask, NET_MASK);
+    if (ioctl(s, SIOCSIFNETMASK, &ifr) < 0)
+        fail("cannot set the netmask of %s: %s", NET_DEV, strerror(errno));
+    if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+        fail("cannot read the flags of %s: %s", NET_DEV, strerror(errno));
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+        fail("cannot bring up %s: %s", NET_DEV, strerror(errno));
+    struct rtentry rt = {.rt_flags = RTF_UP | RTF_GATEWAY, .rt_dev = (char *)NET_DEV};
+    set_addr(&rt.rt_dst, "0.0.0.0");
+    set_addr(&rt.rt_genmask, "0.0.0.0");
+    set_addr(&rt.rt_gateway, NET_GW);
+    if (ioctl(s, SIOCADDRT, &rt) < 0)
+        fail("cannot add the default route via %s: %s", NET_GW, strerror(errno));
+    resolv_conf();
 }
 
 static void read_spec(launch_spec *spec)
@@ -483,6 +558,7 @@ int guest_init_main(int argc, char **argv)
     if (spec.hostname[0] && sethostname(spec.hostname, strlen(spec.hostname)) < 0)
         fail("cannot set the hostname: %s", strerror(errno));
     loopback_up();
+    network_up();
     mount_tmp_if_readonly();
 
     relay r = {.serial_open = true};

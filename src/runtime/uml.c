@@ -51,6 +51,7 @@ static int uml_flags(const launch *l, strv *argv, bb_error **err)
     strv_push(argv, xasprintf("--env=BLUEBOX_CPUS=%d", l->bf->cpus));
     static const char *const modes[] = {"run", "shell", "probe", "agent"};
     strv_push(argv, xasprintf("--env=BLUEBOX_MODE=%s", modes[l->mode]));
+    strv_push(argv, xasprintf("--env=BLUEBOX_NETWORK=%s", bf_network_name(l->bf->network)));
     strv_add(argv, "--entrypoint=" UML_VMM_DIR "/bluebox-vmm");
     return 0;
 }

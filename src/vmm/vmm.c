@@ -3,7 +3,8 @@
  * the UML kernel as its child with one serial line on a socketpair as the control channel,
  * and relays agent frames between that line and its own stdio: stdin → I/i, O/E → stdout/
  * stderr, X → its exit code. UML's console output goes to a log on the tmpfs, shown only
- * when the guest dies without reporting an exit code. */
+ * when the guest dies without reporting an exit code. With BLUEBOX_NETWORK=bridge the guest
+ * also gets a vec0 device wired to libslirp here (net.c). */
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
@@ -25,6 +26,7 @@
 #include "agent/proto.h"
 #include "guest/spec.h"
 #include "util/xalloc.h"
+#include "vmm/net.h"
 
 #define VMM_DIR_DEFAULT "/.bluebox/vmm"
 #define GUEST_INIT      "/.bluebox/bluebox"
@@ -54,9 +56,7 @@ static const char *const kernel_trims[] = {
 
 /* Our own control variables: consumed here, never part of the workload's environment. */
 static const char *const control_vars[] = {
-    "BLUEBOX_MODE",
-    "BLUEBOX_RAM_MIB",
-    "BLUEBOX_UML_ARGS",
+    "BLUEBOX_FORWARD", "BLUEBOX_MODE", "BLUEBOX_NETWORK", "BLUEBOX_RAM_MIB", "BLUEBOX_UML_ARGS",
 };
 
 static void die(const char *fmt, ...) _printf_(1, 2) _noreturn_;
@@ -160,7 +160,7 @@ static char *vmm_dir(void)
     return self;
 }
 
-static void kernel_argv(strv *a, const char *dir, unsigned mib)
+static void kernel_argv(strv *a, const char *dir, unsigned mib, const vmm_net *net)
 {
     strv_push(a, xasprintf("%s/linux.uml", dir));
     strv_push(a, xasprintf("mem=%uM", mib));
@@ -178,6 +178,7 @@ static void kernel_argv(strv *a, const char *dir, unsigned mib)
     strv_add(a, "con0=null,fd:2");
     strv_add(a, "ssl=null");
     strv_push(a, xasprintf("ssl0=fd:%d,fd:%d", SERIAL_FD, SERIAL_FD));
+    net_kernel_args(net, a);
     /* Debugging aid (e.g. initcall_debug): extra words for the kernel command line. */
     const char *extra = getenv("BLUEBOX_UML_ARGS");
     if (extra) {
@@ -264,6 +265,8 @@ typedef struct relay {
     int exit_code;
     struct timespec exit_at;
     struct termios saved_tty;
+    vmm_net *net; /* NULL for network: none */
+    pollvec pv;
 } relay;
 
 static void write_all(int fd, const uint8_t *p, size_t n)
@@ -543,17 +546,21 @@ static int relay_loop(relay *r)
         }
         if (r->failure && !r->uml_alive)
             return finish(r);
-        struct pollfd p[3] = {
-            {.fd = r->sigfd, .events = POLLIN},
-            {.fd = r->sock_open ? r->sock : -1,
-             .events = (short)(POLLIN | (r->ready && r->out_off < r->out_len ? POLLOUT : 0))},
-            {.fd = r->ready && r->stdin_open && !r->have_exit && r->out_len - r->out_off < OUT_HIGH
-                       ? STDIN_FILENO
-                       : -1,
-             .events = POLLIN},
-        };
-        if (poll(p, ELEMENTSOF(p), timeout) < 0 && errno != EINTR)
+        r->pv.n = 0;
+        pollvec_add(&r->pv, r->sigfd, POLLIN);
+        pollvec_add(&r->pv, r->sock_open ? r->sock : -1,
+                    (short)(POLLIN | (r->ready && r->out_off < r->out_len ? POLLOUT : 0)));
+        pollvec_add(&r->pv,
+                    r->ready && r->stdin_open && !r->have_exit && r->out_len - r->out_off < OUT_HIGH
+                        ? STDIN_FILENO
+                        : -1,
+                    POLLIN);
+        net_poll_fill(r->net, &r->pv, &timeout);
+        int pr = poll(r->pv.v, r->pv.n, timeout);
+        if (pr < 0 && errno != EINTR)
             die("poll: %s", strerror(errno));
+        net_poll_done(r->net, &r->pv, pr < 0);
+        struct pollfd *p = r->pv.v;
         if (p[0].revents) {
             int sig = read_signals(r);
             if (sig) {
@@ -590,16 +597,17 @@ int main(int argc, char **argv)
     _cleanup_spec_ launch_spec spec = {0};
     spec_fill(&spec, argc, argv);
     unsigned mib = ram_mib();
+    vmm_net *net = net_setup(getenv("BLUEBOX_NETWORK"), getenv("BLUEBOX_FORWARD"));
     _cleanup_free_ char *dir = vmm_dir();
     _cleanup_strv_ strv kargv = {0};
-    kernel_argv(&kargv, dir, mib);
+    kernel_argv(&kargv, dir, mib, net);
     write_spec(&spec);
 
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
         die("socketpair: %s", strerror(errno));
     sigset_t old;
-    relay r = {.sock = sv[0], .stdin_open = true, .sock_open = true, .uml_alive = true};
+    relay r = {.sock = sv[0], .stdin_open = true, .sock_open = true, .uml_alive = true, .net = net};
     r.sigfd = signals_setup(&old);
     frame_decoder_init(&r.dec);
     clock_gettime(CLOCK_MONOTONIC, &r.started);
@@ -610,6 +618,8 @@ int main(int argc, char **argv)
     int code = relay_loop(&r);
     frame_decoder_done(&r.dec);
     free(r.out);
+    free(r.pv.v);
+    net_free(net);
     fflush(stdout);
     return code;
 }

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from test_podman_build import env, podman  # noqa: F401  (session fixture + helper)
+from test_uml_boot import apt_mirror
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/bluebox-test/busybox:latest"
@@ -321,3 +322,39 @@ def test_uml_mounts_readonly_root_and_guest_only_state(home, tmp_path):
     finally:
         shutil.rmtree(ro, ignore_errors=True)
         shutil.rmtree(rw, ignore_errors=True)
+
+
+def _bridge_mirror_or_skip(user=False):
+    m = apt_mirror()
+    if m is None:
+        pytest.skip("apt has no http:// Debian mirror configured on this machine")
+    r = podman("run", "--rm", "--pull=never", "--network=bridge", IMAGE, "timeout", "20", "wget",
+               "-q", "-O", "/dev/null", m[1], check=False, user=user)
+    if r.returncode != 0:
+        pytest.skip(f"environmental limit: plain `podman run --network=bridge` cannot fetch "
+                    f"{m[1]} here (exit {r.returncode})")
+    return m
+
+
+@UML
+@pytest.mark.parametrize("strict", [False, True], ids=["standard", "strict"])
+def test_uml_network_bridge(env, bluebox_bin, strict):  # noqa: F811
+    """network: bridge through bluebox: the guest resolves and fetches from apt's mirror; a
+    sandbox of the same image with network: none cannot."""
+    user = env["BLUEBOX_TEST_USER"] if strict else None
+    host, url = _bridge_mirror_or_skip(user=bool(user))
+    h = Home(bluebox_bin, user=user)
+    try:
+        iso = "isolation: strict\n" if strict else ""
+        script = (f"nslookup {host} >/dev/null && echo resolved; "
+                  f"timeout 20 wget -q -O- {url} | head -1")
+        for net, want in (("bridge", b"resolved\n-----BEGIN PGP SIGNATURE-----\n"), ("none", b"")):
+            name = h.sandbox(f"net{net}{'s' if strict else ''}-{os.getpid()}",
+                             f"base: {IMAGE}\nbackend: uml\nram_mib: 256\nnetwork: {net}\n{iso}")
+            r = h("build", name)
+            assert r.returncode == 0, r
+            assert f"network {net}".encode() in r.stdout + r.stderr, r
+            r = h("run", name, "--", "sh", "-c", script)
+            assert r.stdout == want, r
+    finally:
+        h.close()

@@ -1,0 +1,368 @@
+/* bluebox-vmm's bridge network: UML's bess vector transport <-> libslirp. See net.h. */
+#include "net.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <slirp/libslirp.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/xalloc.h"
+
+#define MEM_DIR "/.bluebox/mem"
+/* We listen here; UML binds its own end at UML_SOCK and connects when the guest brings the
+ * interface up. Both on the exec tmpfs, which only this container sees. */
+#define NET_SOCK     MEM_DIR "/net.sock"
+#define UML_SOCK     MEM_DIR "/net-uml.sock"
+#define EXIT_VMM     125
+#define MAX_FORWARDS 16
+/* Frames are at most MTU + ethernet header; leave room for anything larger UML might send. */
+#define FRAME_MAX 65536
+
+typedef struct ntimer {
+    SlirpTimerCb cb;
+    void *opaque;
+    int64_t expire_ms; /* -1: not armed */
+    struct ntimer *next;
+} ntimer;
+
+struct vmm_net {
+    Slirp *slirp;
+    int listen_fd, conn_fd;
+    ntimer *timers;
+    /* Where this round's fds start in the caller's poll set. */
+    size_t listen_idx, conn_idx;
+    pollvec *pv;
+    uint64_t frames_in, frames_out, dropped_out;
+};
+
+static _noreturn_ void net_die(const char *fmt, ...) _printf_(1, 2);
+static _noreturn_ void net_die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("bluebox-vmm: network: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(EXIT_VMM);
+}
+
+size_t pollvec_add(pollvec *pv, int fd, short events)
+{
+    if (pv->n == pv->cap) {
+        pv->cap = pv->cap ? pv->cap * 2 : 16;
+        pv->v = xreallocarray(pv->v, pv->cap, sizeof *pv->v);
+    }
+    pv->v[pv->n] = (struct pollfd){.fd = fd, .events = events};
+    return pv->n++;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* ---- slirp's callbacks ------------------------------------------------------------------ */
+
+static ssize_t cb_send_packet(const void *buf, size_t len, void *opaque)
+{
+    vmm_net *n = opaque;
+    if (n->conn_fd < 0) {
+        n->dropped_out++;
+        return (ssize_t)len; /* the guest's interface is down: slirp may drop, TCP retries */
+    }
+    ssize_t w;
+    do
+        w = send(n->conn_fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    if (w < 0)
+        n->dropped_out++; /* EAGAIN: UML is behind; dropping is what a full NIC ring does */
+    else
+        n->frames_out++;
+    return (ssize_t)len;
+}
+
+static void cb_guest_error(const char *msg, void *opaque)
+{
+    (void)msg, (void)opaque; /* the guest's own misbehaviour; not the user's business */
+}
+
+static int64_t cb_clock_get_ns(void *opaque)
+{
+    return now_ns();
+}
+
+static void *cb_timer_new(SlirpTimerCb cb, void *cb_opaque, void *opaque)
+{
+    vmm_net *n = opaque;
+    ntimer *t = xmalloc(sizeof *t);
+    *t = (ntimer){.cb = cb, .opaque = cb_opaque, .expire_ms = -1, .next = n->timers};
+    n->timers = t;
+    return t;
+}
+
+static void cb_timer_free(void *timer, void *opaque)
+{
+    vmm_net *n = opaque;
+    for (ntimer **p = &n->timers; *p; p = &(*p)->next)
+        if (*p == timer) {
+            *p = ((ntimer *)timer)->next;
+            free(timer);
+            return;
+        }
+}
+
+static void cb_timer_mod(void *timer, int64_t expire_ms, void *opaque)
+{
+    ((ntimer *)timer)->expire_ms = expire_ms;
+}
+
+static void cb_register_poll_fd(int fd, void *opaque)
+{
+}
+
+static void cb_unregister_poll_fd(int fd, void *opaque)
+{
+}
+
+static void cb_notify(void *opaque)
+{
+}
+
+static const SlirpCb callbacks = {
+    .send_packet = cb_send_packet,
+    .guest_error = cb_guest_error,
+    .clock_get_ns = cb_clock_get_ns,
+    .timer_new = cb_timer_new,
+    .timer_free = cb_timer_free,
+    .timer_mod = cb_timer_mod,
+    .register_poll_fd = cb_register_poll_fd,
+    .unregister_poll_fd = cb_unregister_poll_fd,
+    .notify = cb_notify,
+};
+
+/* ---- setup ------------------------------------------------------------------------------ */
+
+static struct in_addr ip4(const char *s)
+{
+    struct in_addr a;
+    inet_pton(AF_INET, s, &a);
+    return a;
+}
+
+static void add_forwards(vmm_net *n, const char *spec)
+{
+    _cleanup_free_ char *copy = xstrdup(spec);
+    char *save = NULL;
+    size_t count = 0;
+    for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+        char *end;
+        errno = 0;
+        unsigned long port = strtoul(w, &end, 10);
+        if (errno || *end || end == w || port < 1 || port > 65535)
+            net_die("BLUEBOX_FORWARD must be a comma-separated list of ports, not '%s'", spec);
+        if (++count > MAX_FORWARDS)
+            net_die("BLUEBOX_FORWARD names more than %d ports", MAX_FORWARDS);
+        /* Any address of the container's namespace (podman's -p lands there), to the same
+         * port on the guest. */
+        if (slirp_add_hostfwd(n->slirp, 0, (struct in_addr){.s_addr = htonl(INADDR_ANY)}, (int)port,
+                              ip4("10.0.2.15"), (int)port) < 0)
+            net_die("cannot forward port %lu into the guest: %s", port, strerror(errno));
+    }
+}
+
+vmm_net *net_setup(const char *mode, const char *forward)
+{
+    if (!mode || !*mode || streq(mode, "none")) {
+        if (forward && *forward)
+            net_die("BLUEBOX_FORWARD needs BLUEBOX_NETWORK=bridge");
+        return NULL;
+    }
+    if (!streq(mode, "bridge"))
+        net_die("BLUEBOX_NETWORK must be none or bridge, not '%s'", mode);
+
+    vmm_net *n = xmalloc(sizeof *n);
+    *n = (vmm_net){.listen_fd = -1, .conn_fd = -1};
+    n->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (n->listen_fd < 0)
+        net_die("socket: %s", strerror(errno));
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    strcpy(sa.sun_path, NET_SOCK);
+    unlink(NET_SOCK);
+    unlink(UML_SOCK);
+    if (bind(n->listen_fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(n->listen_fd, 4) < 0)
+        net_die("cannot listen on %s: %s", NET_SOCK, strerror(errno));
+
+    SlirpConfig cfg = {
+        .version = 4,
+        .restricted = 0,
+        .in_enabled = true,
+        .vnetwork = ip4("10.0.2.0"),
+        .vnetmask = ip4("255.255.255.0"),
+        .vhost = ip4("10.0.2.2"),
+        .in6_enabled = false,
+        .vdhcp_start = ip4("10.0.2.15"),
+        .vnameserver = ip4("10.0.2.3"),
+        /* 10.0.2.2 is a gateway, never the host's 127.0.0.1: the host's loopback stays out
+         * of reach, as with krun. */
+        .disable_host_loopback = true,
+        .enable_emu = false,
+    };
+    n->slirp = slirp_new(&cfg, &callbacks, n);
+    if (!n->slirp)
+        net_die("cannot start the user-mode network stack (libslirp)");
+    if (forward && *forward)
+        add_forwards(n, forward);
+    return n;
+}
+
+void net_kernel_args(const vmm_net *n, strv *argv)
+{
+    if (!n)
+        return;
+    strv_add(argv, "vec0:transport=bess,src=" UML_SOCK ",dst=" NET_SOCK);
+}
+
+/* ---- the poll loop ---------------------------------------------------------------------- */
+
+static int cb_add_poll(int fd, int events, void *opaque)
+{
+    short ev = 0;
+    if (events & SLIRP_POLL_IN)
+        ev |= POLLIN;
+    if (events & SLIRP_POLL_OUT)
+        ev |= POLLOUT;
+    if (events & SLIRP_POLL_PRI)
+        ev |= POLLPRI;
+    return (int)pollvec_add(((vmm_net *)opaque)->pv, fd, ev);
+}
+
+static int cb_get_revents(int idx, void *opaque)
+{
+    const pollvec *pv = ((vmm_net *)opaque)->pv;
+    if (idx < 0 || (size_t)idx >= pv->n)
+        return 0;
+    short r = pv->v[idx].revents;
+    int ev = 0;
+    if (r & POLLIN)
+        ev |= SLIRP_POLL_IN;
+    if (r & POLLOUT)
+        ev |= SLIRP_POLL_OUT;
+    if (r & POLLPRI)
+        ev |= SLIRP_POLL_PRI;
+    if (r & (POLLERR | POLLNVAL))
+        ev |= SLIRP_POLL_ERR;
+    if (r & POLLHUP)
+        ev |= SLIRP_POLL_HUP;
+    return ev;
+}
+
+void net_poll_fill(vmm_net *n, pollvec *pv, int *timeout_ms)
+{
+    if (!n)
+        return;
+    n->pv = pv;
+    n->listen_idx = pollvec_add(pv, n->listen_fd, POLLIN);
+    n->conn_idx = pollvec_add(pv, n->conn_fd, POLLIN);
+    uint32_t t = *timeout_ms < 0 ? UINT32_MAX : (uint32_t)*timeout_ms;
+    int64_t now = now_ns() / 1000000;
+    for (ntimer *tm = n->timers; tm; tm = tm->next)
+        if (tm->expire_ms >= 0) {
+            int64_t left = tm->expire_ms > now ? tm->expire_ms - now : 0;
+            if ((uint64_t)left < t)
+                t = (uint32_t)left;
+        }
+    slirp_pollfds_fill(n->slirp, &t, cb_add_poll, n);
+    *timeout_ms = t == UINT32_MAX ? -1 : (int)(t > INT_MAX ? INT_MAX : t);
+}
+
+static void accept_guest(vmm_net *n)
+{
+    int fd = accept4(n->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0)
+        return;
+    /* The guest brought its interface down and up again: the newest connection is it. */
+    if (n->conn_fd >= 0)
+        close(n->conn_fd);
+    n->conn_fd = fd;
+}
+
+static void read_guest(vmm_net *n)
+{
+    static uint8_t buf[FRAME_MAX];
+    for (int i = 0; i < 256; i++) { /* bounded: let the rest of the loop run too */
+        ssize_t r = recv(n->conn_fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && errno == EAGAIN)
+            return;
+        if (r <= 0) {
+            close(n->conn_fd);
+            n->conn_fd = -1;
+            return;
+        }
+        n->frames_in++;
+        slirp_input(n->slirp, buf, (int)r);
+    }
+}
+
+static void run_timers(vmm_net *n)
+{
+    /* A callback may re-arm, add or free timers: rescan after each one. */
+    for (bool again = true; again;) {
+        again = false;
+        int64_t now = now_ns() / 1000000;
+        for (ntimer *t = n->timers; t; t = t->next)
+            if (t->expire_ms >= 0 && t->expire_ms <= now) {
+                t->expire_ms = -1;
+                t->cb(t->opaque);
+                again = true;
+                break;
+            }
+    }
+}
+
+void net_poll_done(vmm_net *n, const pollvec *pv, bool poll_failed)
+{
+    if (!n)
+        return;
+    n->pv = (pollvec *)pv;
+    if (!poll_failed) {
+        if (pv->v[n->listen_idx].revents & POLLIN)
+            accept_guest(n);
+        if (n->conn_fd >= 0 && pv->v[n->conn_idx].fd == n->conn_fd && pv->v[n->conn_idx].revents)
+            read_guest(n);
+    }
+    slirp_pollfds_poll(n->slirp, poll_failed, cb_get_revents, n);
+    run_timers(n);
+    n->pv = NULL;
+}
+
+void net_free(vmm_net *n)
+{
+    if (!n)
+        return;
+    slirp_cleanup(n->slirp);
+    while (n->timers) {
+        ntimer *t = n->timers;
+        n->timers = t->next;
+        free(t);
+    }
+    if (n->conn_fd >= 0)
+        close(n->conn_fd);
+    close(n->listen_fd);
+    unlink(NET_SOCK);
+    free(n);
+}
