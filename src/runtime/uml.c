@@ -48,7 +48,6 @@ static int uml_flags(const launch *l, strv *argv, bb_error **err)
     strv_add(argv, "-v");
     strv_push(argv, xasprintf("%s:" UML_VMM_DIR ":ro", bundle));
     strv_push(argv, xasprintf("--env=BLUEBOX_RAM_MIB=%d", l->bf->ram_mib));
-    strv_push(argv, xasprintf("--env=BLUEBOX_CPUS=%d", l->bf->cpus));
     static const char *const modes[] = {"run", "shell", "probe", "agent"};
     strv_push(argv, xasprintf("--env=BLUEBOX_MODE=%s", modes[l->mode]));
     strv_push(argv, xasprintf("--env=BLUEBOX_NETWORK=%s", bf_network_name(l->bf->network)));
