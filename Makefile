@@ -53,7 +53,7 @@ fuzz: deps fuzz-build
 lint:
 	@clang-format --dry-run -Werror $(SRC)
 	@cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-	  --suppress=missingIncludeSystem -D_GNU_SOURCE -Isrc src
+	  --suppress=missingIncludeSystem -D_GNU_SOURCE -D__x86_64__ -D__linux__ -Isrc src
 	@clang-tidy --quiet -p $(BUILD) $(filter src/%.c,$(SRC)) \
 	  -checks='-*,bugprone-*,-bugprone-easily-swappable-parameters,-bugprone-reserved-identifier,-bugprone-macro-parentheses,-bugprone-assignment-in-if-condition,-bugprone-branch-clone,-bugprone-narrowing-conversions,-bugprone-implicit-widening-of-multiplication-result,-bugprone-sizeof-expression,-clang-analyzer-*' \
 	  --warnings-as-errors='*' 2>&1 | grep -v 'warnings generated' ; exit $${PIPESTATUS[0]}

@@ -11,7 +11,7 @@
 
 #include "util/err.h"
 
-#define FRAME_MAX (1u << 20)
+#define FRAME_MAX    (1u << 20)
 #define FRAME_HEADER 5
 
 typedef enum {
@@ -65,8 +65,8 @@ void frame_decoder_done(frame_decoder *d);
  * were used; feed the rest again), 0 when more input is needed (all n consumed), -1 on a
  * protocol error (unknown type, length > FRAME_MAX); after an error the decoder stays
  * failed. */
-int frame_decoder_feed(frame_decoder *d, const uint8_t *in, size_t n, size_t *consumed,
-                       frame *out, bb_error **err);
+int frame_decoder_feed(frame_decoder *d, const uint8_t *in, size_t n, size_t *consumed, frame *out,
+                       bb_error **err);
 
 /* Blocking read of exactly one frame from fd (for simple request/response steps). Returns 1
  * with a frame, 0 on clean EOF before any byte of a frame, -1 on error or truncated frame. */

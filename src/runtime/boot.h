@@ -14,7 +14,7 @@ typedef struct boot {
     char *self;      /* the bluebox the guest runs */
     char *container; /* a fresh, unique container name */
     launch l;
-    isolation_state was; /* the cache before this boot; ISO_VERIFIED: no check ran */
+    isolation_state was;  /* the cache before this boot; ISO_VERIFIED: no check ran */
     isolation_result iso; /* filled when it ran */
 } boot;
 

@@ -330,7 +330,7 @@ int elf_set_interp_fd(int fd, const char *what, const char *interp, bb_error **e
                        "%s: the program interpreter %s does not fit in the %llu bytes of %s", what,
                        interp, (unsigned long long)e.interp_size, e.interp);
     _cleanup_free_ char *buf = xcalloc(1, (size_t)e.interp_size);
-    memcpy(buf, interp, n);
+    memcpy(buf, interp, n + 1); /* the rest stays NUL from calloc */
     size_t done = 0;
     while (done < e.interp_size) {
         ssize_t w =
