@@ -28,18 +28,20 @@ static void say_rechecked(const boot *b)
                 b->iso.baseline.release, b->iso.guest.release, b->b->name);
 }
 
-/* Boot, wait, log. Returns the exit code to pass on. */
-static int boot_and_wait(boot *b, const char *what, char *const *cmd, bool tee, bb_error **err)
+/* Boot b->l.cmd, wait, log. A run is timed and its output tee'd into the log; a shell's
+ * terminal session is neither. Returns the exit code to pass on. */
+static int boot_and_wait(boot *b, bb_error **err)
 {
+    bool run = b->l.mode == LAUNCH_RUN;
     _cleanup_strv_ strv argv = {0};
     if (launch_argv(b->b, &b->l, &argv, err) < 0)
         return -1;
     _cleanup_free_ char *log = home_path_of(b->l.root, HP_LOG, b->l.name);
-    int log_fd = runlog_begin(log, what, cmd, NULL); /* the log is best effort */
+    int log_fd = runlog_begin(log, run ? "run" : "shell", b->l.cmd, NULL); /* best effort */
     session s = {.argv = argv.v,
                  .container = b->container,
-                 .timeout_seconds = streq(what, "run") ? b->bf->timeout_seconds : 0,
-                 .log_fd = tee ? log_fd : -1};
+                 .timeout_seconds = run ? b->bf->timeout_seconds : 0,
+                 .log_fd = run ? log_fd : -1};
     session_result res;
     int r = session_run(&s, &res, err);
     runlog_end(log_fd, r < 0 ? -1 : res.code, res.seconds);
@@ -63,7 +65,7 @@ int cmd_run(cli_args *a, bb_error **err)
     b.l.mode = LAUNCH_RUN;
     /* Piped stdin goes to the command; a terminal's does not (that is what shell is for). */
     b.l.interactive = !isatty(STDIN_FILENO);
-    return boot_and_wait(&b, "run", cmd, true, err);
+    return boot_and_wait(&b, err);
 }
 
 int cmd_shell(cli_args *a, bb_error **err)
@@ -79,7 +81,7 @@ int cmd_shell(cli_args *a, bb_error **err)
     b.l.tty = isatty(STDIN_FILENO); /* -t with piped stdin hangs */
     _cleanup_free_ char *posture = boot_posture(&b);
     fprintf(stderr, "%s\n", posture);
-    return boot_and_wait(&b, "shell", cmd, false, err);
+    return boot_and_wait(&b, err);
 }
 
 int cmd_verify(cli_args *a, bb_error **err)

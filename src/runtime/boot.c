@@ -56,11 +56,7 @@ int boot_prepare(const char *root, const char *name, boot_check check, boot *ret
 
 char *boot_posture(const boot *b)
 {
-    isolation_result cached = {0};
-    const char *guest = b->iso.guest.release[0] ? b->iso.guest.release : NULL;
-    if (!guest && isolation_cached_result(b->b, &b->l, &cached) == 0)
-        guest = cached.guest.release;
-    return posture_line(b->b, b->bf, guest);
+    return posture_line(b->b, b->bf, b->iso.guest.release[0] ? b->iso.guest.release : NULL);
 }
 
 void boot_done(boot *b)

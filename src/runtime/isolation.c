@@ -60,8 +60,7 @@ char *runtime_fingerprint(const backend *b, const launch *l)
         _cleanup_free_ char *user = path_join(home, ".config/containers/containers.conf");
         fp_file(&f, user);
     }
-    _cleanup_free_ char *self = guest_binary(NULL);
-    fp_file(&f, self ? self : "-");
+    fp_file(&f, l->self ? l->self : "-"); /* the probe's binary: boot found it already */
     if (b->fingerprint)
         b->fingerprint(l, &f);
     return fp_hex(&f);
@@ -132,23 +131,7 @@ static json_t *cache_load(const char *root)
     return j;
 }
 
-int isolation_cached_result(const backend *b, const launch *l, isolation_result *ret)
-{
-    json_t *j = cache_load(l->root);
-    json_t *e = json_object_get(json_object_get(j, "backends"), b->name);
-    const char *guest = json_string_value(json_object_get(e, "guest"));
-    const char *base = json_string_value(json_object_get(e, "baseline"));
-    int r = -1;
-    if (guest && base) {
-        snprintf(ret->guest.release, sizeof ret->guest.release, "%s", guest);
-        snprintf(ret->baseline.release, sizeof ret->baseline.release, "%s", base);
-        r = 0;
-    }
-    json_decref(j);
-    return r;
-}
-
-isolation_state isolation_cached(const backend *b, const launch *l)
+isolation_state isolation_cached(const backend *b, const launch *l, isolation_result *ret)
 {
     json_t *j = cache_load(l->root);
     json_t *e = json_object_get(json_object_get(j, "backends"), b->name);
@@ -160,6 +143,10 @@ isolation_state isolation_cached(const backend *b, const launch *l)
     if (fp && guest && base && *guest && *base && !streq(guest, base)) {
         _cleanup_free_ char *now = runtime_fingerprint(b, l);
         s = streq(fp, now) ? ISO_VERIFIED : ISO_CHANGED;
+        if (ret) {
+            snprintf(ret->guest.release, sizeof ret->guest.release, "%s", guest);
+            snprintf(ret->baseline.release, sizeof ret->baseline.release, "%s", base);
+        }
     }
     json_decref(j);
     return s;
@@ -188,7 +175,7 @@ int isolation_remember(const backend *b, const launch *l, const isolation_result
 int isolation_ensure(const backend *b, const launch *l, isolation_state *ret_was,
                      isolation_result *ret, bb_error **err)
 {
-    *ret_was = isolation_cached(b, l);
+    *ret_was = isolation_cached(b, l, ret);
     if (*ret_was == ISO_VERIFIED)
         return 0;
     if (isolation_check(b, l, ret, err) < 0)

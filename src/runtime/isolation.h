@@ -22,11 +22,11 @@ int isolation_check(const backend *b, const launch *l, isolation_result *ret, bb
 /* Record a passed check for this backend's current fingerprint. */
 int isolation_remember(const backend *b, const launch *l, const isolation_result *r,
                        bb_error **err);
-/* The releases the cache holds for this backend (0), or -1 when there is no entry. */
-int isolation_cached_result(const backend *b, const launch *l, isolation_result *ret);
-/* What the cache says about this backend now. */
-isolation_state isolation_cached(const backend *b, const launch *l);
-/* Before a boot: pass on a cache hit; otherwise run the full check and remember it. *ret_was
- * says what the cache held (ISO_VERIFIED: nothing ran). Refuses when the check fails. */
+/* What the cache says about this backend now; with an entry, *ret (may be NULL) gets the
+ * releases it recorded. */
+isolation_state isolation_cached(const backend *b, const launch *l, isolation_result *ret);
+/* Before a boot: pass on a cache hit (*ret from the cache); otherwise run the full check and
+ * remember it. *ret_was says what the cache held (ISO_VERIFIED: nothing ran). Refuses when
+ * the check fails. */
 int isolation_ensure(const backend *b, const launch *l, isolation_state *ret_was,
                      isolation_result *ret, bb_error **err);
