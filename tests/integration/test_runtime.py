@@ -45,6 +45,14 @@ class Home:
         self.env = dict(os.environ, BLUEBOX_HOME=str(self.dir / "home"))
         if user:
             shutil.chown(self.dir, user)
+            # the checkout may sit where the test user cannot reach (a 0700 temp dir): run
+            # copies of bluebox and bluebox-vmm (found beside it) from this world-readable dir
+            bindir = self.dir / "bin"
+            bindir.mkdir(mode=0o755)
+            for prog in (Path(binary), Path(binary).parent / "bluebox-vmm"):
+                if prog.exists():
+                    shutil.copy2(prog, bindir / prog.name)
+            self.bin = str(bindir / Path(binary).name)
 
     def cmd(self, *args):
         argv = [self.bin, *map(str, args)]
