@@ -26,6 +26,7 @@
 #include "agent/proto.h"
 #include "guest/spec.h"
 #include "util/xalloc.h"
+#include "vmm/jail.h"
 #include "vmm/net.h"
 
 #define VMM_DIR_DEFAULT "/.bluebox/vmm"
@@ -226,12 +227,19 @@ static pid_t start_uml(char **argv, const char *dir, int serial, const sigset_t 
     _cleanup_free_ char *ld = xasprintf("LD_LIBRARY_PATH=%s", dir);
     _cleanup_free_ char *tmp = xasprintf("TMPDIR=%s", MEM_DIR);
     char *envp[] = {ld, tmp, NULL};
+    /* Opened here: the kernel's view of the container has no /dev. */
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     pid_t pid = fork();
     if (pid < 0)
         die("fork: %s", strerror(errno));
     if (pid == 0) {
         setpgid(0, 0);
-        int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        const char *what = "";
+        if (jail_enter(&what) < 0) {
+            dprintf(2, "bluebox-vmm: cannot give the kernel its view of the container (%s): %s\n",
+                    what, strerror(errno));
+            _exit(EXIT_VMM);
+        }
         if (null < 0 || log < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0 ||
             dup2(serial, SERIAL_FD) < 0)
             _exit(EXIT_VMM);
@@ -244,6 +252,11 @@ static pid_t start_uml(char **argv, const char *dir, int serial, const sigset_t 
         _exit(EXIT_VMM);
     }
     setpgid(pid, pid); /* also here: no race with a kill before the child ran */
+    const char *what = "";
+    if (jail_lock(&what) < 0)
+        die("%s: %s", what, strerror(errno));
+    if (null >= 0)
+        close(null);
     if (log >= 0)
         close(log);
     return pid;

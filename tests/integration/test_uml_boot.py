@@ -36,6 +36,8 @@ CONFINE = [
     "--rm", "--pull=never", "--security-opt=no-new-privileges", "--cap-drop=all",
     "--cap-add=CHOWN,DAC_OVERRIDE,FOWNER,SETUID,SETGID,NET_BIND_SERVICE",
     "--pids-limit=512", "--memory=768m", "--network=none",
+    # bluebox-vmm builds UML's view of the container (no /proc, /sys, /dev), then drops both
+    "--cap-add=SYS_ADMIN,SETPCAP", "--security-opt=apparmor=unconfined",
 ]
 
 pytestmark = pytest.mark.skipif(
@@ -236,6 +238,77 @@ def test_image_env_workdir_and_user_apply(uml, data, env_image):
     assert r.stdout.decode().splitlines() == ["[hello  world]", "[]", "/srv/work", "1000",
                                               "1000", "1000"]
     assert (data / "mine").stat().st_uid == 1000
+
+
+def test_hostfs_reaches_nothing_outside_the_guests_view(uml, data):
+    """Guest root can mount hostfs with any host path; UML runs in a mount namespace of its
+    own without the container's /proc, /sys and /dev, so "/", /proc and ".." all land in the
+    guest's own tree: never the VMM's memory or environment."""
+    script = ("mkdir -p /x; "
+              "for p in / /proc /../../proc /.bluebox/../../../proc /../../sys /../../dev; do "
+              "  mount -t hostfs none /x -o \"$p\" || { echo nomount; continue; }; "
+              "  echo \"$p: $(ls -A /x | tr '\\n' ' ')\"; umount /x; done; "
+              "mount -t hostfs none /x -o /; "
+              "find /x/proc /x/sys /x/dev -mindepth 1 | wc -l; "
+              "test -e /x/proc/self && echo REACHED-PROC; cat /x/proc/1/environ 2>/dev/null "
+              "&& echo REACHED-ENV; true")
+    r = sh(uml, data, script)
+    out = r.stdout.decode()
+    assert r.returncode == 0, r.stderr
+    assert "REACHED" not in out and "nomount" not in out, out
+    lines = out.splitlines()
+    assert lines[0].startswith("/: ") and ".bluebox" in lines[0] and "data" in lines[0], out
+    # every /proc and /sys reached is the image's empty directory; /dev holds only null
+    for line in lines[1:6]:
+        path, seen = line.split(":", 1)
+        assert seen.strip() == ("null" if path.endswith("dev") else ""), out
+    assert lines[6] == "1", out  # /x/dev/null
+
+
+def test_vmm_needs_the_setup_capabilities_and_says_so(uml, data):
+    """Without CAP_SYS_ADMIN the kernel's view cannot be built: a clear refusal, never a boot
+    that lets the guest name the container's /proc."""
+    no_admin = [a for a in CONFINE if not a.startswith("--cap-add=SYS_ADMIN")]
+    name = f"bluebox-uml-test-{uuid.uuid4().hex[:12]}"
+    argv = uml_argv(uml, data, ["true"], extra=["--name", name])
+    argv = [a for a in argv if a not in CONFINE or a in no_admin]
+    try:
+        r = subprocess.run(argv, capture_output=True, timeout=60)
+    finally:
+        subprocess.run(["podman", "rm", "-f", "-t", "0", name], capture_output=True)
+    assert r.returncode == 125, r
+    assert b"cannot give the kernel its view of the container" in r.stderr, r.stderr
+
+
+def test_the_running_vmm_has_six_capabilities_and_a_second_filter(uml, data):
+    """Read back from /proc of every process in the container while the guest runs."""
+    name = f"bluebox-uml-test-{uuid.uuid4().hex[:12]}"
+    p = subprocess.Popen(uml_argv(uml, data, ["sleep", "5"], extra=["--name", name]),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        pids = []
+        for _ in range(100):
+            out = subprocess.run(["podman", "top", name, "pid"], capture_output=True,
+                                 text=True).stdout.split()[1:]
+            if len(out) >= 2:
+                pids = out
+                break
+            time.sleep(0.1)
+        assert pids, "the container never showed its processes"
+        host = subprocess.run(["podman", "inspect", "-f", "{{.State.Pid}}", name],
+                              capture_output=True, text=True).stdout.strip()
+        procs = subprocess.run(["pgrep", "-P", host], capture_output=True, text=True).stdout
+        for pid in [host, *procs.split()]:
+            st = dict(line.split(":\t", 1) for line in
+                      Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
+            assert st["CapEff"].strip() == "00000000000004cb", (pid, st["CapEff"])
+            assert st["CapBnd"].strip() == "00000000000004cb", (pid, st["CapBnd"])
+            assert st["NoNewPrivs"].strip() == "1" and st["Seccomp"].strip() == "2"
+            if "Seccomp_filters" in st:
+                assert int(st["Seccomp_filters"]) >= 2, st["Seccomp_filters"]
+    finally:
+        subprocess.run(["podman", "rm", "-f", "-t", "0", name], capture_output=True)
+        p.communicate(timeout=30)
 
 
 def test_read_only_root(uml, data):

@@ -1,0 +1,269 @@
+/* UML's view of the container: everything the guest may see through hostfs, nothing more.
+ * See jail.h. */
+#include "vmm/jail.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "util/macro.h"
+#include "util/strv.h"
+#include "util/xalloc.h"
+
+/* Where the new root is assembled: on the exec tmpfs, the one place we may create a dir
+ * (the container's root can be read-only). After the pivot it is an empty directory. */
+#define JAIL_DIR "/.bluebox/mem/root"
+
+/* Never part of the guest's view: the kernel's API filesystems of the container. */
+static const char *const hidden[] = {"/proc", "/sys", "/dev"};
+
+static bool under(const char *path, const char *top)
+{
+    size_t n = strlen(top);
+    return strncmp(path, top, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+static bool is_hidden(const char *mp)
+{
+    for (size_t i = 0; i < ELEMENTSOF(hidden); i++)
+        if (under(mp, hidden[i]))
+            return true;
+    return under(mp, JAIL_DIR);
+}
+
+/* mountinfo writes space, tab, newline and backslash as \ooo. */
+static void unescape(char *s)
+{
+    char *w = s;
+    for (char *r = s; *r; r++) {
+        if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
+            r[3] >= '0' && r[3] <= '7') {
+            *w++ = (char)((r[1] - '0') << 6 | (r[2] - '0') << 3 | (r[3] - '0'));
+            r += 3;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = '\0';
+}
+
+/* The per-mount flags a bind must carry over (in a user namespace they are locked: a
+ * remount that drops one is refused, so all of them are kept). */
+static unsigned long mount_flags(char *opts)
+{
+    static const struct {
+        const char *name;
+        unsigned long flag;
+    } known[] = {
+        {"ro", MS_RDONLY},           {"nosuid", MS_NOSUID},         {"nodev", MS_NODEV},
+        {"noexec", MS_NOEXEC},       {"noatime", MS_NOATIME},       {"nodiratime", MS_NODIRATIME},
+        {"relatime", MS_RELATIME},   {"strictatime", MS_STRICTATIME},
+    };
+    unsigned long flags = 0;
+    char *save = NULL;
+    for (char *o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save))
+        for (size_t i = 0; i < ELEMENTSOF(known); i++)
+            if (streq(o, known[i].name))
+                flags |= known[i].flag;
+    return flags;
+}
+
+static int bind_as(const char *src, const char *dst, unsigned long flags)
+{
+    if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+        return -1;
+    return mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | flags, NULL);
+}
+
+/* UML's "null" channels (unused consoles and serial lines) open /dev/null by name: a /dev
+ * of one node, the container's /dev/null, and nothing else of the container's /dev. */
+static int dev_null(const char **what)
+{
+    *what = JAIL_DIR "/dev";
+    if (mount("tmpfs", JAIL_DIR "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=16k") < 0)
+        return -1;
+    int fd = open(JAIL_DIR "/dev/null", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    *what = "/dev/null";
+    return bind_as("/dev/null", JAIL_DIR "/dev/null", MS_NOSUID | MS_NOEXEC);
+}
+
+typedef struct {
+    strv points;
+    unsigned long *flags;
+    size_t n;
+} mount_list;
+
+static int read_mounts(mount_list *ret)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return -1;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        /* id parent major:minor root mount-point options ... */
+        char *save = NULL, *field = strtok_r(line, " ", &save);
+        for (int i = 1; field && i < 5; i++)
+            field = strtok_r(NULL, " ", &save);
+        char *opts = field ? strtok_r(NULL, " ", &save) : NULL;
+        if (!field || !opts)
+            continue;
+        unescape(field);
+        strv_add(&ret->points, field);
+        ret->flags = xreallocarray(ret->flags, ret->n + 1, sizeof *ret->flags);
+        ret->flags[ret->n++] = mount_flags(opts);
+    }
+    free(line);
+    fclose(f);
+    return 0;
+}
+
+int jail_enter(const char **what)
+{
+    *what = "a mount namespace of its own";
+    if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return -1;
+    *what = "the container's mounts";
+    mount_list m = {0};
+    if (read_mounts(&m) < 0)
+        return -1;
+    *what = JAIL_DIR;
+    if (mkdir(JAIL_DIR, 0700) < 0 && errno != EEXIST)
+        return -1;
+    /* The root first (mountinfo lists it first, but do not rely on it), then every mount on
+     * it in the order they were made, so mounts on mounts land on top. */
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < m.n; i++)
+        if (streq(m.points.v[i], "/")) {
+            *what = "the container's root";
+            r = bind_as("/", JAIL_DIR, m.flags[i]);
+        }
+    if (r == 0)
+        r = dev_null(what);
+    for (size_t i = 0; r == 0 && i < m.n; i++) {
+        const char *p = m.points.v[i];
+        if (streq(p, "/") || is_hidden(p))
+            continue;
+        _cleanup_free_ char *dst = xasprintf(JAIL_DIR "%s", p);
+        *what = p;
+        r = bind_as(p, dst, m.flags[i]);
+    }
+    strv_clear(&m.points);
+    free(m.flags);
+    if (r < 0)
+        return -1;
+    *what = "pivot_root";
+    if (chdir(JAIL_DIR) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+        umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+        return -1;
+    return jail_lock(what);
+}
+
+static int drop_caps(void)
+{
+    static const int setup_caps[] = {CAP_SYS_ADMIN, CAP_SETPCAP}; /* SETPCAP last */
+    for (size_t i = 0; i < ELEMENTSOF(setup_caps); i++)
+        if (prctl(PR_CAPBSET_READ, setup_caps[i]) == 1 &&
+            prctl(PR_CAPBSET_DROP, setup_caps[i]) < 0)
+            return -1;
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) < 0)
+        return -1;
+    for (size_t i = 0; i < ELEMENTSOF(setup_caps); i++) {
+        uint32_t bit = 1u << setup_caps[i]; /* both are below 32 */
+        d[0].effective &= ~bit;
+        d[0].permitted &= ~bit;
+        d[0].inheritable &= ~bit;
+    }
+    return (int)syscall(SYS_capset, &h, d);
+}
+
+#define NS_FLAGS                                                                                   \
+    (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET |     \
+     CLONE_NEWCGROUP)
+#define REFUSE(nr)                                                                                 \
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1),                                               \
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM)
+
+/* Stacked on podman's filter, which lets these through because the container started with
+ * CAP_SYS_ADMIN. Nothing of ours needs any of them after the pivot. */
+static int install_filter(void)
+{
+#ifdef __x86_64__
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1), /* x32 */
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1), /* flags out of reach */
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        REFUSE(__NR_mount),
+        REFUSE(__NR_umount2),
+        REFUSE(__NR_pivot_root),
+        REFUSE(__NR_chroot),
+        REFUSE(__NR_unshare),
+        REFUSE(__NR_setns),
+        REFUSE(__NR_fsopen),
+        REFUSE(__NR_fsconfig),
+        REFUSE(__NR_fsmount),
+        REFUSE(__NR_fspick),
+        REFUSE(__NR_move_mount),
+        REFUSE(__NR_open_tree),
+        REFUSE(__NR_mount_setattr),
+        REFUSE(__NR_bpf),
+        REFUSE(__NR_perf_event_open),
+        REFUSE(__NR_userfaultfd),
+        REFUSE(__NR_keyctl),
+        REFUSE(__NR_add_key),
+        REFUSE(__NR_request_key),
+        REFUSE(__NR_init_module),
+        REFUSE(__NR_finit_module),
+        REFUSE(__NR_delete_module),
+        REFUSE(__NR_kexec_load),
+        REFUSE(__NR_kexec_file_load),
+        REFUSE(__NR_quotactl),
+        REFUSE(__NR_syslog),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, NS_FLAGS, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {.len = ELEMENTSOF(f), .filter = f};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return -1;
+    return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+#else
+    errno = ENOSYS; /* bluebox-vmm is built for x86_64 only */
+    return -1;
+#endif
+}
+
+int jail_lock(const char **what)
+{
+    *what = "dropping CAP_SYS_ADMIN and CAP_SETPCAP";
+    if (drop_caps() < 0)
+        return -1;
+    *what = "the seccomp filter";
+    return install_filter();
+}

@@ -1,0 +1,16 @@
+/* The UML kernel's own view of the container. The guest reaches host files through hostfs,
+ * which opens whatever path the guest names — so UML must not be able to name the
+ * container's /proc (its own memory, the VMM's environment), /sys or /dev. The container
+ * starts with CAP_SYS_ADMIN and CAP_SETPCAP for this alone; both are gone, and the syscalls
+ * that would need them are refused by a second seccomp filter, before UML runs. */
+#pragma once
+
+/* In the child that becomes UML: a private mount namespace holding the container's root
+ * and every mount on it except /proc, /sys and /dev (each with its own flags, so read-only
+ * stays read-only), pivoted into; then jail_lock(). Returns -1 with errno set and *what
+ * naming the step that failed. */
+int jail_enter(const char **what);
+/* In every process of ours: drop CAP_SYS_ADMIN and CAP_SETPCAP (effective, permitted,
+ * inheritable and bounding: the VMM ends with exactly the launch's six) and install the
+ * filter that refuses mount, namespace, module and kexec syscalls. Idempotent. */
+int jail_lock(const char **what);
