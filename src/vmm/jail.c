@@ -69,9 +69,9 @@ static unsigned long mount_flags(char *opts)
         const char *name;
         unsigned long flag;
     } known[] = {
-        {"ro", MS_RDONLY},           {"nosuid", MS_NOSUID},         {"nodev", MS_NODEV},
-        {"noexec", MS_NOEXEC},       {"noatime", MS_NOATIME},       {"nodiratime", MS_NODIRATIME},
-        {"relatime", MS_RELATIME},   {"strictatime", MS_STRICTATIME},
+        {"ro", MS_RDONLY},         {"nosuid", MS_NOSUID},           {"nodev", MS_NODEV},
+        {"noexec", MS_NOEXEC},     {"noatime", MS_NOATIME},         {"nodiratime", MS_NODIRATIME},
+        {"relatime", MS_RELATIME}, {"strictatime", MS_STRICTATIME},
     };
     unsigned long flags = 0;
     char *save = NULL;
@@ -180,8 +180,7 @@ static int drop_caps(void)
 {
     static const int setup_caps[] = {CAP_SYS_ADMIN, CAP_SETPCAP}; /* SETPCAP last */
     for (size_t i = 0; i < ELEMENTSOF(setup_caps); i++)
-        if (prctl(PR_CAPBSET_READ, setup_caps[i]) == 1 &&
-            prctl(PR_CAPBSET_DROP, setup_caps[i]) < 0)
+        if (prctl(PR_CAPBSET_READ, setup_caps[i]) == 1 && prctl(PR_CAPBSET_DROP, setup_caps[i]) < 0)
             return -1;
     struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
     struct __user_cap_data_struct d[2];
