@@ -2,7 +2,9 @@
  * hostname) and the mode, handed to the guest init through a 0600 file on the exec tmpfs
  * (never argv, never the kernel cmdline). Binary-safe (argv and env are bytes, not
  * necessarily UTF-8): a magic line, then records of 1 tag byte, a big-endian u32 length and
- * that many bytes. The reader accepts exactly what the writer produces and nothing else. */
+ * that many bytes. The reader takes the records in any order, but every single-valued one
+ * exactly once and a non-empty argv; it refuses unknown tags and short or overlong records
+ * and never trusts a length it has not checked against what is left. */
 #pragma once
 
 #include <stddef.h>
@@ -12,7 +14,7 @@
 #include "util/strv.h"
 
 /* Where bluebox-vmm writes the spec and the guest init reads (and deletes) it: the guest
- * sees the container's filesystem as its root through hostfs, so the path is the same. */
+ * sees the container's root and its mounts through hostfs, so the path is the same. */
 #define SPEC_PATH  "/.bluebox/mem/spec"
 #define SPEC_MAX   (4u << 20)
 #define SPEC_MAGIC "bluebox-spec 1\n"

@@ -366,3 +366,37 @@ def test_uml_network_bridge(env, bluebox_bin, strict):  # noqa: F811
             assert r.stdout == want, r
     finally:
         h.close()
+
+
+@UML
+@pytest.mark.skipif(os.environ.get("BLUEBOX_TEST_DEBIAN") != "1",
+                    reason="set BLUEBOX_TEST_DEBIAN=1 (debootstrap image, ~90 s once)")
+def test_uml_blueprint_user_on_debian(home):
+    """A blueprint user, file and command, built on a real Debian base, used in the guest.
+    (hostfs keeps no guest ownership: what the user creates belongs to the VMM's user on the
+    host, and so to root in the guest — README, "uml backend".)"""
+    name = home.sandbox(f"uml-bp-{os.getpid()}", f"""\
+base: {os.environ['BLUEBOX_TEST_DEBIAN_IMAGE']}
+backend: uml
+ram_mib: 256
+blueprint:
+  users:
+    - name: agent
+      shell: /bin/bash
+  write_files:
+    - path: /etc/agent-note
+      content: "it's $HOME \\"quoted\\"\\n"
+      mode: "0640"
+  runcmd:
+    - echo provisioned > /etc/stamp
+""")
+    r = home("build", name)
+    assert r.returncode == 0, r
+    r = home("run", name, "--", "sh", "-c",
+             "su -s /bin/sh agent -c 'id -un; echo $HOME; getent passwd agent | cut -d: -f7; "
+             "echo hi > ~/mine && cat ~/mine; touch /data/agent 2>/dev/null || echo data-root-only'; "
+             "cat /etc/agent-note; stat -c %a /etc/agent-note; cat /etc/stamp")
+    assert r.returncode == 0, r
+    assert r.stdout.decode().splitlines() == [
+        "agent", "/home/agent", "/bin/bash", "hi", "data-root-only",
+        "it's $HOME \"quoted\"", "640", "provisioned"], r
