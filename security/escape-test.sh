@@ -306,10 +306,11 @@ EOF
     if want loopback; then
         cat <<EOF
 gw=\$(ip route 2>/dev/null | awk '/^default/ {print \$3; exit}')
+echo "GATEWAY \$gw"
 for a in 127.0.0.1 localhost host.containers.internal host.docker.internal 169.254.1.2 10.0.2.2 \$gw; do
     for p in $PORT $AGENT_PORT; do
-        (nc -w 3 -e /bin/true "\$a" "\$p" </dev/null >/dev/null 2>&1 && echo "CONNECTED \$a:\$p") &
-        (wget -q -T 3 -O- "http://\$a:\$p/" 2>/dev/null) &
+        (nc -w 3 "\$a" "\$p" -e /bin/true </dev/null >/dev/null 2>&1 && echo "CONNECTED \$a:\$p") &
+        (printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 "\$a" "\$p" 2>/dev/null) &
     done
 done
 wait
@@ -471,6 +472,8 @@ check_loopback() {
     elif [ -s "$WORK/server.log" ] || [ -n "$h" ]; then
         [ -n "$h" ] || h=$(head -n1 "$WORK/server.log")
         fail loopback "the guest reached the host loopback: $h"
+    elif [ -z "$(section loopback | sed -n 's/^GATEWAY //p')" ]; then
+        warn loopback "nothing reached the host loopback, but the guest had no network route at all"
     else
         pass loopback "127.0.0.1:$PORT${AGENT_PORT:+ and the agent port $AGENT_PORT} on the host unreachable via 127.0.0.1, localhost, host.{containers,docker}.internal, 169.254.1.2, 10.0.2.2, the gateway"
     fi
