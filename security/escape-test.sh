@@ -105,13 +105,18 @@ SECRET=escape-secret-$(rand)
 LOOP_SECRET=loopback-secret-$(rand)
 OUTSIDE=$WORK/outside # outside every mount: the guest must never see or touch it
 mkdir -p "$OUTSIDE" "$WORK/ro" "$WORK/rw"
-printf '%s\n' "$SECRET" >"$OUTSIDE/secret"
-printf 'untouched\n' >"$OUTSIDE/target"
 printf 'read-only host file\n' >"$WORK/ro/in"
 chmod 0777 "$WORK/rw"
 # fingerprint of what lies outside: names, sizes, contents
 outside_state() { (cd "$OUTSIDE" && find . -printf '%p %y %s\n' | sort && cat ./* 2>/dev/null); }
-OUTSIDE_BEFORE=$(outside_state)
+# plant_outside: (re)make what lies outside, and remember its state
+plant_outside() {
+    rm -rf "${OUTSIDE:?}"/*
+    printf '%s\n' "$SECRET" >"$OUTSIDE/secret"
+    printf 'untouched\n' >"$OUTSIDE/target"
+    OUTSIDE_BEFORE=$(outside_state)
+}
+plant_outside
 
 IMAGE=${BLUEBOX_ESCAPE_IMAGE:-}
 if [ -z "$IMAGE" ]; then
@@ -714,6 +719,7 @@ DATA=$BLUEBOX_HOME/data/$A
 outside_intact() { [ "$(outside_state)" = "$OUTSIDE_BEFORE" ]; }
 
 check_snapshot() {
+    plant_outside
     if ! have snapshot; then
         skip data-snapshot "snapshot not available"
         return 1
@@ -740,6 +746,7 @@ check_snapshot() {
 }
 
 check_export() {
+    plant_outside
     if ! have data export; then
         skip data-export "data export not available"
         return
@@ -763,6 +770,7 @@ check_export() {
 # $OUTSIDE, and restore must not write esc-d/f through it.
 check_restore() {
     local have_snap=$1
+    plant_outside
     if ! have restore; then
         skip data-restore "restore not available"
         return
@@ -788,6 +796,7 @@ check_restore() {
 }
 
 check_reset() {
+    plant_outside
     if ! have reset; then
         skip data-reset "reset not available"
         return
@@ -804,13 +813,14 @@ check_reset() {
         fail data-reset "reset left /data non-empty: $(tail -n1 <<<"$out")"
     else
         pass data-reset "reset empties /data and nothing it points at"
-        # plant again for destroy
-        in_guest sh -c "ln -sfn $OUTSIDE /data/esc-dir; ln -sfn $S /data/esc-abs" >/dev/null
     fi
 }
 
 check_destroy() {
     local out
+    plant_outside
+    # (again: reset may have emptied /data)
+    in_guest sh -c "ln -sfn $OUTSIDE /data/esc-dir; ln -sfn $S /data/esc-abs" >/dev/null
     out=$("$BIN" destroy "$A" --data -y 2>&1)
     if ! outside_intact; then
         fail data-destroy "destroy --data deleted or changed files through a planted symlink in $OUTSIDE"
