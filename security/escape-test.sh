@@ -487,19 +487,24 @@ check_loopback() {
 # ---------------------------------------------------------------- the VMM, from outside
 VMM_CID=""
 VMM_PID=""
-# find_container NAME: id of its running container (waits while it boots)
+# find_container NAME [OLD_IDS]: "ID PID" of its running container that is not one of
+# OLD_IDS (a finished run's container may still be on its way out); waits while it boots
 find_container() {
-    local _ id
+    local _ id pid
     for _ in $(seq 300); do
-        id=$(podman ps -q --filter "label=bluebox.sandbox=$1" --filter status=running 2>/dev/null | head -n1)
-        [ -n "$id" ] && {
-            echo "$id"
-            return 0
-        }
+        for id in $(podman ps -q --filter "label=bluebox.sandbox=$1" --filter status=running 2>/dev/null); do
+            [[ " ${2:-} " == *" $id "* ]] && continue
+            pid=$(podman inspect --format '{{.State.Pid}}' "$id" 2>/dev/null)
+            if [ -n "$pid" ] && [ "$pid" != 0 ] && [ -d "/proc/$pid" ]; then
+                echo "$id $pid"
+                return 0
+            fi
+        done
         sleep 0.2
     done
     return 1
 }
+containers_of() { podman ps -aq --filter "label=bluebox.sandbox=$1" 2>/dev/null | paste -sd ' '; }
 # descendants PID: PID and every process below it
 descendants() {
     local c kids
@@ -523,17 +528,16 @@ cgroup_file() {
 
 VMM_CHECKS=(vmm-nnp vmm-seccomp vmm-caps vmm-netns vmm-limits vmm-uid)
 attach_vmm() {
+    local old="" found
     if [ "$UP" != 1 ]; then
+        old=$(containers_of "$A")
         # a second, fresh boot: read back what the first planted, then stay up to be looked at
         "$BIN" run "$A" -- sh -c "cat /data/esc-abs /data/esc-rel /data/esc-dir/secret 2>/dev/null; echo ready; sleep 120" \
             </dev/null >"$WORK/second.out" 2>&1 &
         BG_PIDS+=($!)
     fi
-    VMM_CID=$(find_container "$A") || setup_error "no running container for $A"
-    VMM_PID=$(podman inspect --format '{{.State.Pid}}' "$VMM_CID" 2>/dev/null)
-    if [ -z "$VMM_PID" ] || [ "$VMM_PID" = 0 ]; then
-        setup_error "no VMM process for $A"
-    fi
+    found=$(find_container "$A" "$old") || setup_error "no running container for $A"
+    read -r VMM_CID VMM_PID <<<"$found"
     VMM_PIDS=$(descendants "$VMM_PID" | sort -un | paste -sd ' ')
 }
 
@@ -680,9 +684,9 @@ $ISO"
     "$BIN" run "$B" -- sh -c 'b() { b | b & }; b; sleep 60' </dev/null >/dev/null 2>&1 &
     local run_pid=$!
     BG_PIDS+=("$run_pid")
-    local cid pid pf peak=0 n samples=() t0 t1 ms
-    cid=$(find_container "$B") || setup_error "no running container for $B"
-    pid=$(podman inspect --format '{{.State.Pid}}' "$cid" 2>/dev/null)
+    local found pid pf peak=0 n samples=() t0 t1 ms
+    found=$(find_container "$B") || setup_error "no running container for $B"
+    pid=${found#* }
     pf=$(cgroup_file "$pid" pids pids.current)
     while kill -0 "$run_pid" 2>/dev/null; do
         if [ -n "$pf" ]; then
