@@ -57,6 +57,7 @@ lint:
 	@clang-tidy --quiet -p $(BUILD) $(filter src/%.c,$(SRC)) \
 	  -checks='-*,bugprone-*,-bugprone-easily-swappable-parameters,-bugprone-reserved-identifier,-bugprone-macro-parentheses,-bugprone-assignment-in-if-condition,-bugprone-branch-clone,-bugprone-narrowing-conversions,-bugprone-implicit-widening-of-multiplication-result,-bugprone-sizeof-expression,-clang-analyzer-*' \
 	  --warnings-as-errors='*' 2>&1 | grep -v 'warnings generated' ; exit $${PIPESTATUS[0]}
+	@shellcheck security/escape-test.sh security/weaken/podman security/weaken/bluebox
 	@echo "lint: clean"
 
 format:

@@ -1,0 +1,852 @@
+#!/bin/bash
+# The escape suite: what a hostile workload would try from inside a sandbox, and the VMM's
+# confinement read back from outside. Black-box: it drives a bluebox binary with a private
+# BLUEBOX_HOME and throwaway sandboxes, and looks at /proc and `podman inspect` on the host.
+#
+#   security/escape-test.sh <bluebox> <strict|standard> <uml|krun>
+#
+# Prints PASS / FAIL / WARN / SKIP per check, then `no escapes.` or `N check(s) failed.`
+# Exit: 0 no FAIL, 1 any FAIL, 2 setup error (nothing was tested). Everything it made is
+# removed on exit, also when interrupted. Run it as the user whose sandboxes it should test
+# (as a rootless user for strict). SECURITY.md maps each check to the claim it tests.
+#
+# Environment:
+#   BLUEBOX_ESCAPE_ONLY=a,b   run only these checks (ids as printed)
+#   BLUEBOX_ESCAPE_IMAGE=ref  base image (default: localhost/bluebox-test/busybox:latest when
+#                             present, else docker.io/library/busybox:latest); needs
+#                             busybox's sh, wget, nc, ip, mount
+#   BLUEBOX_ESCAPE_FORKBOMB=1 run the fork bomb even where the host cannot enforce the pids
+#                             limit (it is then bounded only by the guest's memory)
+#   BLUEBOX_ESCAPE_RESPONSIVE_MS=N  threshold for the host's `ls /` during the bomb (1000)
+#   TMPDIR                    where the work directory goes (default /tmp)
+set -u
+umask 022
+PATH=${PATH:-/usr/local/bin:/usr/bin:/bin}
+
+usage() {
+    sed -n '2,/^set -u$/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+}
+[ $# -eq 3 ] || usage
+case $2 in strict | standard) ;; *) usage ;; esac
+case $3 in uml | krun) ;; *) usage ;; esac
+BIN=$(command -v "$1" 2>/dev/null) || BIN=$1
+case $BIN in /*) ;; *) BIN=$PWD/$BIN ;; esac
+MODE=$2
+BACKEND=$3
+ONLY=",${BLUEBOX_ESCAPE_ONLY:-},"
+RESPONSIVE_MS=${BLUEBOX_ESCAPE_RESPONSIVE_MS:-1000}
+ME=$(id -u)
+
+# ---------------------------------------------------------------- reporting
+npass=0 nfail=0 nwarn=0 nskip=0
+line() { printf '%-4s  %-14s %s\n' "$1" "$2" "$3"; }
+pass() { line PASS "$1" "$2"; npass=$((npass + 1)); }
+fail() { line FAIL "$1" "$2"; nfail=$((nfail + 1)); }
+warn() { line WARN "$1" "$2"; nwarn=$((nwarn + 1)); }
+skip() { line SKIP "$1" "$2"; nskip=$((nskip + 1)); }
+# want ID: is this check selected?
+want() { [ "$ONLY" = ",," ] || [[ $ONLY == *",$1,"* ]]; }
+want_any() {
+    local c
+    for c in "$@"; do want "$c" && return 0; done
+    return 1
+}
+setup_error() {
+    echo "escape-test: setup error: $*" >&2
+    exit 2
+}
+
+# ---------------------------------------------------------------- cleanup
+WORK=""
+NAMES=()
+BG_PIDS=()
+SERVER_PID=""
+UP=0
+# shellcheck disable=SC2317  # reached through the EXIT trap
+cleanup() {
+    local p n ids
+    trap '' INT TERM
+    for p in "${BG_PIDS[@]}" $SERVER_PID; do
+        kill "$p" 2>/dev/null
+    done
+    for p in "${BG_PIDS[@]}" $SERVER_PID; do
+        wait "$p" 2>/dev/null
+    done
+    for n in "${NAMES[@]}"; do
+        [ "$UP" = 1 ] && "$BIN" down "$n" >/dev/null 2>&1
+        ids=$(podman ps -aq --filter "label=bluebox.sandbox=$n" 2>/dev/null)
+        # shellcheck disable=SC2086
+        [ -z "$ids" ] || podman rm -f -t 0 $ids >/dev/null 2>&1
+        "$BIN" destroy "$n" --data -y >/dev/null 2>&1
+    done
+    if [ -n "$WORK" ] && [ -d "$WORK" ]; then
+        rm -rf "$WORK" 2>/dev/null || podman unshare rm -rf "$WORK" 2>/dev/null
+    fi
+}
+trap cleanup EXIT
+trap 'echo "escape-test: interrupted" >&2; exit 130' INT
+trap 'echo "escape-test: terminated" >&2; exit 143' TERM
+
+# ---------------------------------------------------------------- setup
+[ -x "$BIN" ] || setup_error "$1 is not an executable"
+command -v podman >/dev/null || setup_error "podman is not on PATH"
+command -v python3 >/dev/null || setup_error "python3 is needed for the loopback probe server"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/bluebox-escape.XXXXXX") || setup_error "cannot make a work directory"
+# Readable by a strict sandbox's subordinate UID (the rw mount below is 0777 for the same
+# reason); nothing secret lives here but the planted secrets, which are the point.
+chmod 0755 "$WORK"
+export BLUEBOX_HOME=$WORK/home
+export BLUEBOX_BACKEND=$BACKEND
+cd "$WORK" || setup_error "cannot enter $WORK"
+
+rand() { od -An -N16 -tx1 /dev/urandom | tr -d ' \n'; }
+SECRET=escape-secret-$(rand)
+LOOP_SECRET=loopback-secret-$(rand)
+OUTSIDE=$WORK/outside # outside every mount: the guest must never see or touch it
+mkdir -p "$OUTSIDE" "$WORK/ro" "$WORK/rw"
+printf 'read-only host file\n' >"$WORK/ro/in"
+chmod 0777 "$WORK/rw"
+# fingerprint of what lies outside: names, sizes, contents
+outside_state() { (cd "$OUTSIDE" && find . -printf '%p %y %s\n' | sort && cat ./* 2>/dev/null); }
+# plant_outside: (re)make what lies outside, and remember its state
+plant_outside() {
+    rm -rf "${OUTSIDE:?}"/*
+    printf '%s\n' "$SECRET" >"$OUTSIDE/secret"
+    printf 'untouched\n' >"$OUTSIDE/target"
+    OUTSIDE_BEFORE=$(outside_state)
+}
+plant_outside
+
+IMAGE=${BLUEBOX_ESCAPE_IMAGE:-}
+if [ -z "$IMAGE" ]; then
+    IMAGE=docker.io/library/busybox:latest
+    podman image exists localhost/bluebox-test/busybox:latest 2>/dev/null &&
+        IMAGE=localhost/bluebox-test/busybox:latest
+fi
+BASE_NAME=esc-$$-$(rand | cut -c1-6)
+A=$BASE_NAME-a # the sandbox most checks run in
+B=$BASE_NAME-b # the fork bomb's own sandbox
+ISO=""
+RW_MOUNT="
+  - {host: $WORK/rw, guest: /rw, mode: rw}"
+if [ "$MODE" = strict ]; then
+    ISO="isolation: strict"
+    RW_MOUNT="" # strict allows read-only mounts only
+fi
+
+# define NAME BLUEFILE-BODY
+define() {
+    local out
+    out=$("$BIN" new "$1" 2>&1) || setup_error "bluebox new $1: $out"
+    NAMES+=("$1")
+    printf '%s\n' "$2" >"$BLUEBOX_HOME/sandboxes/$1/Bluefile"
+}
+define "$A" "base: $IMAGE
+backend: $BACKEND
+ram_mib: 256
+network: bridge
+readonly: true
+timeout_seconds: 300
+$ISO
+mounts:
+  - {host: $WORK/ro, guest: /ro, mode: ro}$RW_MOUNT"
+BUILD_OUT=$("$BIN" build "$A" 2>&1) || {
+    printf '%s\n' "$BUILD_OUT" | tail -n 20 >&2
+    setup_error "bluebox build $A failed"
+}
+POSTURE=$(printf '%s\n' "$BUILD_OUT" | grep '^isolation: ' | tail -n1)
+LIMITS_CLAIMED=1
+[[ $POSTURE == *"NOT enforced"* ]] && LIMITS_CLAIMED=0
+
+echo "bluebox escape test: $BIN · $MODE · $BACKEND · uid $ME · $(uname -r)"
+echo "posture: ${POSTURE:-?}"
+
+# have CMD...: does this bluebox implement the command (help exits 0 only when it does)?
+have() { "$BIN" "$@" --help >/dev/null 2>&1; }
+
+# in_guest CMD...: one command in sandbox A; `exec` on the up VM when `up` works, else a
+# fresh `run`. stdout and stderr go to stdout.
+in_guest() {
+    if [ "$UP" = 1 ]; then
+        "$BIN" exec "$A" -- "$@" </dev/null 2>&1
+    else
+        "$BIN" run "$A" -- "$@" </dev/null 2>&1
+    fi
+}
+TOKEN=""
+AGENT_PORT=""
+if have up && have exec; then
+    if up_out=$("$BIN" up "$A" 2>&1); then
+        UP=1
+        state=$BLUEBOX_HOME/run/$A.json
+        TOKEN=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$state" 2>/dev/null)
+        AGENT_PORT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["address"].rsplit(":",1)[1])' "$state" 2>/dev/null)
+        echo "guest commands: bluebox exec on an up sandbox"
+    else
+        warn up "bluebox up $A failed, falling back to bluebox run: $(printf '%s' "$up_out" | tail -n1)"
+    fi
+else
+    echo "guest commands: bluebox run (up/exec not available in this bluebox)"
+fi
+
+# The loopback probe: a server on the host's 127.0.0.1 that holds a secret and logs every
+# connection it accepts.
+start_server() {
+    python3 - "$WORK/server.port" "$WORK/server.log" "$LOOP_SECRET" <<'EOF' &
+import http.server, sys
+port_file, log_file, secret = sys.argv[1:4]
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = secret.encode() + b"\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+class S(http.server.HTTPServer):
+    def verify_request(self, request, addr):
+        with open(log_file, "a") as f:
+            f.write("connection from %s:%d\n" % addr)
+        return True
+s = S(("127.0.0.1", 0), H)
+with open(port_file + ".tmp", "w") as f:
+    f.write(str(s.server_address[1]))
+import os
+os.rename(port_file + ".tmp", port_file)
+s.serve_forever()
+EOF
+    SERVER_PID=$!
+    local _
+    for _ in $(seq 100); do
+        [ -s "$WORK/server.port" ] && break
+        sleep 0.1
+    done
+    PORT=$(cat "$WORK/server.port" 2>/dev/null) || setup_error "the loopback probe server did not start"
+    : >>"$WORK/server.log"
+    # the server answers on the host: the probe itself works
+    python3 -c 'import sys,urllib.request; sys.exit(sys.argv[2] not in urllib.request.urlopen("http://127.0.0.1:%s/" % sys.argv[1], timeout=5).read().decode())' \
+        "$PORT" "$LOOP_SECRET" || setup_error "the loopback probe server does not answer on the host"
+    : >"$WORK/server.log"
+}
+PORT=""
+want loopback && start_server
+
+# ---------------------------------------------------------------- the guest's attempts
+# One boot runs every in-guest attempt; each prints a "== section" and, where it got
+# through, a line saying so. The guest never learns the secrets: the host looks for them
+# in what the guest printed.
+S=$OUTSIDE/secret
+T=$OUTSIDE/target
+probe_script() {
+    cat <<EOF
+cd /
+echo "== kernel"
+uname -r
+cat /proc/sys/kernel/random/boot_id
+echo "== host-files"
+for f in $S $OUTSIDE /host$S /mnt$S /run/host$S; do
+    [ -e "\$f" ] && echo "VISIBLE \$f"
+done
+cat $S 2>/dev/null
+echo "== symlinks"
+ln -sfn $S /data/esc-abs
+ln -sfn ../../../../../../../../..$S /data/esc-rel
+ln -sfn $OUTSIDE /data/esc-dir
+ln -sfn $T /data/esc-wr
+ln -sfn $S /rw/esc-abs
+ln -sfn ../../../../../../../../..$S /rw/esc-rel
+mkdir -p /data/esc-d && echo inside > /data/esc-d/f
+cat /data/esc-abs /data/esc-rel /data/esc-dir/secret /rw/esc-abs /rw/esc-rel 2>/dev/null
+(echo guest-wrote > /data/esc-wr) 2>/dev/null && echo "WROTE through /data/esc-wr"
+(echo guest-wrote > /data/esc-dir/new) 2>/dev/null && echo "WROTE through /data/esc-dir"
+echo "== dotdot"
+cat /data/../../../..$S /rw/../../../..$S /ro/../../..$S 2>/dev/null
+ls -a /data/../../.. /rw/../.. 2>/dev/null | grep -qx "$(basename "$OUTSIDE")" && echo "VISIBLE via .."
+echo "== ro-root"
+for f in /esc-root /etc/esc-root /usr/esc-root; do
+    (: > "\$f") 2>/dev/null && echo "WROTE \$f"
+done
+mount -o remount,rw / 2>/dev/null
+for f in /esc-root2 /etc/esc-root2; do
+    (: > "\$f") 2>/dev/null && echo "WROTE \$f after a remount"
+done
+echo "== ro-mount"
+(: >> /ro/in) 2>/dev/null && echo "WRITABLE /ro/in"
+(echo x > /ro/esc-new) 2>/dev/null && echo "WROTE /ro/esc-new"
+mount -o remount,rw /ro 2>/dev/null
+(echo x > /ro/esc-new2) 2>/dev/null && echo "WROTE /ro/esc-new2 after a remount"
+(: >> /ro/in) 2>/dev/null && echo "WRITABLE /ro/in after a remount"
+echo "== vmm-fs"
+procview() {
+    n=\$(ls "\$1" 2>/dev/null | grep -c '^[0-9][0-9]*\$')
+    [ "\$n" -gt 0 ] && echo "REACHED \$2: \$n processes (\$(readlink "\$1"/self/exe 2>/dev/null || echo ?))"
+}
+mkdir -p /tmp/esc-h /tmp/esc-r
+for p in /proc / /.bluebox /.. /data/../.. /.bluebox/../proc; do
+    if mount -t hostfs none /tmp/esc-h -o "\$p" 2>/dev/null; then
+        procview /tmp/esc-h "hostfs \$p"
+        procview /tmp/esc-h/proc "hostfs \$p, proc/"
+        umount /tmp/esc-h
+    fi
+done
+mount --bind / /tmp/esc-r 2>/dev/null && procview /tmp/esc-r/proc "bind mount of /, proc/"
+echo "== agent-binary"
+for f in /.bluebox/bluebox /.bluebox/vmm/* /tmp/esc-r/.bluebox/bluebox /tmp/esc-r/.bluebox/vmm/*; do
+    [ -f "\$f" ] || continue
+    (: >> "\$f") 2>/dev/null && echo "WRITABLE \$f"
+done
+mount -o remount,rw /.bluebox/bluebox 2>/dev/null
+(: >> /.bluebox/bluebox) 2>/dev/null && echo "WRITABLE /.bluebox/bluebox after a remount"
+echo "== dev-kvm"
+for f in /dev/kvm /tmp/esc-r/dev/kvm; do
+    [ -e "\$f" ] && echo "PRESENT \$f"
+done
+echo "== token"
+for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "\$f"; done 2>/dev/null
+env
+echo "== loopback"
+EOF
+    if want loopback; then
+        cat <<EOF
+gw=\$(ip route 2>/dev/null | awk '/^default/ {print \$3; exit}')
+echo "GATEWAY \$gw"
+for a in 127.0.0.1 localhost host.containers.internal host.docker.internal 169.254.1.2 10.0.2.2 \$gw; do
+    for p in $PORT $AGENT_PORT; do
+        (nc -w 3 "\$a" "\$p" -e /bin/true </dev/null >/dev/null 2>&1 && echo "CONNECTED \$a:\$p") &
+        (printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 "\$a" "\$p" 2>/dev/null) &
+    done
+done
+wait
+EOF
+    fi
+    echo 'echo "== end"'
+}
+
+# section NAME: the lines the guest printed in that section
+section() { awk -v s="== $1" '$0 == s { on = 1; next } /^== / { on = 0 } on' "$WORK/probe.out"; }
+# hits NAME REGEX: the section's lines matching REGEX, joined
+hits() { section "$1" | grep -E "$2" | head -n 8 | paste -sd ';' | sed 's/;/; /g'; }
+has_secret() { section "$1" | grep -qF "$SECRET"; }
+
+GUEST_CHECKS=(kernel host-files symlinks dotdot ro-root ro-mount vmm-fs agent-binary dev-kvm token loopback)
+if want_any "${GUEST_CHECKS[@]}" data-snapshot data-export data-restore data-reset data-destroy; then
+    in_guest sh -c "$(probe_script)" >"$WORK/probe.out"
+    grep -qx '== end' "$WORK/probe.out" || {
+        tail -n 20 "$WORK/probe.out" >&2
+        setup_error "the in-guest probe did not finish"
+    }
+fi
+
+# ---------------------------------------------------------------- checks on what it printed
+check_kernel() {
+    local rel boot
+    rel=$(section kernel | sed -n 1p)
+    boot=$(section kernel | sed -n 2p)
+    if [ -z "$rel" ] || [ -z "$boot" ]; then
+        fail kernel "the guest did not report its kernel"
+    elif [ "$rel" = "$(uname -r)" ]; then
+        fail kernel "the guest runs the host's kernel release $rel"
+    elif [ "$boot" = "$(cat /proc/sys/kernel/random/boot_id)" ]; then
+        fail kernel "the guest has the host's boot_id"
+    else
+        pass kernel "guest kernel $rel, host $(uname -r); boot_ids differ"
+    fi
+}
+
+check_host_files() {
+    local h
+    h=$(hits host-files '^VISIBLE')
+    if [ -n "$h" ] || has_secret host-files; then
+        fail host-files "a host file outside every mount is visible in the guest: ${h:-its content was read}"
+    else
+        pass host-files "$OUTSIDE (outside every mount) is invisible to the guest"
+    fi
+}
+
+check_symlinks() {
+    local h
+    h=$(hits symlinks '^WROTE')
+    if has_secret symlinks; then
+        fail symlinks "a symlink planted in /data or an rw mount resolved to the host's file"
+    elif [ -n "$h" ] || [ "$(outside_state)" != "$OUTSIDE_BEFORE" ]; then
+        fail symlinks "a write through a planted symlink reached the host: ${h:-$OUTSIDE changed}"
+    elif [ -n "$RW_MOUNT" ] && [ ! -L "$WORK/rw/esc-abs" ]; then
+        fail symlinks "the symlink planted in the rw mount did not arrive as a symlink"
+    else
+        pass symlinks "symlinks planted in /data${RW_MOUNT:+ and an rw mount} resolve inside the guest"
+    fi
+}
+
+check_dotdot() {
+    if has_secret dotdot || [ -n "$(hits dotdot '^VISIBLE')" ]; then
+        fail dotdot "'..' through a mount reached a host path"
+    else
+        pass dotdot "'..' through /data and the mounts finds nothing of the host"
+    fi
+}
+
+check_ro_root() {
+    local h
+    h=$(hits ro-root '^WROTE')
+    if [ -n "$h" ]; then
+        fail ro-root "the read-only root took a write: $h"
+    else
+        pass ro-root "readonly: true refuses writes, also after a remount in the guest"
+    fi
+}
+
+check_ro_mount() {
+    local h
+    h=$(hits ro-mount '^(WROTE|WRITABLE)')
+    if [ -n "$h" ] || [ -e "$WORK/ro/esc-new" ] || [ -e "$WORK/ro/esc-new2" ] ||
+        [ "$(cat "$WORK/ro/in")" != "read-only host file" ]; then
+        fail ro-mount "an ro mount took a write: ${h:-a file changed on the host}"
+    else
+        pass ro-mount "an ro mount refuses writes, also after a remount in the guest"
+    fi
+}
+
+check_vmm_fs() {
+    local h
+    h=$(hits vmm-fs '^REACHED')
+    if [ -n "$h" ]; then
+        fail vmm-fs "guest root reaches the VMM's side (the container's /proc): $h"
+    else
+        pass vmm-fs "no hostfs or bind mount reaches the VMM's /proc"
+    fi
+}
+
+check_agent_binary() {
+    local h
+    h=$(hits agent-binary '^WRITABLE')
+    if [ -n "$h" ]; then
+        fail agent-binary "the guest can open for writing: $h"
+    else
+        pass agent-binary "/.bluebox/bluebox and the VMM bundle cannot be opened for writing"
+    fi
+}
+
+check_dev_kvm() {
+    local h devs
+    h=$(hits dev-kvm '^PRESENT')
+    if [ -n "$h" ]; then
+        fail dev-kvm "the guest sees a KVM device: $h"
+        return
+    fi
+    if [ "$BACKEND" = uml ] && [ -n "${VMM_CID:-}" ]; then
+        devs=$(podman inspect --format '{{range .HostConfig.Devices}}{{.PathOnHost}}:{{.PathInContainer}} {{end}}' "$VMM_CID" 2>/dev/null)
+        if [[ $devs == *kvm* ]]; then
+            fail dev-kvm "the uml VMM's container was given a KVM device: $devs"
+            return
+        fi
+    fi
+    local also=""
+    [ "$BACKEND" = uml ] && [ -n "${VMM_CID:-}" ] && also=" or in the uml VMM container"
+    pass dev-kvm "no /dev/kvm in the guest$also"
+}
+
+check_token() {
+    if ! have up; then
+        skip token "up not available"
+        return
+    fi
+    if [ "$UP" != 1 ] || [ -z "$TOKEN" ]; then
+        warn token "cannot check: the sandbox is not up or its state has no token"
+        return
+    fi
+    local where=""
+    section token | grep -qF "$TOKEN" && where="$where guest-environment"
+    pgrep -f -- "$TOKEN" >/dev/null && where="$where host-ps"
+    podman inspect --format '{{.Path}} {{join .Args " "}}' "${VMM_CID:-none}" 2>/dev/null | grep -qF "$TOKEN" &&
+        where="$where podman-argv"
+    grep -rqF "$TOKEN" "$BLUEBOX_HOME/logs" 2>/dev/null && where="$where logs"
+    if [ -n "$where" ]; then
+        fail token "the agent token shows in:$where"
+    else
+        pass token "the agent token is in no guest environment, /proc/1/environ, host ps, podman argv or log"
+    fi
+}
+
+check_loopback() {
+    local h
+    h=$(hits loopback '^CONNECTED')
+    if section loopback | grep -qF "$LOOP_SECRET"; then
+        fail loopback "the guest fetched the secret from the host's 127.0.0.1:$PORT"
+    elif [ -s "$WORK/server.log" ] || [ -n "$h" ]; then
+        [ -n "$h" ] || h=$(head -n1 "$WORK/server.log")
+        fail loopback "the guest reached the host loopback: $h"
+    elif [ -z "$(section loopback | sed -n 's/^GATEWAY //p')" ]; then
+        warn loopback "nothing reached the host loopback, but the guest had no network route at all"
+    else
+        pass loopback "127.0.0.1:$PORT${AGENT_PORT:+ and the agent port $AGENT_PORT} on the host unreachable via 127.0.0.1, localhost, host.{containers,docker}.internal, 169.254.1.2, 10.0.2.2, the gateway"
+    fi
+}
+
+# ---------------------------------------------------------------- the VMM, from outside
+VMM_CID=""
+VMM_PID=""
+# find_container NAME [OLD_IDS]: "ID PID" of its running container that is not one of
+# OLD_IDS (a finished run's container may still be on its way out); waits while it boots
+find_container() {
+    local _ id pid
+    for _ in $(seq 300); do
+        for id in $(podman ps -q --filter "label=bluebox.sandbox=$1" --filter status=running 2>/dev/null); do
+            [[ " ${2:-} " == *" $id "* ]] && continue
+            pid=$(podman inspect --format '{{.State.Pid}}' "$id" 2>/dev/null)
+            if [ -n "$pid" ] && [ "$pid" != 0 ] && [ -d "/proc/$pid" ]; then
+                echo "$id $pid"
+                return 0
+            fi
+        done
+        sleep 0.2
+    done
+    return 1
+}
+containers_of() { podman ps -aq --filter "label=bluebox.sandbox=$1" 2>/dev/null | paste -sd ' '; }
+# descendants PID: PID and every process below it
+descendants() {
+    local c kids
+    echo "$1"
+    read -ra kids <<<"$(cat /proc/"$1"/task/*/children 2>/dev/null)"
+    for c in "${kids[@]}"; do descendants "$c"; done
+}
+status_field() { awk -v k="$2:" '$1 == k { print $2; exit }' "/proc/$1/status" 2>/dev/null; }
+# cgroup_file PID CONTROLLER FILE: the path of FILE in PID's cgroup for CONTROLLER (v1 or v2)
+cgroup_file() {
+    local path
+    path=$(awk -F: -v c="$2" '$2 == c { print $3; exit }' "/proc/$1/cgroup" 2>/dev/null)
+    if [ -n "$path" ] && [ -e "/sys/fs/cgroup/$2$path/$3" ]; then
+        echo "/sys/fs/cgroup/$2$path/$3"
+        return
+    fi
+    path=$(awk -F: '$1 == "0" { print $3; exit }' "/proc/$1/cgroup" 2>/dev/null)
+    local f=${3/limit_in_bytes/max}
+    [ -n "$path" ] && [ -e "/sys/fs/cgroup$path/$f" ] && echo "/sys/fs/cgroup$path/$f"
+}
+
+VMM_CHECKS=(vmm-nnp vmm-seccomp vmm-caps vmm-netns vmm-limits vmm-uid)
+attach_vmm() {
+    local old="" found
+    if [ "$UP" != 1 ]; then
+        old=$(containers_of "$A")
+        # a second, fresh boot: read back what the first planted, then stay up to be looked at
+        "$BIN" run "$A" -- sh -c "cat /data/esc-abs /data/esc-rel /data/esc-dir/secret 2>/dev/null; echo ready; sleep 120" \
+            </dev/null >"$WORK/second.out" 2>&1 &
+        BG_PIDS+=($!)
+    fi
+    found=$(find_container "$A" "$old") || setup_error "no running container for $A"
+    read -r VMM_CID VMM_PID <<<"$found"
+    VMM_PIDS=$(descendants "$VMM_PID" | sort -un | paste -sd ' ')
+}
+
+# every_vmm FIELD WANT: the pids whose /proc status FIELD is not WANT
+every_vmm() {
+    local p v bad=""
+    for p in $VMM_PIDS; do
+        v=$(status_field "$p" "$1")
+        [ -z "$v" ] || [ "$v" = "$2" ] || bad="$bad $p($(cat "/proc/$p/comm" 2>/dev/null)):$v"
+    done
+    echo "$bad"
+}
+
+check_vmm_status() { # ID FIELD WANT WHAT
+    local bad
+    bad=$(every_vmm "$2" "$3")
+    if [ -z "$(status_field "$VMM_PID" "$2")" ]; then
+        fail "$1" "cannot read $2 of the VMM process $VMM_PID"
+    elif [ -n "$bad" ]; then
+        fail "$1" "$2 is not $3 for:$bad"
+    else
+        pass "$1" "$4 ($2 $3 for all $(wc -w <<<"$VMM_PIDS") VMM processes)"
+    fi
+}
+
+check_vmm_netns() {
+    local mine theirs
+    mine=$(readlink /proc/self/ns/net)
+    theirs=$(readlink "/proc/$VMM_PID/ns/net" 2>/dev/null)
+    if [ -z "$theirs" ]; then
+        local mode
+        mode=$(podman inspect --format '{{.HostConfig.NetworkMode}}' "$VMM_CID" 2>/dev/null)
+        if [ "$mode" = host ]; then
+            fail vmm-netns "the VMM's container shares the host's network namespace"
+        else
+            pass vmm-netns "the VMM has its own network namespace (podman: $mode)"
+        fi
+    elif [ "$theirs" = "$mine" ]; then
+        fail vmm-netns "the VMM is in the host's network namespace $mine"
+    else
+        pass vmm-netns "the VMM has its own network namespace ($theirs, host $mine)"
+    fi
+}
+
+check_vmm_limits() {
+    local pmax mf mem want_mem=$(((256 + 256) * 1024 * 1024)) problems=""
+    pmax=$(cgroup_file "$VMM_PID" pids pids.max)
+    mf=$(cgroup_file "$VMM_PID" memory memory.limit_in_bytes)
+    [ -n "$pmax" ] && pmax=$(cat "$pmax")
+    [ -n "$mf" ] && mem=$(cat "$mf") || mem=""
+    [ "$pmax" = 512 ] || problems="$problems pids.max=${pmax:-none}"
+    [ "$mem" = "$want_mem" ] || problems="$problems memory=${mem:-none} (want $want_mem)"
+    if [ -z "$problems" ]; then
+        pass vmm-limits "pids.max 512 and memory $want_mem in force on the VMM's cgroup"
+    elif [ "$LIMITS_CLAIMED" = 0 ]; then
+        warn vmm-limits "not in force, as bluebox says (this host cannot enforce them for rootless podman):$problems"
+    else
+        fail vmm-limits "bluebox claims limits that are not in force:$problems"
+    fi
+}
+
+check_vmm_uid() {
+    local uid
+    uid=$(status_field "$VMM_PID" Uid)
+    if [ -z "$uid" ]; then
+        fail vmm-uid "cannot read the VMM's uid"
+    elif [ "$MODE" = strict ] && [ "$uid" = "$ME" ]; then
+        fail vmm-uid "isolation: strict, but the VMM runs as your uid $ME"
+    elif [ "$MODE" = strict ]; then
+        pass vmm-uid "the VMM runs as host uid $uid, not yours ($ME)"
+    elif [ "$uid" = "$ME" ]; then
+        warn vmm-uid "standard isolation: the VMM runs as your uid $ME (use isolation: strict)"
+    else
+        pass vmm-uid "the VMM runs as host uid $uid, not yours ($ME)"
+    fi
+}
+
+check_symlinks_second_boot() {
+    [ "$UP" = 1 ] && return 0
+    local _
+    for _ in $(seq 300); do
+        grep -q ready "$WORK/second.out" 2>/dev/null && break
+        sleep 0.2
+    done
+    if grep -qF "$SECRET" "$WORK/second.out"; then
+        fail symlinks "on the next boot a symlink planted in /data resolved to the host's file"
+    fi
+}
+
+if want_any "${VMM_CHECKS[@]}" dev-kvm token symlinks; then
+    attach_vmm
+    want symlinks && check_symlinks_second_boot
+    want vmm-nnp && check_vmm_status vmm-nnp NoNewPrivs 1 "no_new_privs"
+    want vmm-seccomp && check_vmm_status vmm-seccomp Seccomp 2 "a seccomp filter"
+    want vmm-caps && check_vmm_status vmm-caps CapEff 00000000000004cb "exactly the six capabilities"
+    want vmm-netns && check_vmm_netns
+    want vmm-limits && check_vmm_limits
+    want vmm-uid && check_vmm_uid
+fi
+
+want kernel && check_kernel
+want loopback && check_loopback
+want host-files && check_host_files
+want symlinks && check_symlinks
+want dotdot && check_dotdot
+want ro-root && check_ro_root
+want ro-mount && check_ro_mount
+want vmm-fs && check_vmm_fs
+want agent-binary && check_agent_binary
+want dev-kvm && check_dev_kvm
+want token && check_token
+
+if want sdk-socket; then
+    # the SDK server's socket is created owner-only and never in a directory the guest sees
+    if have serve; then
+        skip sdk-socket "serve exists but this suite does not start it yet"
+    else
+        skip sdk-socket "serve not available"
+    fi
+fi
+
+# the second boot (or nothing, when up) is done with
+for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+for p in "${BG_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+BG_PIDS=()
+
+# ---------------------------------------------------------------- fork bomb
+check_fork_bomb() {
+    if [ "$LIMITS_CLAIMED" = 0 ] && [ "${BLUEBOX_ESCAPE_FORKBOMB:-0}" != 1 ]; then
+        warn fork-bomb "not run: this host cannot enforce the pids limit for rootless podman (BLUEBOX_ESCAPE_FORKBOMB=1 runs it anyway)"
+        return
+    fi
+    define "$B" "base: $IMAGE
+backend: $BACKEND
+ram_mib: 256
+network: none
+timeout_seconds: 12
+$ISO"
+    local out
+    out=$("$BIN" build "$B" 2>&1) || {
+        printf '%s\n' "$out" | tail -n 5 >&2
+        setup_error "bluebox build $B failed"
+    }
+    "$BIN" run "$B" -- sh -c 'b() { b | b & }; b; sleep 60' </dev/null >/dev/null 2>&1 &
+    local run_pid=$!
+    BG_PIDS+=("$run_pid")
+    local found pid pf peak=0 n samples=() t0 t1 ms
+    found=$(find_container "$B") || setup_error "no running container for $B"
+    pid=${found#* }
+    pf=$(cgroup_file "$pid" pids pids.current)
+    while kill -0 "$run_pid" 2>/dev/null; do
+        if [ -n "$pf" ]; then
+            n=$(cat "$pf" 2>/dev/null) || n=0
+            [ "${n:-0}" -gt "$peak" ] && peak=$n
+        fi
+        t0=$(date +%s%N)
+        ls / >/dev/null
+        t1=$(date +%s%N)
+        samples+=($(((t1 - t0) / 1000000)))
+        sleep 0.2
+    done
+    wait "$run_pid" 2>/dev/null
+    BG_PIDS=()
+    ms=$(printf '%s\n' "${samples[@]}" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] + 0 }')
+    local max
+    max=$(printf '%s\n' "${samples[@]}" | sort -n | tail -n1)
+    if [ -z "$pf" ]; then
+        fail fork-bomb "no pids cgroup for the VMM: nothing bounds the bomb"
+    elif [ "$peak" -gt 512 ]; then
+        fail fork-bomb "the fork bomb reached $peak processes, past the pids limit of 512"
+    elif [ "$ms" -ge "$RESPONSIVE_MS" ]; then
+        fail fork-bomb "the host stalled during the bomb: median host \`ls /\` ${ms} ms (max ${max} ms, ${#samples[@]} samples)"
+    else
+        pass fork-bomb "the bomb peaked at $peak of 512 pids; host \`ls /\` median ${ms} ms, max ${max} ms over ${#samples[@]} samples"
+    fi
+}
+want fork-bomb && check_fork_bomb
+
+# ---------------------------------------------------------------- host-side /data tools
+# What the guest planted in /data (symlinks to $OUTSIDE, to its secret, a write target)
+# must not make bluebox's own commands read or write outside /data.
+DATA=$BLUEBOX_HOME/data/$A
+outside_intact() { [ "$(outside_state)" = "$OUTSIDE_BEFORE" ]; }
+
+check_snapshot() {
+    plant_outside
+    if ! have snapshot; then
+        skip data-snapshot "snapshot not available"
+        return 1
+    fi
+    local out arc
+    out=$("$BIN" snapshot "$A" esc -y 2>&1) || {
+        fail data-snapshot "bluebox snapshot failed on a /data with planted symlinks: $(tail -n1 <<<"$out")"
+        return 1
+    }
+    arc=$BLUEBOX_HOME/snapshots/$A/esc.tar.gz
+    if [ ! -f "$arc" ]; then
+        fail data-snapshot "no archive at $arc"
+    elif tar -xzOf "$arc" 2>/dev/null | grep -qF "$SECRET"; then
+        fail data-snapshot "the snapshot followed a planted symlink: it holds the host file's content"
+    elif tar -tzf "$arc" | grep -Eq '^/|(^|/)\.\.(/|$)'; then
+        fail data-snapshot "the snapshot has entries outside /data"
+    elif ! tar -tvzf "$arc" | grep -q '^l.* esc-abs -> '; then
+        fail data-snapshot "the planted symlink esc-abs is not in the snapshot as a symlink"
+    elif ! outside_intact; then
+        fail data-snapshot "$OUTSIDE changed during the snapshot"
+    else
+        pass data-snapshot "snapshot keeps planted symlinks as symlinks and reads nothing outside /data"
+    fi
+}
+
+check_export() {
+    plant_outside
+    if ! have data export; then
+        skip data-export "data export not available"
+        return
+    fi
+    local out dst=$WORK/export
+    out=$("$BIN" data export "$A" "$dst" 2>&1)
+    if [ ! -d "$dst" ]; then
+        fail data-export "data export made no directory: $(tail -n1 <<<"$out")"
+    elif grep -rqF "$SECRET" "$dst" 2>/dev/null; then
+        fail data-export "the export followed a planted symlink: it holds the host file's content"
+    elif ! outside_intact; then
+        fail data-export "$OUTSIDE changed during the export"
+    elif [ ! -f "$dst/esc-d/f" ]; then
+        fail data-export "the export lost an ordinary file (esc-d/f): $(tail -n1 <<<"$out")"
+    else
+        pass data-export "data export copies /data without following planted symlinks"
+    fi
+}
+
+# restore: the snapshot has esc-d/ as a directory; the guest swaps it for a symlink to
+# $OUTSIDE, and restore must not write esc-d/f through it.
+check_restore() {
+    local have_snap=$1
+    plant_outside
+    if ! have restore; then
+        skip data-restore "restore not available"
+        return
+    fi
+    if [ "$have_snap" != 1 ]; then
+        skip data-restore "no snapshot to restore"
+        return
+    fi
+    in_guest sh -c "rm -rf /data/esc-d && ln -s $OUTSIDE /data/esc-d" >/dev/null
+    if [ "$UP" = 1 ]; then
+        "$BIN" down "$A" >/dev/null 2>&1
+        UP=0
+    fi
+    local out
+    out=$("$BIN" restore "$A" esc -y 2>&1)
+    if ! outside_intact; then
+        fail data-restore "restore wrote through a planted symlink into $OUTSIDE"
+    elif [ -L "$DATA/esc-d" ] || [ "$(cat "$DATA/esc-d/f" 2>/dev/null)" != inside ]; then
+        fail data-restore "restore did not put esc-d/ back as a directory: $(tail -n1 <<<"$out")"
+    else
+        pass data-restore "restore replaces a planted symlink instead of writing through it"
+    fi
+}
+
+check_reset() {
+    plant_outside
+    if ! have reset; then
+        skip data-reset "reset not available"
+        return
+    fi
+    if [ "$UP" = 1 ]; then
+        "$BIN" down "$A" >/dev/null 2>&1
+        UP=0
+    fi
+    local out
+    out=$("$BIN" reset "$A" -y 2>&1)
+    if ! outside_intact; then
+        fail data-reset "reset deleted or changed files through a planted symlink in $OUTSIDE"
+    elif [ -n "$(ls -A "$DATA" 2>/dev/null)" ]; then
+        fail data-reset "reset left /data non-empty: $(tail -n1 <<<"$out")"
+    else
+        pass data-reset "reset empties /data and nothing it points at"
+    fi
+}
+
+check_destroy() {
+    local out
+    plant_outside
+    # (again: reset may have emptied /data)
+    in_guest sh -c "ln -sfn $OUTSIDE /data/esc-dir; ln -sfn $S /data/esc-abs" >/dev/null
+    out=$("$BIN" destroy "$A" --data -y 2>&1)
+    if ! outside_intact; then
+        fail data-destroy "destroy --data deleted or changed files through a planted symlink in $OUTSIDE"
+    elif [ -e "$DATA" ]; then
+        fail data-destroy "destroy --data left $DATA: $(tail -n1 <<<"$out")"
+    else
+        pass data-destroy "destroy --data removes /data and nothing its symlinks point at"
+    fi
+}
+
+snap=0
+want_any data-snapshot data-restore && check_snapshot && snap=1
+want data-export && check_export
+want data-restore && check_restore "$snap"
+want data-reset && check_reset
+want data-destroy && check_destroy
+
+# ---------------------------------------------------------------- summary
+echo "$npass passed, $nfail failed, $nwarn warning(s), $nskip skipped"
+if [ "$nfail" -eq 0 ]; then
+    echo "no escapes."
+    exit 0
+fi
+echo "$nfail check(s) failed."
+exit 1

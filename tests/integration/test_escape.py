@@ -1,0 +1,188 @@
+"""The escape suite, security/escape-test.sh, on the uml backend: `standard` as root and
+`strict` as the rootless test user must print `no escapes.`; and each check must FAIL when
+the protection it tests is removed on purpose (security/weaken/: a weakened podman or
+bluebox on PATH), so no check passes because it cannot fail. Needs root, podman,
+user-mode-linux and build/bluebox-vmm."""
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from test_podman_build import env  # noqa: F401  (session fixture)
+
+REPO = Path(__file__).resolve().parents[2]
+SUITE = REPO / "security" / "escape-test.sh"
+WEAKEN = REPO / "security" / "weaken"
+
+# Checks that fail on this branch for a known, tracked reason. Remove an entry once the fix
+# is in: the suite then has to say `no escapes.`.
+KNOWN_OPEN = {
+    "vmm-fs": "uml: guest root mounts hostfs (or bind-mounts /) and reaches the container's "
+              "/proc; the fix is in progress on main",
+}
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0 or shutil.which("podman") is None,
+                       reason="the escape suite's integration tests need root and podman"),
+    pytest.mark.skipif(not (REPO / "build" / "bluebox-vmm").exists()
+                       or not Path("/usr/bin/linux.uml").exists(),
+                       reason="needs build/bluebox-vmm and user-mode-linux"),
+]
+
+LINE = re.compile(r"^(PASS|FAIL|WARN|SKIP)\s+(\S+)\s+(.*)$", re.M)
+
+
+class Suite:
+    """Runs escape-test.sh as root or as the rootless test user, from a world-readable
+    copy of the binaries (the checkout may sit in a 0700 directory)."""
+
+    def __init__(self, binary, user=None):
+        self.user = user
+        self.dir = Path(tempfile.mkdtemp(prefix="bluebox-it-esc-", dir="/var/tmp"))
+        self.dir.chmod(0o755)
+        self.tmp = self.dir / "tmp"
+        self.tmp.mkdir(mode=0o755)
+        bindir = self.dir / "bin"
+        shutil.copytree(WEAKEN, bindir / "weaken")
+        for prog in (Path(binary), Path(binary).parent / "bluebox-vmm", SUITE):
+            shutil.copy2(prog, bindir / prog.name)
+        bindir.chmod(0o755)
+        self.bin = bindir / "bluebox"
+        self.suite = bindir / SUITE.name
+        self.weaken = bindir / "weaken"
+        if user:
+            for p in (self.dir, self.tmp):
+                shutil.chown(p, user)
+
+    def __call__(self, mode, only=None, weaken=None, weak_bluebox=False, timeout=600):
+        path = "/usr/local/bin:/usr/bin:/bin"
+        extra = {"TMPDIR": str(self.tmp)}
+        if only:
+            extra["BLUEBOX_ESCAPE_ONLY"] = only
+        binary = self.bin
+        if weaken:
+            path = f"{self.weaken}:{path}"
+            extra["BLUEBOX_WEAKEN"] = weaken
+        if weak_bluebox:
+            binary = self.weaken / "bluebox"
+            extra["BLUEBOX_WEAKEN_BLUEBOX"] = str(self.bin)
+        e = os.environ
+        if self.user:
+            cmd = ["runuser", "-u", self.user, "--", "env", "-i", "PATH=" + path,
+                   "HOME=" + e["BLUEBOX_TEST_USER_HOME"], "USER=" + self.user,
+                   "LOGNAME=" + self.user,
+                   "XDG_RUNTIME_DIR=" + e["BLUEBOX_TEST_USER_RUNTIME_DIR"],
+                   "CONTAINERS_CONF=" + e["CONTAINERS_CONF"],
+                   *(f"{k}={v}" for k, v in extra.items())]
+            env = None
+        else:
+            cmd = []
+            env = dict(e, PATH=f"{path}:{e.get('PATH', '')}", **extra)
+        cmd += [str(self.suite), str(binary), mode, "uml"]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
+                           cwd="/", stdin=subprocess.DEVNULL)
+        results = {}
+        for status, check, msg in LINE.findall(r.stdout):
+            results.setdefault(check, (status, msg))
+        return r, results
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def root_suite(env, bluebox_bin):  # noqa: F811
+    s = Suite(bluebox_bin)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def user_suite(env, bluebox_bin):  # noqa: F811
+    s = Suite(bluebox_bin, user=env["BLUEBOX_TEST_USER"])
+    yield s
+    s.close()
+
+
+def no_leftovers():
+    r = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}", "--filter",
+                        "label=bluebox.sandbox"], capture_output=True, text=True)
+    return [n for n in r.stdout.split() if "-esc-" in n]
+
+
+def assert_no_escapes(r, results):
+    out = r.stdout + r.stderr
+    assert r.returncode in (0, 1), f"setup error (exit {r.returncode}):\n{out}"
+    assert sum(s == "PASS" for s, _ in results.values()) >= 12, out
+    fails = {c for c, (s, _) in results.items() if s == "FAIL"}
+    assert fails <= KNOWN_OPEN.keys(), out
+    if fails:
+        assert r.returncode == 1 and f"{len(fails)} check(s) failed." in r.stdout, out
+        pytest.xfail("; ".join(f"{c}: {KNOWN_OPEN[c]}" for c in sorted(fails)))
+    assert r.returncode == 0 and r.stdout.rstrip().endswith("no escapes."), out
+
+
+def test_escape_suite_standard_as_root(root_suite):
+    r, results = root_suite("standard")
+    # what must run for real on this branch with `run` (not SKIP)
+    for c in ("kernel", "loopback", "host-files", "symlinks", "dotdot", "ro-root", "ro-mount",
+              "vmm-fs", "agent-binary", "dev-kvm", "vmm-nnp", "vmm-seccomp", "vmm-caps",
+              "vmm-netns", "vmm-limits", "vmm-uid", "fork-bomb", "data-destroy"):
+        assert c in results and results[c][0] != "SKIP", r.stdout
+    assert results["fork-bomb"][0] == "PASS", r.stdout
+    assert not no_leftovers()
+    assert_no_escapes(r, results)
+
+
+def test_escape_suite_strict_as_rootless_user(user_suite):
+    r, results = user_suite("strict")
+    assert results.get("vmm-uid", ("?",))[0] == "PASS", r.stdout
+    assert_no_escapes(r, results)
+
+
+# (BLUEBOX_WEAKEN, checks that must FAIL under it)
+WEAKENED = [
+    ("caps", "vmm-caps"),
+    ("nnp", "vmm-nnp"),
+    ("seccomp", "vmm-seccomp"),
+    ("network", "vmm-netns"),
+    # the host's loopback takes both: the VMM in the host's netns (bluebox-vmm's slirp also
+    # refuses 10.0.2.2 -> 127.0.0.1) and the workload outside the VM
+    ("native,network", "kernel,loopback"),
+    ("pids", "vmm-limits,fork-bomb"),
+    ("memory", "vmm-limits"),
+    ("readonly", "ro-root"),
+    ("ro-mounts", "ro-mount"),
+    ("guest-rw", "agent-binary"),
+    ("kvm", "dev-kvm"),
+    ("mount=TMP", "host-files,symlinks,dotdot"),
+]
+
+
+@pytest.mark.parametrize("weaken,checks", WEAKENED, ids=[w for w, _ in WEAKENED])
+def test_each_check_fails_without_its_protection(root_suite, weaken, checks):
+    weaken = weaken.replace("TMP", str(root_suite.tmp))
+    r, results = root_suite("standard", only=checks, weaken=weaken)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    for c in checks.split(","):
+        assert results.get(c, ("missing",))[0] == "FAIL", out
+    assert not no_leftovers()
+
+
+def test_strict_uid_check_fails_without_the_userns(user_suite):
+    r, results = user_suite("strict", only="vmm-uid", weaken="userns")
+    assert r.returncode == 1 and results["vmm-uid"][0] == "FAIL", r.stdout + r.stderr
+
+
+def test_data_checks_fail_against_tools_that_follow_symlinks(root_suite):
+    checks = "data-snapshot,data-export,data-restore,data-reset,data-destroy"
+    r, results = root_suite("standard", only=checks, weaken="follow-symlinks",
+                            weak_bluebox=True)
+    assert r.returncode == 1, r.stdout + r.stderr
+    for c in checks.split(","):
+        assert results.get(c, ("missing",))[0] == "FAIL", r.stdout + r.stderr
