@@ -563,6 +563,21 @@ check_vmm_status() { # ID FIELD WANT WHAT
     fi
 }
 
+# On uml, bluebox-vmm sets no_new_privs and stacks a seccomp filter of its own, so the
+# process alone would look right without podman's layer: check that layer as podman has it.
+check_podman_layer() { # ID OPTION present|absent
+    local opts has=absent
+    opts=$(podman inspect --format '{{.HostConfig.SecurityOpt}}' "$VMM_CID" 2>/dev/null)
+    [[ $opts == *"$2"* ]] && has=present
+    [ "$has" = "$3" ] && return 0
+    if [ "$3" = present ]; then
+        fail "$1" "podman started the VMM's container without $2 (security opts: $opts)"
+    else
+        fail "$1" "podman started the VMM's container with $2"
+    fi
+    return 1
+}
+
 check_vmm_netns() {
     local mine theirs
     mine=$(readlink /proc/self/ns/net)
@@ -630,8 +645,10 @@ check_symlinks_second_boot() {
 if want_any "${VMM_CHECKS[@]}" dev-kvm token symlinks; then
     attach_vmm
     want symlinks && check_symlinks_second_boot
-    want vmm-nnp && check_vmm_status vmm-nnp NoNewPrivs 1 "no_new_privs"
-    want vmm-seccomp && check_vmm_status vmm-seccomp Seccomp 2 "a seccomp filter"
+    want vmm-nnp && check_podman_layer vmm-nnp "no-new-privileges" present &&
+        check_vmm_status vmm-nnp NoNewPrivs 1 "no_new_privs"
+    want vmm-seccomp && check_podman_layer vmm-seccomp "seccomp=unconfined" absent &&
+        check_vmm_status vmm-seccomp Seccomp 2 "a seccomp filter"
     want vmm-caps && check_vmm_status vmm-caps CapEff 00000000000004cb "exactly the six capabilities"
     want vmm-netns && check_vmm_netns
     want vmm-limits && check_vmm_limits

@@ -20,10 +20,7 @@ WEAKEN = REPO / "security" / "weaken"
 
 # Checks that fail on this branch for a known, tracked reason. Remove an entry once the fix
 # is in: the suite then has to say `no escapes.`.
-KNOWN_OPEN = {
-    "vmm-fs": "uml: guest root mounts hostfs (or bind-mounts /) and reaches the container's "
-              "/proc; the fix is in progress on main",
-}
+KNOWN_OPEN: dict[str, str] = {}
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0 or shutil.which("podman") is None,
