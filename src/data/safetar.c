@@ -347,6 +347,19 @@ static int write_hardlink(extractor *x, const char *target_raw, int pfd, const c
     return 0;
 }
 
+static int write_dir(extractor *x, struct archive_entry *e, int pfd, const char *base,
+                     const char *rel, bb_error **err)
+{
+    if (take_budget(x, 0, err) < 0)
+        return -1;
+    if (mkdirat(pfd, base, 0700) < 0)
+        return bb_fail_errno(err, errno, "cannot create %s", x->entry);
+    if (own_at(x, pfd, base, err) < 0)
+        return -1;
+    remember_dir(x, rel, e);
+    return 0;
+}
+
 static const char *refused_type(mode_t type)
 {
     switch (type) {
@@ -399,21 +412,18 @@ static int extract_entry(extractor *x, struct archive *a, struct archive_entry *
     } else if (errno != ENOENT) {
         return bb_fail_errno(err, errno, "cannot stat %s", x->entry);
     }
-    x->t->entries++;
+    int r;
     if (hardlink)
-        return write_hardlink(x, hardlink, pfd, base, err);
-    if (type == AE_IFLNK)
-        return write_symlink(x, e, pfd, base, err);
-    if (type == AE_IFREG)
-        return write_file(x, a, e, pfd, base, err);
-    if (take_budget(x, 0, err) < 0)
-        return -1;
-    if (mkdirat(pfd, base, 0700) < 0)
-        return bb_fail_errno(err, errno, "cannot create %s", x->entry);
-    if (own_at(x, pfd, base, err) < 0)
-        return -1;
-    remember_dir(x, rel, e);
-    return 0;
+        r = write_hardlink(x, hardlink, pfd, base, err);
+    else if (type == AE_IFLNK)
+        r = write_symlink(x, e, pfd, base, err);
+    else if (type == AE_IFREG)
+        r = write_file(x, a, e, pfd, base, err);
+    else
+        r = write_dir(x, e, pfd, base, rel, err);
+    if (r == 0)
+        x->t->entries++;
+    return r;
 }
 
 /* Directory modes (at least 0700 for the owner, so what was extracted stays reachable)
