@@ -168,9 +168,11 @@ static int own_at(extractor *x, int dfd, const char *name, bb_error **err)
     return 0;
 }
 
-/* Walk to the parent one component at a time, creating missing directories (0755, as tar
- * does) and naming the first component that is a symlink or not a directory. */
-static int make_parent(extractor *x, const char *parent, bb_error **err)
+/* Walk to a directory one component at a time, creating missing ones (0755, as tar does)
+ * or refusing them, and naming the first component that is a symlink or not a directory.
+ * `how` starts the refusal: "passes through", "is a hard link through". */
+static int walk_dirs(extractor *x, const char *parent, bool create, const char *how,
+                     bb_error **err)
 {
     _cleanup_close_ int cur = fcntl(x->root, F_DUPFD_CLOEXEC, 3);
     if (cur < 0)
@@ -184,6 +186,8 @@ static int make_parent(extractor *x, const char *parent, bb_error **err)
         if (fstatat(cur, p, &st, AT_SYMLINK_NOFOLLOW) < 0) {
             if (errno != ENOENT)
                 return bb_fail_errno(err, errno, "cannot stat %s", path);
+            if (!create)
+                return refuse(x, err, "%s \"%s\", which is not an earlier entry", how, path);
             if (take_budget(x, 0, err) < 0)
                 return -1;
             if (mkdirat(cur, p, 0755) < 0)
@@ -191,10 +195,9 @@ static int make_parent(extractor *x, const char *parent, bb_error **err)
             if (own_at(x, cur, p, err) < 0)
                 return -1;
         } else if (S_ISLNK(st.st_mode)) {
-            return refuse(x, err, "passes through the symlink \"%s\" an earlier entry planted",
-                          path);
+            return refuse(x, err, "%s the symlink \"%s\" an earlier entry planted", how, path);
         } else if (!S_ISDIR(st.st_mode)) {
-            return refuse(x, err, "passes through \"%s\", which is not a directory", path);
+            return refuse(x, err, "%s \"%s\", which is not a directory", how, path);
         }
         int next = openat(cur, p, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (next < 0)
@@ -216,7 +219,7 @@ static int parent_fd(extractor *x, const char *parent, bb_error **err)
     if (x->pname && streq(x->pname, parent))
         return x->pfd;
     int fd = openat_beneath(x->root, parent, O_PATH | O_DIRECTORY, 0);
-    if (fd < 0 && (fd = make_parent(x, parent, err)) < 0)
+    if (fd < 0 && (fd = walk_dirs(x, parent, true, "passes through", err)) < 0)
         return -1;
     if (x->pfd >= 0)
         close(x->pfd);
@@ -329,12 +332,11 @@ static int write_hardlink(extractor *x, const char *target_raw, int pfd, const c
         return refuse(x, err, "is a hard link to the archive root");
     const char *tparent, *tbase;
     split(target, &tparent, &tbase);
-    _cleanup_close_ int tfd = *tparent ? openat_beneath(x->root, tparent, O_PATH | O_DIRECTORY, 0)
-                                       : fcntl(x->root, F_DUPFD_CLOEXEC, 3);
+    _cleanup_close_ int tfd = walk_dirs(x, tparent, false, "is a hard link through", err);
+    if (tfd < 0)
+        return -1;
     struct stat st;
-    if (tfd < 0 && errno == ELOOP)
-        return refuse(x, err, "is a hard link through a symlink an earlier entry planted");
-    if (tfd < 0 || fstatat(tfd, tbase, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    if (fstatat(tfd, tbase, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return refuse(x, err, "is a hard link to \"%s\", which is not an earlier entry",
                       target_raw);
     if (!S_ISREG(st.st_mode))
