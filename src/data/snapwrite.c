@@ -5,6 +5,7 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -203,8 +204,17 @@ static int add_filter(struct archive *a, snap_compress c)
     switch (c) {
     case COMPRESS_GZIP:
         return archive_write_add_filter_gzip(a);
-    case COMPRESS_ZSTD:
-        return archive_write_add_filter_zstd(a);
+    case COMPRESS_ZSTD: {
+        /* zstd compresses on worker threads (as `tar --zstd` runs zstd beside tar); a
+         * libzstd without them just ignores the option. */
+        int r = archive_write_add_filter_zstd(a);
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        char n[16];
+        snprintf(n, sizeof n, "%ld", cpus < 1 ? 1 : cpus > 4 ? 4 : cpus);
+        if (r == ARCHIVE_OK)
+            (void)archive_write_set_filter_option(a, "zstd", "threads", n);
+        return r;
+    }
     case COMPRESS_NONE:
         return archive_write_add_filter_none(a);
     }
