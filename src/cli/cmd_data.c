@@ -23,8 +23,7 @@ static void data_place_donep(data_place *p)
 }
 #define _cleanup_place_ _cleanup_(data_place_donep)
 
-static int run_job(const char *root, const char *name, data_job *j, data_tally *t,
-                   bb_error **err)
+static int run_job(const char *root, const char *name, data_job *j, data_tally *t, bb_error **err)
 {
     _cleanup_place_ data_place p = {0};
     if (data_place_of(root, name, &p, err) < 0)
@@ -233,8 +232,7 @@ static int data_export(cli_args *a, const char *name, const char *dest, bb_error
     if (empty < 0)
         return -1;
     if (!empty)
-        return bb_fail(err, EEXIST, "%s is not empty; export into a new or empty directory",
-                       dest);
+        return bb_fail(err, EEXIST, "%s is not empty; export into a new or empty directory", dest);
     if (mkdir_p(dir, 0755, err) < 0)
         return -1;
     _cleanup_close_ int lock = home_lock(a->root, name, err);
@@ -278,6 +276,5 @@ int cmd_data(cli_args *a, bb_error **err)
                              verb);
     if (home_require(a->root, name, err) < 0)
         return -1;
-    return streq(verb, "export") ? data_export(a, name, dir, err)
-                                 : data_import(a, name, dir, err);
+    return streq(verb, "export") ? data_export(a, name, dir, err) : data_import(a, name, dir, err);
 }

@@ -56,7 +56,8 @@ static int dst_slot(copier *c, int dst, const char *name, mode_t type, bb_error 
 static int copy_file(copier *c, int src, int dst, const char *name, const struct stat *listed,
                      bb_error **err)
 {
-    _cleanup_close_ int in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    _cleanup_close_ int in =
+        openat(src, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     struct stat st;
     if (in < 0 || fstat(in, &st) < 0 || !S_ISREG(st.st_mode) || st.st_ino != listed->st_ino) {
         c->t->skipped[SKIP_CHANGED]++;

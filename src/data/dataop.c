@@ -168,8 +168,7 @@ static int run_unshared(const data_job *j, const char *self, data_tally *t, bb_e
     return 0;
 }
 
-int data_job_run(const data_job *j, bool unshare, const char *self, data_tally *t,
-                 bb_error **err)
+int data_job_run(const data_job *j, bool unshare, const char *self, data_tally *t, bb_error **err)
 {
     *t = (data_tally){0};
     return unshare ? run_unshared(j, self, t, err) : run_here(j, t, err);

@@ -12,9 +12,9 @@
 #include "util/err.h"
 
 typedef struct {
-    const char *op;    /* snapshot, restore, reset, export, import */
+    const char *op;     /* snapshot, restore, reset, export, import */
     const char *arg[3]; /* see the table in dataop.c */
-    bool chown;        /* what is written goes to uid:gid */
+    bool chown;         /* what is written goes to uid:gid */
     uid_t uid;
     gid_t gid;
     snap_progress progress; /* in this process only */
@@ -22,8 +22,7 @@ typedef struct {
 } data_job;
 
 /* Run the job here, or with `unshare` through `podman unshare <self> __data …`. */
-int data_job_run(const data_job *j, bool unshare, const char *self, data_tally *t,
-                 bb_error **err);
+int data_job_run(const data_job *j, bool unshare, const char *self, data_tally *t, bb_error **err);
 /* The `__data <op> [--owner=U:G] <args…>` role: prints the tally line on stdout, or the
  * error on stderr and exits 1. */
 int data_main(int argc, char **argv);

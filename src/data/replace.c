@@ -83,7 +83,8 @@ static int fill_and_swap(int parent_fd, const char *base, int stage_fd, bool cho
 {
     if (mkdirat(stage_fd, "new", 0700) < 0)
         return bb_fail_errno(err, errno, "cannot create the staging directory");
-    _cleanup_close_ int new_fd = openat(stage_fd, "new", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int new_fd =
+        openat(stage_fd, "new", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (new_fd < 0)
         return bb_fail_errno(err, errno, "cannot open the staging directory");
     if ((chown && fchown(new_fd, uid, gid) < 0) || fchmod(new_fd, 0755) < 0)
@@ -106,7 +107,8 @@ int data_replace(const char *data_path, bool chown, uid_t uid, gid_t gid, replac
         return bb_fail(err, EINVAL, "%s is not a sandbox's /data", data_path);
     *slash = '\0';
     const char *base = slash + 1;
-    _cleanup_close_ int parent_fd = open(*parent ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_close_ int parent_fd =
+        open(*parent ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (parent_fd < 0)
         return bb_fail_errno(err, errno, "cannot open %s", parent);
     if (data_replace_cleanup(parent_fd, base, err) < 0)
@@ -114,7 +116,8 @@ int data_replace(const char *data_path, bool chown, uid_t uid, gid_t gid, replac
     _cleanup_free_ char *stage = NULL;
     if (make_staging(parent_fd, base, &stage, err) < 0)
         return -1;
-    _cleanup_close_ int stage_fd = openat(parent_fd, stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int stage_fd =
+        openat(parent_fd, stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     int r = stage_fd < 0 ? bb_fail_errno(err, errno, "cannot open %s", stage)
                          : fill_and_swap(parent_fd, base, stage_fd, chown, uid, gid, fill, ud, err);
     /* After a swap the staging holds the old /data; either way it goes. A failure to remove

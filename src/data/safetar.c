@@ -171,8 +171,7 @@ static int own_at(extractor *x, int dfd, const char *name, bb_error **err)
 /* Walk to a directory one component at a time, creating missing ones (0755, as tar does)
  * or refusing them, and naming the first component that is a symlink or not a directory.
  * `how` starts the refusal: "passes through", "is a hard link through". */
-static int walk_dirs(extractor *x, const char *parent, bool create, const char *how,
-                     bb_error **err)
+static int walk_dirs(extractor *x, const char *parent, bool create, const char *how, bb_error **err)
 {
     _cleanup_close_ int cur = fcntl(x->root, F_DUPFD_CLOEXEC, 3);
     if (cur < 0)
@@ -340,8 +339,7 @@ static int write_hardlink(extractor *x, const char *target_raw, int pfd, const c
         return refuse(x, err, "is a hard link to \"%s\", which is not an earlier entry",
                       target_raw);
     if (!S_ISREG(st.st_mode))
-        return refuse(x, err, "is a hard link to \"%s\", which is not a regular file",
-                      target_raw);
+        return refuse(x, err, "is a hard link to \"%s\", which is not a regular file", target_raw);
     if (take_budget(x, 0, err) < 0)
         return -1;
     if (linkat(tfd, tbase, pfd, base, 0) < 0)
@@ -440,8 +438,7 @@ static int apply_dirs(extractor *x, bb_error **err)
             return bb_fail_errno(err, errno, "cannot open %s", *d->rel ? d->rel : ".");
         struct timespec ts[2] = {{0, UTIME_OMIT}, d->mtime};
         if (fchmod(fd, (d->mode & 0777) | 0700) < 0 || futimens(fd, ts) < 0)
-            return bb_fail_errno(err, errno, "cannot set the mode of %s",
-                                 *d->rel ? d->rel : ".");
+            return bb_fail_errno(err, errno, "cannot set the mode of %s", *d->rel ? d->rel : ".");
     }
     return 0;
 }

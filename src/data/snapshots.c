@@ -123,8 +123,9 @@ int snapshot_resolve(const char *root, const char *name, const char *ref, char *
         return -1;
     if (!ref || !*ref) {
         if (!l.n)
-            return bb_fail(err, ENOENT, "no snapshots for \"%s\"; take one with: bluebox snapshot %s",
-                           name, name);
+            return bb_fail(err, ENOENT,
+                           "no snapshots for \"%s\"; take one with: bluebox snapshot %s", name,
+                           name);
         *ret_path = xstrdup(l.v[l.n - 1].path);
         return 0;
     }

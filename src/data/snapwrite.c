@@ -225,8 +225,7 @@ static int write_all(writer *w, int data_fd, int out_fd, snap_compress c, bb_err
 {
     /* ARCHIVE_WARN would mean an external compressor program: not in a static bluebox. */
     if (add_filter(w->a, c) != ARCHIVE_OK)
-        return bb_fail(err, ENOTSUP, "this bluebox was built without %s support",
-                       compress_name(c));
+        return bb_fail(err, ENOTSUP, "this bluebox was built without %s support", compress_name(c));
     if (archive_write_set_format_pax_restricted(w->a) != ARCHIVE_OK ||
         archive_write_set_bytes_in_last_block(w->a, 1) != ARCHIVE_OK ||
         archive_write_open_fd(w->a, out_fd) != ARCHIVE_OK)
