@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "data/dataop.h"
 #include "guest/init.h"
 #include "runtime/dataown.h"
 #include "runtime/probe.h"
@@ -20,5 +21,7 @@ int main(int argc, char **argv)
         return probe_main();
     if (argc >= 2 && strcmp(argv[1], "__reown") == 0)
         return reown_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "__data") == 0)
+        return data_main(argc - 1, argv + 1);
     return cli_main(argc, argv);
 }

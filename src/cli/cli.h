@@ -21,6 +21,7 @@ typedef enum {
     ARG_SNAPSHOT, /* a snapshot of the sandbox named before it */
     ARG_COMMAND,  /* a bluebox command name */
     ARG_SHELL,    /* bash, zsh or fish */
+    ARG_DATAOP,   /* export or import */
 } cli_argkind;
 
 typedef struct cli_args cli_args;
@@ -80,5 +81,9 @@ int cmd_shell(cli_args *a, bb_error **err);
 int cmd_verify(cli_args *a, bb_error **err);
 int cmd_doctor(cli_args *a, bb_error **err);
 int cmd_help(cli_args *a, bb_error **err);
+int cmd_reset(cli_args *a, bb_error **err);
+int cmd_snapshot(cli_args *a, bb_error **err);
+int cmd_restore(cli_args *a, bb_error **err);
+int cmd_data(cli_args *a, bb_error **err);
 /* Hidden: `bluebox __complete <words…>` prints completion candidates. */
 int cli_complete(int argc, char **argv);

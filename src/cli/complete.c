@@ -164,6 +164,10 @@ static void complete_args(const cli_command *c, int argc, char **argv)
         offer("zsh");
         offer("fish");
         break;
+    case ARG_DATAOP:
+        offer("export");
+        offer("import");
+        break;
     case ARG_NONE:
         break;
     }

@@ -43,7 +43,7 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len, bb_erro
     return 0;
 }
 
-static int write_all(int fd, const char *data, size_t len)
+int write_full(int fd, const char *data, size_t len)
 {
     while (len > 0) {
         ssize_t n = write(fd, data, len);
@@ -64,7 +64,7 @@ int write_file_atomic(const char *path, const char *data, size_t len, mode_t mod
     _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         return bb_fail_errno(err, errno, "cannot create %s", tmp);
-    int r = write_all(fd, data, len);
+    int r = write_full(fd, data, len);
     if (r == 0 && fchmod(fd, mode) < 0)
         r = -errno;
     if (r == 0 && fsync(fd) < 0)
@@ -241,4 +241,35 @@ char *path_join(const char *a, const char *b)
     while (*b == '/')
         b++;
     return xasprintf("%.*s/%s", (int)la, a, b);
+}
+
+int list_dir_at(int dfd, strv *ret, bb_error **err)
+{
+    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return bb_fail_errno(err, errno, "cannot read a directory");
+    }
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
+            strv_add(ret, de->d_name);
+    closedir(d);
+    return 0;
+}
+
+char *readlink_at(int dfd, const char *name)
+{
+    for (size_t cap = 256;; cap *= 2) {
+        _cleanup_free_ char *target = xmalloc(cap);
+        ssize_t n = readlinkat(dfd, name, target, cap);
+        if (n < 0)
+            return NULL;
+        if ((size_t)n < cap) {
+            target[n] = '\0';
+            return steal_pointer(&target);
+        }
+    }
 }

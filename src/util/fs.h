@@ -7,9 +7,12 @@
 #include <sys/types.h>
 
 #include "err.h"
+#include "strv.h"
 
 /* Read a whole regular file (at most max bytes) into a NUL-terminated buffer. */
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len, bb_error **err);
+/* write() all of data, retrying on EINTR; 0 or -errno. */
+int write_full(int fd, const char *data, size_t len);
 /* Write data to path atomically: a temp file beside it, fsync, rename. */
 int write_file_atomic(const char *path, const char *data, size_t len, mode_t mode, bb_error **err);
 /* mkdir -p with the given mode for directories it creates. */
@@ -29,3 +32,7 @@ bool path_exists(const char *path);
 bool is_dir(const char *path);
 /* Join two path parts with one '/'. */
 char *path_join(const char *a, const char *b);
+/* Add the names in the directory dfd (not . and ..) to *ret, in directory order. */
+int list_dir_at(int dfd, strv *ret, bb_error **err);
+/* The target of the symlink name in dfd, or NULL with errno set. */
+char *readlink_at(int dfd, const char *name);

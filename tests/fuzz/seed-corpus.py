@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Write the seed corpora for the fuzz targets: for the Bluefile, the shipped examples, edge
 cases that parse, and one input per rejection rule; for the uml launch spec, valid specs per
-mode and broken ones. Run once after adding a rule (`seed-corpus.py [bluefile|spec]`, default
-both); the files are committed and replayed by `make check`."""
+mode and broken ones; for the archive extractor, the hostile archives of the restore tests.
+Run once after adding a rule (`seed-corpus.py [bluefile|spec|safetar]`, default all); the files are committed and replayed by `make check`."""
 import hashlib
 import os
 import struct
@@ -112,6 +112,26 @@ def write_spec():
     print(len(os.listdir(d)), "inputs in", d, file=sys.stderr)
 
 
-which = sys.argv[1:] or ["bluefile", "spec"]
+def write_safetar():
+    """The hostile archives of the restore tests, plus a small tar bomb (the fuzz target
+    allows 1000 entries) and a zstd one when the zstd program is there."""
+    import subprocess
+    sys.path.insert(0, os.path.join(repo, "tests", "cli"))
+    import hostile
+    d = os.path.join(root, "corpus", "safetar")
+    os.makedirs(d, exist_ok=True)
+    inputs = {name: data for name, (data, _) in hostile.cases().items()}
+    inputs["tar-bomb"] = hostile.gz(hostile.bomb(1500))
+    try:
+        inputs["ok-tree-zst"] = subprocess.run(["zstd", "-c"], input=hostile.cases()["ok-tree"][0],
+                                               capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    for name, data in inputs.items():
+        open(os.path.join(d, name), "wb").write(data)
+    print(len(os.listdir(d)), "inputs in", d, file=sys.stderr)
+
+
+which = sys.argv[1:] or ["bluefile", "spec", "safetar"]
 for w in which:
-    {"bluefile": write_bluefile, "spec": write_spec}[w]()
+    {"bluefile": write_bluefile, "spec": write_spec, "safetar": write_safetar}[w]()

@@ -1,0 +1,280 @@
+/* Commands on /data: reset, snapshot, restore, data export|import. Each takes the sandbox's
+ * lock, so two bluebox processes never interleave on one /data. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "core/home.h"
+#include "core/prompt.h"
+#include "core/sandbox.h"
+#include "data/crashpoint.h"
+#include "data/dataop.h"
+#include "data/snapshots.h"
+#include "util/fs.h"
+#include "util/xalloc.h"
+
+static void data_place_donep(data_place *p)
+{
+    data_place_done(p);
+}
+#define _cleanup_place_ _cleanup_(data_place_donep)
+
+static int run_job(const char *root, const char *name, data_job *j, data_tally *t, bb_error **err)
+{
+    _cleanup_place_ data_place p = {0};
+    if (data_place_of(root, name, &p, err) < 0)
+        return -1;
+    /* What lands in /data belongs to the sandbox; an export belongs to you. */
+    j->chown = p.chown && !streq(j->op, "export");
+    j->uid = p.uid;
+    j->gid = p.gid;
+    return data_job_run(j, p.unshare, p.self, t, err);
+}
+
+/* Whether /data has anything in it; one the guest made unreadable counts as not empty. */
+static bool data_nonempty(const char *root, const char *name)
+{
+    int r = sandbox_data_nonempty(root, name, NULL);
+    return r != 0;
+}
+
+static void warn_skipped(const data_tally *t, const char *what)
+{
+    uint64_t n = tally_skipped(t);
+    if (!n)
+        return;
+    _cleanup_free_ char *kinds = tally_describe(t);
+    _cleanup_free_ char *m = xasprintf("skipped %" PRIu64 " %s that cannot be %s safely (%s)", n,
+                                       n == 1 ? "entry" : "entries", what, kinds);
+    cli_print_error(NULL, m);
+}
+
+int cmd_reset(cli_args *a, bb_error **err)
+{
+    const char *name = a->argv[0];
+    if (home_require(a->root, name, err) < 0 || sandbox_refuse_up(a->root, name, err) < 0)
+        return -1;
+    _cleanup_free_ char *q = xasprintf("Delete everything in %s's /data?", name);
+    if (data_nonempty(a->root, name) && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
+        return -1;
+    _cleanup_close_ int lock = home_lock(a->root, name, err);
+    if (lock < 0 || sandbox_refuse_up(a->root, name, err) < 0)
+        return -1;
+    _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
+    data_job j = {.op = "reset", .arg = {data}};
+    data_tally t;
+    if (run_job(a->root, name, &j, &t, err) < 0)
+        return -1;
+    printf("reset %s\n", name);
+    return 0;
+}
+
+static int list_snapshots(const char *root, const char *name, bb_error **err)
+{
+    _cleanup_snapshots_ snapshot_list l = {0};
+    if (snapshots_list(root, name, &l, err) < 0)
+        return -1;
+    for (size_t i = 0; i < l.n; i++) {
+        char when[32];
+        struct tm tm;
+        gmtime_r(&l.v[i].mtime.tv_sec, &tm);
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%SZ", &tm);
+        const char *file = strrchr(l.v[i].path, '/') + 1;
+        printf("%-40s %12" PRIu64 "  %s\n", file, l.v[i].size, when);
+    }
+    return 0;
+}
+
+typedef struct {
+    struct timespec start, last;
+    bool shown;
+} progress_state;
+
+static void show_progress(uint64_t bytes, void *ud)
+{
+    progress_state *p = ud;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    /* Only for a /data large enough to take a while, and at most a few times a second. */
+    if (now.tv_sec - p->start.tv_sec < 1 ||
+        (now.tv_sec - p->last.tv_sec) * 1000000000L + (now.tv_nsec - p->last.tv_nsec) < 250000000L)
+        return;
+    p->last = now;
+    p->shown = true;
+    fprintf(stderr, "\rsnapshot: %" PRIu64 " MiB archived", bytes >> 20);
+}
+
+/* The label's existing archives other than `keep`, removed once the new one is in place. */
+static void remove_other_suffixes(const char *root, const char *name, const char *label,
+                                  const char *keep)
+{
+    _cleanup_snapshots_ snapshot_list l = {0};
+    if (snapshots_list(root, name, &l, NULL) < 0)
+        return;
+    for (size_t i = 0; i < l.n; i++)
+        if (streq(l.v[i].label, label) && !streq(l.v[i].path, keep))
+            (void)unlink(l.v[i].path);
+}
+
+static bool label_exists(const char *root, const char *name, const char *label)
+{
+    _cleanup_snapshots_ snapshot_list l = {0};
+    if (snapshots_list(root, name, &l, NULL) < 0)
+        return false;
+    for (size_t i = 0; i < l.n; i++)
+        if (streq(l.v[i].label, label))
+            return true;
+    return false;
+}
+
+static int take_snapshot(cli_args *a, const char *name, const char *label, snap_compress c,
+                         bb_error **err)
+{
+    _cleanup_free_ char *dir = home_path_of(a->root, HP_SNAPSHOTS, name);
+    _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
+    if (!is_dir(data))
+        return bb_fail(err, ENOENT, "%s has no /data at %s", name, data);
+    if (mkdir_p(dir, 0755, err) < 0 || snapshots_cleanup(a->root, name, err) < 0)
+        return -1;
+    _cleanup_free_ char *file = xasprintf("%s/%s%s", dir, label, compress_suffix(c));
+    _cleanup_free_ char *partial = xasprintf("%s.partial", file);
+    progress_state ps = {0};
+    clock_gettime(CLOCK_MONOTONIC, &ps.start);
+    data_job j = {.op = "snapshot",
+                  .arg = {data, partial, compress_name(c)},
+                  .progress = isatty(STDERR_FILENO) ? show_progress : NULL,
+                  .ud = &ps};
+    data_tally t;
+    int r = run_job(a->root, name, &j, &t, err);
+    if (ps.shown)
+        fprintf(stderr, "\r\033[K");
+    if (r < 0) {
+        (void)unlink(partial);
+        return -1;
+    }
+    CRASH_POINT("snapshot-before-rename");
+    if (rename(partial, file) < 0) {
+        int e = errno;
+        (void)unlink(partial);
+        return bb_fail_errno(err, e, "cannot move %s into place", file);
+    }
+    remove_other_suffixes(a->root, name, label, file);
+    warn_skipped(&t, "archived");
+    printf("%s\n", file);
+    return 0;
+}
+
+int cmd_snapshot(cli_args *a, bb_error **err)
+{
+    const char *name = a->argv[0];
+    if (home_require(a->root, name, err) < 0)
+        return -1;
+    if (cli_flag(a, "list")) {
+        if (a->argc > 1)
+            return bb_fail_usage(err, "-l takes no label; see: bluebox snapshot -h");
+        return list_snapshots(a->root, name, err);
+    }
+    _cleanup_free_ char *label = NULL;
+    if (snapshot_label(a->argc > 1 ? a->argv[1] : NULL, &label, err) < 0)
+        return -1;
+    snap_compress c = cli_flag(a, "zstd") ? COMPRESS_ZSTD : COMPRESS_GZIP;
+    _cleanup_free_ char *q = xasprintf("Replace the existing snapshot %s?", label);
+    if (label_exists(a->root, name, label) && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
+        return -1;
+    _cleanup_close_ int lock = home_lock(a->root, name, err);
+    if (lock < 0)
+        return -1;
+    return take_snapshot(a, name, label, c, err);
+}
+
+int cmd_restore(cli_args *a, bb_error **err)
+{
+    const char *name = a->argv[0];
+    if (home_require(a->root, name, err) < 0 || sandbox_refuse_up(a->root, name, err) < 0)
+        return -1;
+    _cleanup_free_ char *archive = NULL;
+    if (snapshot_resolve(a->root, name, a->argc > 1 ? a->argv[1] : NULL, &archive, err) < 0)
+        return -1;
+    _cleanup_free_ char *q = xasprintf("Replace %s's /data with %s?", name, archive);
+    if (data_nonempty(a->root, name) && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
+        return -1;
+    _cleanup_close_ int lock = home_lock(a->root, name, err);
+    if (lock < 0 || sandbox_refuse_up(a->root, name, err) < 0)
+        return -1;
+    /* podman unshare runs from another directory: hand it an absolute path. */
+    _cleanup_free_ char *cwd = archive[0] == '/' ? NULL : getcwd(NULL, 0);
+    _cleanup_free_ char *abs = cwd ? path_join(cwd, archive) : xstrdup(archive);
+    _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
+    data_job j = {.op = "restore", .arg = {data, abs}};
+    data_tally t;
+    if (run_job(a->root, name, &j, &t, err) < 0)
+        return -1;
+    printf("restored %s from %s\n", name, archive);
+    return 0;
+}
+
+static char *absolute(const char *path)
+{
+    if (path[0] == '/')
+        return xstrdup(path);
+    _cleanup_free_ char *cwd = getcwd(NULL, 0);
+    return cwd ? path_join(cwd, path) : xstrdup(path);
+}
+
+static int data_export(cli_args *a, const char *name, const char *dest, bb_error **err)
+{
+    _cleanup_free_ char *dir = absolute(dest);
+    int empty = dir_is_empty(dir, err);
+    if (empty < 0)
+        return -1;
+    if (!empty)
+        return bb_fail(err, EEXIST, "%s is not empty; export into a new or empty directory", dest);
+    if (mkdir_p(dir, 0755, err) < 0)
+        return -1;
+    _cleanup_close_ int lock = home_lock(a->root, name, err);
+    if (lock < 0)
+        return -1;
+    _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
+    data_job j = {.op = "export", .arg = {data, dir}};
+    data_tally t;
+    if (run_job(a->root, name, &j, &t, err) < 0)
+        return -1;
+    warn_skipped(&t, "exported");
+    printf("exported %s's /data to %s\n", name, dest);
+    return 0;
+}
+
+static int data_import(cli_args *a, const char *name, const char *src, bb_error **err)
+{
+    _cleanup_free_ char *dir = absolute(src);
+    if (!is_dir(dir))
+        return bb_fail(err, ENOTDIR, "%s is not a directory", src);
+    _cleanup_close_ int lock = home_lock(a->root, name, err);
+    if (lock < 0)
+        return -1;
+    _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
+    if (!is_dir(data))
+        return bb_fail(err, ENOENT, "%s has no /data at %s", name, data);
+    data_job j = {.op = "import", .arg = {dir, data}};
+    data_tally t;
+    if (run_job(a->root, name, &j, &t, err) < 0)
+        return -1;
+    warn_skipped(&t, "imported");
+    printf("imported %s into %s's /data\n", src, name);
+    return 0;
+}
+
+int cmd_data(cli_args *a, bb_error **err)
+{
+    const char *verb = a->argv[0], *name = a->argv[1], *dir = a->argv[2];
+    if (!streq(verb, "export") && !streq(verb, "import"))
+        return bb_fail_usage(err, "data takes export or import, not \"%s\"; see: bluebox data -h",
+                             verb);
+    if (home_require(a->root, name, err) < 0)
+        return -1;
+    return streq(verb, "export") ? data_export(a, name, dir, err) : data_import(a, name, dir, err);
+}

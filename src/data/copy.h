@@ -1,0 +1,21 @@
+/* Copying a tree between /data and a host directory (data export and import), safe in both
+ * directions: the source is walked by fds without following a symlink, the destination is
+ * written only through fds beneath its root, nothing is ever written through an existing
+ * entry, and devices, fifos, sockets and type clashes are skipped and counted. */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "tally.h"
+#include "util/err.h"
+
+typedef struct {
+    bool chown; /* give what is created to uid:gid (importing into strict /data) */
+    uid_t uid;
+    gid_t gid;
+} copy_opts;
+
+/* Copy the contents of src_fd into dst_fd, merging with what dst_fd holds: directories
+ * merge, a file or symlink replaces one of its own type, anything else is left alone. */
+int tree_copy(int src_fd, int dst_fd, const copy_opts *o, data_tally *t, bb_error **err);

@@ -1,0 +1,208 @@
+/* The /data operations behind reset, snapshot, restore and data export|import. */
+#include "dataop.h"
+
+#include <archive.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "copy.h"
+#include "replace.h"
+#include "safetar.h"
+#include "util/spawn.h"
+#include "util/xalloc.h"
+
+static int open_dir(const char *path, bb_error **err)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot open %s", path);
+    return fd;
+}
+
+/* snapshot <data> <out> <gzip|zstd|none> */
+static int op_snapshot(const data_job *j, data_tally *t, bb_error **err)
+{
+    snap_compress c;
+    if (compress_parse(j->arg[2], &c) < 0)
+        return bb_fail(err, EINVAL, "unknown compression %s", j->arg[2]);
+    _cleanup_close_ int data = open_dir(j->arg[0], err);
+    if (data < 0)
+        return -1;
+    _cleanup_close_ int out =
+        open(j->arg[1], O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (out < 0)
+        return bb_fail_errno(err, errno, "cannot create %s", j->arg[1]);
+    if (snapshot_write(data, out, c, j->progress, j->ud, t, err) < 0)
+        return -1;
+    if (fsync(out) < 0)
+        return bb_fail_errno(err, errno, "cannot write %s", j->arg[1]);
+    return 0;
+}
+
+typedef struct {
+    struct archive *a;
+    safetar_opts o;
+    data_tally *t;
+} restore_fill;
+
+static int fill_from_archive(int new_fd, void *ud, bb_error **err)
+{
+    restore_fill *f = ud;
+    return safetar_extract(f->a, new_fd, &f->o, f->t, err);
+}
+
+/* Room for the restore on the disk holding /data, less a margin, so a tar bomb is refused
+ * before it fills the disk. 0 means the filesystem does not say. */
+static void room_beside(const char *data, safetar_opts *o)
+{
+    _cleanup_free_ char *parent = xstrdup(data);
+    char *slash = strrchr(parent, '/');
+    if (slash)
+        *slash = '\0';
+    struct statvfs vfs;
+    if (statvfs(*parent ? parent : "/", &vfs) < 0)
+        return;
+    uint64_t bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    o->max_bytes = bytes ? bytes - bytes / 50 : 1;
+    if (vfs.f_files)
+        o->max_entries = vfs.f_favail ? vfs.f_favail - vfs.f_favail / 50 : 1;
+}
+
+/* restore <data> <archive> */
+static int op_restore(const data_job *j, data_tally *t, bb_error **err)
+{
+    _cleanup_close_ int fd = open(j->arg[1], O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot open %s", j->arg[1]);
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        return bb_fail(err, EINVAL, "%s is not a regular file", j->arg[1]);
+    if (fcntl(fd, F_SETFL, 0) < 0)
+        return bb_fail_errno(err, errno, "cannot read %s", j->arg[1]);
+    restore_fill f = {.o = {.chown = j->chown, .uid = j->uid, .gid = j->gid}, .t = t};
+    room_beside(j->arg[0], &f.o);
+    if (safetar_open_fd(fd, &f.a, err) < 0)
+        return bb_prefix(err, "refusing %s", j->arg[1]);
+    int r = data_replace(j->arg[0], j->chown, j->uid, j->gid, fill_from_archive, &f, err);
+    safetar_close(f.a);
+    if (r < 0)
+        return bb_prefix(err, "refusing %s", j->arg[1]);
+    return 0;
+}
+
+/* reset <data> */
+static int op_reset(const data_job *j, data_tally *t, bb_error **err)
+{
+    return data_replace(j->arg[0], j->chown, j->uid, j->gid, NULL, NULL, err);
+}
+
+/* export <data> <dir>, import <dir> <data>: copy the first into the second. */
+static int op_copy(const data_job *j, data_tally *t, bb_error **err)
+{
+    _cleanup_close_ int src = open_dir(j->arg[0], err);
+    if (src < 0)
+        return -1;
+    _cleanup_close_ int dst = open_dir(j->arg[1], err);
+    if (dst < 0)
+        return -1;
+    copy_opts o = {.chown = j->chown, .uid = j->uid, .gid = j->gid};
+    return tree_copy(src, dst, &o, t, err);
+}
+
+static const struct {
+    const char *name;
+    int nargs;
+    int (*run)(const data_job *j, data_tally *t, bb_error **err);
+} ops[] = {
+    {"snapshot", 3, op_snapshot}, {"restore", 2, op_restore}, {"reset", 1, op_reset},
+    {"export", 2, op_copy},       {"import", 2, op_copy},
+};
+
+static int run_here(const data_job *j, data_tally *t, bb_error **err)
+{
+    /* A deep tree holds one fd per level while it is walked. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    for (size_t i = 0; i < ELEMENTSOF(ops); i++)
+        if (streq(j->op, ops[i].name)) {
+            for (int k = 0; k < ops[i].nargs; k++)
+                if (!j->arg[k])
+                    return bb_fail(err, EINVAL, "%s needs %d arguments", j->op, ops[i].nargs);
+            return ops[i].run(j, t, err);
+        }
+    return bb_fail(err, EINVAL, "unknown /data operation %s", j->op);
+}
+
+static int run_unshared(const data_job *j, const char *self, data_tally *t, bb_error **err)
+{
+    _cleanup_free_ char *owner =
+        j->chown ? xasprintf("--owner=%u:%u", (unsigned)j->uid, (unsigned)j->gid) : NULL;
+    char *argv[10] = {"podman", "unshare", (char *)self, "__data", (char *)j->op};
+    size_t n = 5;
+    if (owner)
+        argv[n++] = owner;
+    for (int k = 0; k < 3 && j->arg[k]; k++)
+        argv[n++] = (char *)j->arg[k];
+    _cleanup_free_ char *out = NULL, *errout = NULL;
+    int r = spawn_capture(argv, &out, &errout, err);
+    if (r < 0)
+        return -1;
+    if (r != 0) {
+        size_t len = strlen(errout);
+        while (len && errout[len - 1] == '\n')
+            errout[--len] = '\0';
+        return bb_fail(err, EIO, "%s", len ? errout : "podman unshare failed");
+    }
+    if (tally_parse(out, t) < 0)
+        return bb_fail(err, EIO, "unexpected output from bluebox __data: %s", out);
+    return 0;
+}
+
+int data_job_run(const data_job *j, bool unshare, const char *self, data_tally *t, bb_error **err)
+{
+    *t = (data_tally){0};
+    return unshare ? run_unshared(j, self, t, err) : run_here(j, t, err);
+}
+
+int data_main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: bluebox __data <op> [--owner=U:G] <args…>\n");
+        return 2;
+    }
+    data_job j = {.op = argv[1]};
+    int i = 2;
+    if (i < argc && strncmp(argv[i], "--owner=", 8) == 0) {
+        unsigned u, g;
+        if (sscanf(argv[i] + 8, "%u:%u", &u, &g) != 2) {
+            fprintf(stderr, "bad owner %s\n", argv[i]);
+            return 2;
+        }
+        j.chown = true;
+        j.uid = (uid_t)u;
+        j.gid = (gid_t)g;
+        i++;
+    }
+    for (int k = 0; k < 3 && i < argc; k++)
+        j.arg[k] = argv[i++];
+    data_tally t = {0};
+    bb_error *err = NULL;
+    if (run_here(&j, &t, &err) < 0) {
+        fprintf(stderr, "%s\n", err->msg);
+        bb_error_free(err);
+        return 1;
+    }
+    _cleanup_free_ char *line = tally_format(&t);
+    printf("%s\n", line);
+    return 0;
+}

@@ -1,0 +1,489 @@
+/* The archive validator and extractor behind restore (and the fuzz target). Nothing here
+ * trusts a name, a type or a link in the archive: names are cleaned and refused when
+ * absolute or escaping, every path is resolved beneath the destination without following a
+ * symlink, and an entry may neither pass through nor replace what an earlier one planted.
+ * The destination itself is the record of earlier entries, so memory does not grow with
+ * the archive (only with the number of directories, whose modes are applied last). */
+#include "safetar.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "crashpoint.h"
+#include "util/fs.h"
+#include "util/xalloc.h"
+
+#define BLOCK_SIZE (1024 * 1024)
+
+static int setup_reader(struct archive **ret, bb_error **err)
+{
+    struct archive *a = archive_read_new();
+    if (!a)
+        abort();
+    archive_read_support_format_tar(a);
+    /* Built in (static zlib and libzstd), never an external program. */
+    if (archive_read_support_filter_gzip(a) != ARCHIVE_OK ||
+        archive_read_support_filter_zstd(a) != ARCHIVE_OK) {
+        archive_read_free(a);
+        return bb_fail(err, ENOTSUP, "this bluebox was built without gzip or zstd support");
+    }
+    archive_read_support_filter_none(a);
+    *ret = a;
+    return 0;
+}
+
+static int opened(struct archive *a, int r, struct archive **ret, bb_error **err)
+{
+    if (r != ARCHIVE_OK) {
+        bb_fail(err, EINVAL, "cannot read it as a .tar, .tar.gz or .tar.zst archive: %s",
+                archive_error_string(a) ? archive_error_string(a) : "unknown error");
+        archive_read_free(a);
+        return -1;
+    }
+    *ret = a;
+    return 0;
+}
+
+int safetar_open_fd(int fd, struct archive **ret, bb_error **err)
+{
+    struct archive *a;
+    if (setup_reader(&a, err) < 0)
+        return -1;
+    return opened(a, archive_read_open_fd(a, fd, BLOCK_SIZE), ret, err);
+}
+
+int safetar_open_memory(const void *buf, size_t len, struct archive **ret, bb_error **err)
+{
+    struct archive *a;
+    if (setup_reader(&a, err) < 0)
+        return -1;
+    return opened(a, archive_read_open_memory(a, buf, len), ret, err);
+}
+
+void safetar_close(struct archive *a)
+{
+    if (a)
+        archive_read_free(a);
+}
+
+typedef struct {
+    char *rel; /* "" for the root */
+    mode_t mode;
+    struct timespec mtime;
+} dir_attr;
+
+typedef struct {
+    int root;
+    const safetar_opts *o;
+    data_tally *t;
+    const char *entry; /* the raw name, for messages */
+    char *pname;       /* the cached parent directory and its O_PATH fd */
+    int pfd;
+    dir_attr *dirs;
+    size_t ndirs;
+    uint64_t bytes_left, entries_left;
+} extractor;
+
+static int refuse(extractor *x, bb_error **err, const char *fmt, ...) _printf_(3, 4);
+static int refuse(extractor *x, bb_error **err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    _cleanup_free_ char *why = xvasprintf(fmt, ap);
+    va_end(ap);
+    return bb_fail(err, EINVAL, "entry \"%s\": %s", x->entry, why);
+}
+
+/* Clean an entry name: drop "." components and repeated or trailing slashes. Absolute
+ * names and ".." anywhere are refused, raw or cleaned. "" is the archive root. */
+static const char *clean_name(const char *raw, char **ret)
+{
+    if (!raw || !*raw)
+        return "has no name";
+    if (raw[0] == '/')
+        return "is an absolute path";
+    _cleanup_sb_ strbuf b = {0};
+    sb_puts(&b, "");
+    for (const char *p = raw; *p;) {
+        const char *end = strchrnul(p, '/');
+        size_t n = (size_t)(end - p);
+        if (n == 2 && p[0] == '.' && p[1] == '.')
+            return "escapes the archive root";
+        if (n > 0 && !(n == 1 && p[0] == '.')) {
+            if (b.len)
+                sb_putc(&b, '/');
+            sb_putn(&b, p, n);
+        }
+        p = *end ? end + 1 : end;
+    }
+    *ret = sb_steal(&b);
+    return NULL;
+}
+
+static void split(char *path, const char **ret_parent, const char **ret_base)
+{
+    char *slash = strrchr(path, '/');
+    if (!slash) {
+        *ret_parent = "";
+        *ret_base = path;
+        return;
+    }
+    *slash = '\0';
+    *ret_parent = path;
+    *ret_base = slash + 1;
+}
+
+static int take_budget(extractor *x, uint64_t bytes, bb_error **err)
+{
+    if (x->o->max_entries) {
+        if (x->entries_left == 0)
+            return refuse(x, err,
+                          "the archive has more entries than the %llu the disk holding /data "
+                          "has room for",
+                          (unsigned long long)x->o->max_entries);
+        x->entries_left--;
+    }
+    if (x->o->max_bytes) {
+        if (bytes > x->bytes_left)
+            return refuse(x, err,
+                          "the archive needs more than the %llu MiB free on the disk holding "
+                          "/data",
+                          (unsigned long long)(x->o->max_bytes >> 20));
+        x->bytes_left -= bytes;
+    }
+    return 0;
+}
+
+static int own_at(extractor *x, int dfd, const char *name, bb_error **err)
+{
+    if (!x->o->chown)
+        return 0;
+    if (fchownat(dfd, name, x->o->uid, x->o->gid, AT_SYMLINK_NOFOLLOW) < 0)
+        return bb_fail_errno(err, errno, "cannot give %s to the sandbox", x->entry);
+    return 0;
+}
+
+/* Walk to a directory one component at a time, creating missing ones (0755, as tar does)
+ * or refusing them, and naming the first component that is a symlink or not a directory.
+ * `how` starts the refusal: "passes through", "is a hard link through". */
+static int walk_dirs(extractor *x, const char *parent, bool create, const char *how, bb_error **err)
+{
+    _cleanup_close_ int cur = fcntl(x->root, F_DUPFD_CLOEXEC, 3);
+    if (cur < 0)
+        return bb_fail_errno(err, errno, "cannot open the staging directory");
+    _cleanup_free_ char *path = xstrdup(parent);
+    for (char *p = path; *p;) {
+        char *end = strchrnul(p, '/');
+        bool last = !*end;
+        *end = '\0';
+        struct stat st;
+        if (fstatat(cur, p, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (errno != ENOENT)
+                return bb_fail_errno(err, errno, "cannot stat %s", path);
+            if (!create)
+                return refuse(x, err, "%s \"%s\", which is not an earlier entry", how, path);
+            if (take_budget(x, 0, err) < 0)
+                return -1;
+            if (mkdirat(cur, p, 0755) < 0)
+                return bb_fail_errno(err, errno, "cannot create %s", path);
+            if (own_at(x, cur, p, err) < 0)
+                return -1;
+        } else if (S_ISLNK(st.st_mode)) {
+            return refuse(x, err, "%s the symlink \"%s\" an earlier entry planted", how, path);
+        } else if (!S_ISDIR(st.st_mode)) {
+            return refuse(x, err, "%s \"%s\", which is not a directory", how, path);
+        }
+        int next = openat(cur, p, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (next < 0)
+            return bb_fail_errno(err, errno, "cannot open %s", path);
+        close(cur);
+        cur = next;
+        if (!last)
+            *end = '/';
+        p = last ? end : end + 1;
+    }
+    return steal_fd(&cur);
+}
+
+/* The O_PATH fd of the parent directory, cached for runs of entries in one directory. */
+static int parent_fd(extractor *x, const char *parent, bb_error **err)
+{
+    if (!*parent)
+        return x->root;
+    if (x->pname && streq(x->pname, parent))
+        return x->pfd;
+    int fd = openat_beneath(x->root, parent, O_PATH | O_DIRECTORY, 0);
+    if (fd < 0 && (fd = walk_dirs(x, parent, true, "passes through", err)) < 0)
+        return -1;
+    if (x->pfd >= 0)
+        close(x->pfd);
+    free(x->pname);
+    x->pname = xstrdup(parent);
+    x->pfd = fd;
+    return fd;
+}
+
+static void remember_dir(extractor *x, const char *rel, struct archive_entry *e)
+{
+    x->dirs = xreallocarray(x->dirs, x->ndirs + 1, sizeof *x->dirs);
+    dir_attr *d = &x->dirs[x->ndirs++];
+    d->rel = xstrdup(rel);
+    d->mode = archive_entry_perm(e);
+    d->mtime.tv_sec = archive_entry_mtime_is_set(e) ? archive_entry_mtime(e) : 0;
+    d->mtime.tv_nsec = archive_entry_mtime_is_set(e) ? archive_entry_mtime_nsec(e) : UTIME_OMIT;
+}
+
+static struct timespec entry_mtime(struct archive_entry *e)
+{
+    if (!archive_entry_mtime_is_set(e))
+        return (struct timespec){0, UTIME_OMIT};
+    return (struct timespec){archive_entry_mtime(e), archive_entry_mtime_nsec(e)};
+}
+
+static int pwrite_all(int fd, const char *buf, size_t len, off_t off)
+{
+    while (len > 0) {
+        ssize_t n = pwrite(fd, buf, len, off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        buf += n;
+        len -= (size_t)n;
+        off += n;
+    }
+    return 0;
+}
+
+static int write_file(extractor *x, struct archive *a, struct archive_entry *e, int pfd,
+                      const char *base, bb_error **err)
+{
+    la_int64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
+    if (size < 0)
+        return refuse(x, err, "has a negative size");
+    if (take_budget(x, ((uint64_t)size + 4095) & ~(uint64_t)4095, err) < 0)
+        return -1;
+    _cleanup_close_ int fd =
+        openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot create %s", x->entry);
+    for (;;) {
+        const void *buf;
+        size_t len;
+        la_int64_t off;
+        int r = archive_read_data_block(a, &buf, &len, &off);
+        if (r == ARCHIVE_EOF)
+            break;
+        if (r < ARCHIVE_WARN)
+            return bb_fail(err, EIO, "cannot read %s from the archive: %s", x->entry,
+                           archive_error_string(a));
+        if (off < 0 || (uint64_t)off + len > (uint64_t)size)
+            return refuse(x, err, "has more data than its size");
+        if (pwrite_all(fd, buf, len, off) < 0)
+            return bb_fail_errno(err, errno, "cannot write %s", x->entry);
+    }
+    CRASH_POINT("restore-file-written");
+    if (ftruncate(fd, size) < 0)
+        return bb_fail_errno(err, errno, "cannot write %s", x->entry);
+    if (x->o->chown && fchown(fd, x->o->uid, x->o->gid) < 0)
+        return bb_fail_errno(err, errno, "cannot give %s to the sandbox", x->entry);
+    struct timespec ts[2] = {{0, UTIME_OMIT}, entry_mtime(e)};
+    if (fchmod(fd, archive_entry_perm(e) & 0777) < 0 || futimens(fd, ts) < 0)
+        return bb_fail_errno(err, errno, "cannot set the mode of %s", x->entry);
+    x->t->bytes += (uint64_t)size;
+    return 0;
+}
+
+static int write_symlink(extractor *x, struct archive_entry *e, int pfd, const char *base,
+                         bb_error **err)
+{
+    const char *target = archive_entry_symlink(e);
+    if (!target || !*target)
+        return refuse(x, err, "is a symlink without a target");
+    if (take_budget(x, 0, err) < 0)
+        return -1;
+    if (symlinkat(target, pfd, base) < 0)
+        return bb_fail_errno(err, errno, "cannot create %s", x->entry);
+    if (own_at(x, pfd, base, err) < 0)
+        return -1;
+    struct timespec ts[2] = {{0, UTIME_OMIT}, entry_mtime(e)};
+    if (utimensat(pfd, base, ts, AT_SYMLINK_NOFOLLOW) < 0)
+        return bb_fail_errno(err, errno, "cannot set the time of %s", x->entry);
+    return 0;
+}
+
+/* A hard link must name an earlier regular file of this archive, reached without a
+ * symlink; it can never reach anything outside the destination. */
+static int write_hardlink(extractor *x, const char *target_raw, int pfd, const char *base,
+                          bb_error **err)
+{
+    _cleanup_free_ char *target = NULL;
+    const char *why = clean_name(target_raw, &target);
+    if (why)
+        return refuse(x, err, "is a hard link to \"%s\", which %s", target_raw, why);
+    if (!*target)
+        return refuse(x, err, "is a hard link to the archive root");
+    const char *tparent, *tbase;
+    split(target, &tparent, &tbase);
+    _cleanup_close_ int tfd = walk_dirs(x, tparent, false, "is a hard link through", err);
+    if (tfd < 0)
+        return -1;
+    struct stat st;
+    if (fstatat(tfd, tbase, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return refuse(x, err, "is a hard link to \"%s\", which is not an earlier entry",
+                      target_raw);
+    if (!S_ISREG(st.st_mode))
+        return refuse(x, err, "is a hard link to \"%s\", which is not a regular file", target_raw);
+    if (take_budget(x, 0, err) < 0)
+        return -1;
+    if (linkat(tfd, tbase, pfd, base, 0) < 0)
+        return bb_fail_errno(err, errno, "cannot create %s", x->entry);
+    return 0;
+}
+
+static int write_dir(extractor *x, struct archive_entry *e, int pfd, const char *base,
+                     const char *rel, bb_error **err)
+{
+    if (take_budget(x, 0, err) < 0)
+        return -1;
+    if (mkdirat(pfd, base, 0700) < 0)
+        return bb_fail_errno(err, errno, "cannot create %s", x->entry);
+    if (own_at(x, pfd, base, err) < 0)
+        return -1;
+    remember_dir(x, rel, e);
+    return 0;
+}
+
+static const char *refused_type(mode_t type)
+{
+    switch (type) {
+    case AE_IFCHR:
+        return "character device";
+    case AE_IFBLK:
+        return "block device";
+    case AE_IFIFO:
+        return "fifo";
+    case AE_IFSOCK:
+        return "socket";
+    default:
+        return "unknown type";
+    }
+}
+
+static int extract_entry(extractor *x, struct archive *a, struct archive_entry *e, bb_error **err)
+{
+    const char *hardlink = archive_entry_hardlink(e);
+    mode_t type = archive_entry_filetype(e);
+    if (!hardlink && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
+        return refuse(x, err, "%s entries are not restored", refused_type(type));
+    _cleanup_free_ char *name = NULL;
+    const char *why = clean_name(x->entry, &name);
+    if (why)
+        return refuse(x, err, "%s", why);
+    if (!*name) {
+        if (hardlink || type != AE_IFDIR)
+            return refuse(x, err, "the archive root is not a directory");
+        remember_dir(x, "", e);
+        return 0;
+    }
+    _cleanup_free_ char *rel = xstrdup(name);
+    const char *parent, *base;
+    split(name, &parent, &base);
+    int pfd = parent_fd(x, parent, err);
+    if (pfd < 0)
+        return -1;
+    struct stat st;
+    if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (S_ISLNK(st.st_mode))
+            return refuse(x, err, "would replace a symlink an earlier entry planted");
+        if (S_ISDIR(st.st_mode) && type == AE_IFDIR && !hardlink) {
+            remember_dir(x, rel, e);
+            return 0;
+        }
+        if (S_ISDIR(st.st_mode))
+            return refuse(x, err, "would replace a directory");
+        return refuse(x, err, "appears twice in the archive");
+    } else if (errno != ENOENT) {
+        return bb_fail_errno(err, errno, "cannot stat %s", x->entry);
+    }
+    int r;
+    if (hardlink)
+        r = write_hardlink(x, hardlink, pfd, base, err);
+    else if (type == AE_IFLNK)
+        r = write_symlink(x, e, pfd, base, err);
+    else if (type == AE_IFREG)
+        r = write_file(x, a, e, pfd, base, err);
+    else
+        r = write_dir(x, e, pfd, base, rel, err);
+    if (r == 0)
+        x->t->entries++;
+    return r;
+}
+
+/* Directory modes (at least 0700 for the owner, so what was extracted stays reachable)
+ * and mtimes last: writing into a directory changes its mtime. */
+static int apply_dirs(extractor *x, bb_error **err)
+{
+    for (size_t i = 0; i < x->ndirs; i++) {
+        const dir_attr *d = &x->dirs[i];
+        _cleanup_close_ int fd =
+            openat_beneath(x->root, *d->rel ? d->rel : ".", O_RDONLY | O_DIRECTORY, 0);
+        if (fd < 0)
+            return bb_fail_errno(err, errno, "cannot open %s", *d->rel ? d->rel : ".");
+        struct timespec ts[2] = {{0, UTIME_OMIT}, d->mtime};
+        if (fchmod(fd, (d->mode & 0777) | 0700) < 0 || futimens(fd, ts) < 0)
+            return bb_fail_errno(err, errno, "cannot set the mode of %s", *d->rel ? d->rel : ".");
+    }
+    return 0;
+}
+
+static void extractor_done(extractor *x)
+{
+    if (x->pfd >= 0)
+        close(x->pfd);
+    free(x->pname);
+    for (size_t i = 0; i < x->ndirs; i++)
+        free(x->dirs[i].rel);
+    free(x->dirs);
+}
+
+int safetar_extract(struct archive *a, int dest_fd, const safetar_opts *o, data_tally *t,
+                    bb_error **err)
+{
+    extractor x = {.root = dest_fd,
+                   .o = o,
+                   .t = t,
+                   .pfd = -1,
+                   .bytes_left = o->max_bytes,
+                   .entries_left = o->max_entries};
+    int r = 0;
+    for (;;) {
+        struct archive_entry *e;
+        int h = archive_read_next_header(a, &e);
+        if (h == ARCHIVE_EOF)
+            break;
+        if (h < ARCHIVE_WARN) {
+            r = bb_fail(err, EIO, "cannot read the archive: %s", archive_error_string(a));
+            break;
+        }
+        x.entry = archive_entry_pathname(e);
+        if (!x.entry) {
+            x.entry = "";
+            r = refuse(&x, err, "has a name that cannot be read");
+            break;
+        }
+        if ((r = extract_entry(&x, a, e, err)) < 0)
+            break;
+        CRASH_POINT("restore-entry");
+    }
+    if (r == 0)
+        r = apply_dirs(&x, err);
+    extractor_done(&x);
+    return r;
+}

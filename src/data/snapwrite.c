@@ -1,0 +1,263 @@
+/* The snapshot writer: a walk over /data by fds, into libarchive's pax writer. */
+#include "snapwrite.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "crashpoint.h"
+#include "util/fs.h"
+#include "util/strv.h"
+#include "util/xalloc.h"
+
+#define CHUNK (256 * 1024)
+
+static const struct {
+    const char *name, *suffix;
+} compressors[] = {
+    [COMPRESS_GZIP] = {"gzip", ".tar.gz"},
+    [COMPRESS_ZSTD] = {"zstd", ".tar.zst"},
+    [COMPRESS_NONE] = {"none", ".tar"},
+};
+
+const char *compress_suffix(snap_compress c)
+{
+    return compressors[c].suffix;
+}
+
+const char *compress_name(snap_compress c)
+{
+    return compressors[c].name;
+}
+
+int compress_parse(const char *s, snap_compress *ret)
+{
+    for (size_t i = 0; i < ELEMENTSOF(compressors); i++)
+        if (streq(s, compressors[i].name)) {
+            *ret = (snap_compress)i;
+            return 0;
+        }
+    return -1;
+}
+
+typedef struct {
+    struct archive *a;
+    struct archive_entry_linkresolver *links;
+    data_tally *t;
+    snap_progress progress;
+    void *ud;
+    char *buf;
+} writer;
+
+static int archive_fail(writer *w, bb_error **err, const char *what)
+{
+    const char *msg = archive_error_string(w->a);
+    int e = archive_errno(w->a);
+    return bb_fail(err, e > 0 ? e : EIO, "cannot write the archive (%s): %s", what,
+                   msg ? msg : "unknown error");
+}
+
+static struct archive_entry *entry_for(const char *path, const struct stat *st)
+{
+    struct archive_entry *e = archive_entry_new();
+    if (!e)
+        abort();
+    archive_entry_copy_pathname(e, path);
+    archive_entry_copy_stat(e, st);
+    /* Owners mean nothing outside the sandbox; setuid/setgid are never carried. */
+    archive_entry_set_uid(e, 0);
+    archive_entry_set_gid(e, 0);
+    archive_entry_set_perm(e, st->st_mode & 01777 & ~(mode_t)(S_ISUID | S_ISGID));
+    archive_entry_unset_atime(e);
+    archive_entry_unset_ctime(e);
+    archive_entry_unset_birthtime(e);
+    return e;
+}
+
+static int write_header(writer *w, struct archive_entry *e, bb_error **err)
+{
+    if (archive_write_header(w->a, e) < ARCHIVE_WARN)
+        return archive_fail(w, err, archive_entry_pathname(e));
+    w->t->entries++;
+    return 0;
+}
+
+/* Copy exactly the size the header promised: a file that shrank is padded, one that grew
+ * is cut, so the archive stays well-formed while the guest writes. */
+static int write_data(writer *w, int fd, int64_t size, bb_error **err, const char *path)
+{
+    int64_t left = size;
+    while (left > 0) {
+        ssize_t n = read(fd, w->buf, left < CHUNK ? (size_t)left : CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return bb_fail_errno(err, errno, "cannot read %s", path);
+        if (n == 0)
+            break;
+        if (archive_write_data(w->a, w->buf, (size_t)n) < 0)
+            return archive_fail(w, err, path);
+        left -= n;
+        w->t->bytes += (uint64_t)n;
+        if (w->progress)
+            w->progress(w->t->bytes, w->ud);
+    }
+    CRASH_POINT("snapshot-file-written");
+    return 0;
+}
+
+static int walk(writer *w, int dfd, const char *rel, bb_error **err);
+
+static int add_file(writer *w, int dfd, const char *name, const char *path,
+                    const struct stat *listed, bb_error **err)
+{
+    _cleanup_close_ int fd =
+        openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_ino != listed->st_ino) {
+        w->t->skipped[SKIP_CHANGED]++;
+        return 0;
+    }
+    struct archive_entry *e = entry_for(path, &st), *spare = NULL;
+    archive_entry_linkify(w->links, &e, &spare);
+    int r = write_header(w, e, err);
+    /* A later name of a hard-linked file becomes a link entry without data. */
+    if (r == 0 && archive_entry_size(e) > 0)
+        r = write_data(w, fd, archive_entry_size(e), err, path);
+    archive_entry_free(e);
+    archive_entry_free(spare);
+    return r;
+}
+
+static int add_symlink(writer *w, int dfd, const char *name, const char *path,
+                       const struct stat *st, bb_error **err)
+{
+    _cleanup_free_ char *target = readlink_at(dfd, name);
+    if (!target) {
+        w->t->skipped[SKIP_CHANGED]++;
+        return 0;
+    }
+    struct archive_entry *e = entry_for(path, st);
+    archive_entry_copy_symlink(e, target);
+    int r = write_header(w, e, err);
+    archive_entry_free(e);
+    return r;
+}
+
+static int add_dir(writer *w, int dfd, const char *name, const char *path, bb_error **err)
+{
+    _cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        w->t->skipped[SKIP_CHANGED]++;
+        return 0;
+    }
+    _cleanup_free_ char *dirpath = xasprintf("%s/", path);
+    struct archive_entry *e = entry_for(dirpath, &st);
+    int r = write_header(w, e, err);
+    archive_entry_free(e);
+    if (r < 0)
+        return -1;
+    return walk(w, fd, path, err);
+}
+
+static int add_child(writer *w, int dfd, const char *rel, const char *name, bb_error **err)
+{
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        w->t->skipped[SKIP_CHANGED]++;
+        return 0;
+    }
+    _cleanup_free_ char *path = xasprintf("%s/%s", rel, name);
+    skip_kind k = skip_kind_of(st.st_mode);
+    if (k != SKIP_N) {
+        w->t->skipped[k]++;
+        return 0;
+    }
+    if (S_ISREG(st.st_mode))
+        return add_file(w, dfd, name, path, &st, err);
+    if (S_ISLNK(st.st_mode))
+        return add_symlink(w, dfd, name, path, &st, err);
+    return add_dir(w, dfd, name, path, err);
+}
+
+static int walk(writer *w, int dfd, const char *rel, bb_error **err)
+{
+    _cleanup_strv_ strv names = {0};
+    /* Sorted: archives of the same tree come out the same. */
+    if (list_dir_at(dfd, &names, err) < 0)
+        return -1;
+    strv_sort(&names);
+    for (size_t i = 0; i < names.n; i++)
+        if (add_child(w, dfd, rel, names.v[i], err) < 0)
+            return -1;
+    return 0;
+}
+
+static int add_filter(struct archive *a, snap_compress c)
+{
+    switch (c) {
+    case COMPRESS_GZIP:
+        return archive_write_add_filter_gzip(a);
+    case COMPRESS_ZSTD: {
+        /* zstd compresses on worker threads (as `tar --zstd` runs zstd beside tar); a
+         * libzstd without them just ignores the option. */
+        int r = archive_write_add_filter_zstd(a);
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        char n[16];
+        snprintf(n, sizeof n, "%ld", cpus < 1 ? 1 : cpus > 4 ? 4 : cpus);
+        if (r == ARCHIVE_OK)
+            (void)archive_write_set_filter_option(a, "zstd", "threads", n);
+        return r;
+    }
+    case COMPRESS_NONE:
+        return archive_write_add_filter_none(a);
+    }
+    return ARCHIVE_FATAL;
+}
+
+static int write_all(writer *w, int data_fd, int out_fd, snap_compress c, bb_error **err)
+{
+    /* ARCHIVE_WARN would mean an external compressor program: not in a static bluebox. */
+    if (add_filter(w->a, c) != ARCHIVE_OK)
+        return bb_fail(err, ENOTSUP, "this bluebox was built without %s support", compress_name(c));
+    if (archive_write_set_format_pax_restricted(w->a) != ARCHIVE_OK ||
+        archive_write_set_bytes_in_last_block(w->a, 1) != ARCHIVE_OK ||
+        archive_write_open_fd(w->a, out_fd) != ARCHIVE_OK)
+        return archive_fail(w, err, "setup");
+    archive_entry_linkresolver_set_strategy(w->links, archive_format(w->a));
+    struct stat st;
+    if (fstat(data_fd, &st) < 0)
+        return bb_fail_errno(err, errno, "cannot stat /data");
+    struct archive_entry *e = entry_for("./", &st);
+    int r = write_header(w, e, err);
+    archive_entry_free(e);
+    if (r < 0 || walk(w, data_fd, ".", err) < 0)
+        return -1;
+    if (archive_write_close(w->a) != ARCHIVE_OK)
+        return archive_fail(w, err, "closing");
+    return 0;
+}
+
+int snapshot_write(int data_fd, int out_fd, snap_compress c, snap_progress progress, void *ud,
+                   data_tally *t, bb_error **err)
+{
+    writer w = {.a = archive_write_new(),
+                .links = archive_entry_linkresolver_new(),
+                .t = t,
+                .progress = progress,
+                .ud = ud,
+                .buf = xmalloc(CHUNK)};
+    if (!w.a || !w.links)
+        abort();
+    int r = write_all(&w, data_fd, out_fd, c, err);
+    archive_write_free(w.a);
+    archive_entry_linkresolver_free(w.links);
+    free(w.buf);
+    return r;
+}

@@ -1,0 +1,28 @@
+/* What a /data operation did: entries and bytes written, and what it left out and why. */
+#pragma once
+
+#include <stdint.h>
+
+typedef enum {
+    SKIP_DEVICE,   /* character or block device */
+    SKIP_FIFO,     /* named pipe */
+    SKIP_SOCKET,   /* unix socket */
+    SKIP_CHANGED,  /* swapped or removed between listing and reading */
+    SKIP_CONFLICT, /* would replace an entry of another type */
+    SKIP_N,
+} skip_kind;
+
+typedef struct {
+    uint64_t entries;
+    uint64_t bytes;
+    uint64_t skipped[SKIP_N];
+} data_tally;
+
+uint64_t tally_skipped(const data_tally *t);
+/* "2 fifos, 1 device": the skipped entries by kind (empty when none). */
+char *tally_describe(const data_tally *t);
+/* The one-line form the __data role prints, and its parser. */
+char *tally_format(const data_tally *t);
+int tally_parse(const char *s, data_tally *ret);
+/* The skip kind for a file type (st_mode), or SKIP_N for one that can be copied. */
+skip_kind skip_kind_of(unsigned mode);

@@ -1,0 +1,100 @@
+"""Hostile tar archives, crafted with Python's tarfile (which writes any header asked of it).
+Used by the restore tests (tests/cli/test_data.py) and written as the seed corpus of the
+archive fuzz target (tests/fuzz/seed-corpus.py safetar).
+
+cases() maps a name to (archive bytes, what the refusal says), or (bytes, None) for an
+archive that restores."""
+import gzip
+import io
+import tarfile
+
+
+def _info(name, type=tarfile.REGTYPE, data=b"", mode=0o644, linkname="", devmajor=0):
+    ti = tarfile.TarInfo(name)
+    ti.type = type
+    ti.mode = mode
+    ti.mtime = 1700000000
+    ti.linkname = linkname
+    ti.size = len(data) if type == tarfile.REGTYPE else 0
+    ti.devmajor = devmajor
+    return ti, data
+
+
+def f(name, data=b"x", mode=0o644):
+    return _info(name, data=data, mode=mode)
+
+
+def d(name, mode=0o755):
+    return _info(name, tarfile.DIRTYPE, mode=mode)
+
+
+def sym(name, target):
+    return _info(name, tarfile.SYMTYPE, linkname=target)
+
+
+def hard(name, target):
+    return _info(name, tarfile.LNKTYPE, linkname=target)
+
+
+def tar(*members, fmt=tarfile.PAX_FORMAT):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as t:
+        for ti, data in members:
+            t.addfile(ti, io.BytesIO(data) if ti.type == tarfile.REGTYPE else None)
+    return buf.getvalue()
+
+
+def gz(data):
+    return gzip.compress(data, mtime=0)
+
+
+def bomb(n):
+    return tar(d("./"), *[f(f"./f{i:06d}", b"") for i in range(n)])
+
+
+def cases():
+    ok_tree = tar(d("./"), d("./a"), f("./a/file", b"hello\n"), sym("./a/link", "file"),
+                  hard("./a/hard", "./a/file"), f("./setuid", b"#!/bin/sh\n", 0o4755))
+    return {
+        "ok-tree": (ok_tree, None),
+        "ok-tree-gz": (gz(ok_tree), None),
+        "ok-no-root-entry": (tar(f("top", b"1"), f("deep/er/file", b"2")), None),
+        "ok-empty": (tar(), None),
+        "absolute": (tar(d("./"), f("/tmp/bluebox-evil")), "is an absolute path"),
+        "absolute-root": (tar(d("/")), "is an absolute path"),
+        "dotdot-lead": (tar(f("../evil")), "escapes the archive root"),
+        "dotdot-middle": (tar(d("a"), f("a/../../evil")), "escapes the archive root"),
+        "dotdot-end": (tar(d("a"), d("a/..")), "escapes the archive root"),
+        "dotdot-after-dot": (tar(f("./../evil")), "escapes the archive root"),
+        "dotdot-alone": (tar(d("..")), "escapes the archive root"),
+        "symlink-then-file": (tar(sym("l", "/tmp"), f("l/evil")),
+                              "passes through the symlink"),
+        "symlink-then-dir": (tar(sym("l", "/tmp"), d("l/evil")), "passes through the symlink"),
+        "symlink-then-hardlink-name": (tar(f("x"), sym("l", "/tmp"), hard("l/evil", "x")),
+                                       "passes through the symlink"),
+        "symlink-then-hardlink-target": (tar(sym("l", "/etc"), hard("evil", "l/passwd")),
+                                         "hard link through the symlink"),
+        "hardlink-outside": (tar(hard("evil", "/etc/passwd")), "is an absolute path"),
+        "hardlink-escape": (tar(hard("evil", "../x")), "escapes the archive root"),
+        "hardlink-forward": (tar(hard("evil", "later"), f("later")), "not an earlier entry"),
+        "hardlink-to-dir": (tar(d("dir"), hard("evil", "dir")), "not a regular file"),
+        "hardlink-to-symlink": (tar(sym("l", "/etc/passwd"), hard("evil", "l")),
+                                "not a regular file"),
+        "dir-replaced-by-symlink": (tar(d("d"), sym("d", "/tmp"), f("d/evil")),
+                                    "would replace a directory"),
+        "file-replaced-by-symlink": (tar(f("x"), sym("x", "/etc/passwd")),
+                                     "appears twice"),
+        "symlink-replaced-by-file": (tar(sym("x", "/etc/passwd"), f("x")),
+                                     "would replace a symlink"),
+        "symlink-replaced-by-dir": (tar(sym("x", "/tmp"), d("x")), "would replace a symlink"),
+        "file-through-file": (tar(f("x"), f("x/y")), "which is not a directory"),
+        "chardev": (tar(_info("null", tarfile.CHRTYPE, devmajor=1)),
+                    "character device entries are not restored"),
+        "blockdev": (tar(_info("sda", tarfile.BLKTYPE, devmajor=8)),
+                     "block device entries are not restored"),
+        "fifo": (tar(_info("pipe", tarfile.FIFOTYPE)), "fifo entries are not restored"),
+        "root-is-file": (tar(f(".")), "the archive root is not a directory"),
+        "root-is-symlink": (tar(sym(".", "/etc")), "the archive root is not a directory"),
+        "truncated-gzip": (gz(ok_tree)[:-40], "cannot read"),
+        "not-an-archive": (b"this is not a tar archive\n" * 40, "cannot read"),
+    }

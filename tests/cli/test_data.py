@@ -1,0 +1,453 @@
+"""reset, snapshot, restore and data export|import on the built binary: round trips,
+hostile archives (tests/cli/hostile.py), traps a guest plants in /data, kill -9 at named
+crash points (build/bluebox-crashtest), the up guard and the sandbox lock. No VM: the traps
+are planted from here, as a guest would leave them in /data."""
+import fcntl
+import gzip
+import io
+import os
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import tarfile
+import threading
+from pathlib import Path
+
+import pytest
+
+import hostile
+
+CRASHTEST = Path(os.environ.get("BLUEBOX_BIN") or "build/bluebox").resolve().parent / \
+    "bluebox-crashtest"
+ROOT = os.geteuid() == 0
+
+
+def tree(root):
+    """Every path under root (bytes names): type, mode, mtime seconds, content or target,
+    and an inode group for hard links."""
+    root = os.fsencode(root)
+    out, inodes = {}, {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in sorted(dirnames + filenames):
+            p = os.path.join(dirpath, n)
+            st = os.lstat(p)
+            rel = os.path.relpath(p, root)
+            mode = stat.S_IMODE(st.st_mode)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(p))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", mode, int(st.st_mtime))
+            elif stat.S_ISREG(st.st_mode):
+                group = inodes.setdefault(st.st_ino, len(inodes)) if st.st_nlink > 1 else None
+                out[rel] = ("file", mode, int(st.st_mtime), open(p, "rb").read(), group)
+            else:
+                out[rel] = ("other", stat.S_IFMT(st.st_mode))
+    return out
+
+
+def fill(d):
+    """A tree with everything a round trip keeps."""
+    d = Path(d)
+    (d / "docs" / "empty").mkdir(parents=True)
+    (d / "docs" / "a.txt").write_text("alpha\n")
+    (d / "bin.dat").write_bytes(os.urandom(300_000))
+    (d / "secret").write_text("s\n")
+    os.chmod(d / "secret", 0o600)
+    (d / "run.sh").write_text("#!/bin/sh\n")
+    os.chmod(d / "run.sh", 0o755)
+    os.symlink("docs/a.txt", d / "rel-link")
+    os.symlink("/nonexistent/abs", d / "dangling")
+    os.link(d / "docs" / "a.txt", d / "hard")
+    long_dir = d / ("l" * 200) / ("m" * 200)
+    long_dir.mkdir(parents=True)
+    (long_dir / ("n" * 200)).write_text("deep\n")
+    open(os.path.join(os.fsencode(d), b"caf\xe9-\xff"), "wb").write(b"latin1 name\n")
+    os.chmod(d / "docs", 0o750)
+    for p in [d / "docs" / "a.txt", d / "bin.dat", d / "docs" / "empty", d / "docs"]:
+        os.utime(p, (1600000000, 1600000000))
+
+
+def snapshot_files(bb, name):
+    d = bb.snapshots(name)
+    return sorted(p.name for p in d.iterdir()) if d.exists() else []
+
+
+@pytest.fixture
+def box(bb):
+    bb.new("box")
+    return "box"
+
+
+@pytest.mark.parametrize("flags,suffix,lister", [
+    ((), ".tar.gz", ["tar", "-tzf"]),
+    (("--zstd",), ".tar.zst", ["tar", "--zstd", "-tf"]),
+])
+def test_round_trip(bb, box, flags, suffix, lister):
+    data = bb.data(box)
+    fill(data)
+    before = tree(data)
+    r = bb("snapshot", box, "keep", *flags)
+    assert r.rc == 0 and r.err == "", r
+    archive = bb.snapshots(box) / ("keep" + suffix)
+    assert r.out == f"{archive}\n"
+    # A plain tarball that GNU tar reads, paths relative ("./…").
+    if shutil.which(lister[0]) and (suffix != ".tar.zst" or shutil.which("zstd")):
+        names = subprocess.run([*lister, str(archive)], capture_output=True, check=True).stdout
+        assert b"./docs/a.txt\n" in names
+    shutil.rmtree(data / "docs")
+    (data / "new").write_text("after the snapshot\n")
+    r = bb("restore", box, "keep", "-y")
+    assert (r.rc, r.out) == (0, f"restored box from {archive}\n"), r
+    assert tree(data) == before
+    # The hard link came back as one file with two names.
+    assert os.stat(data / "hard").st_ino == os.stat(data / "docs" / "a.txt").st_ino
+
+
+def test_snapshot_labels_and_listing(bb, box):
+    (bb.data(box) / "f").write_text("1")
+    r = bb("snapshot", box)
+    assert r.rc == 0, r
+    assert re.fullmatch(r".*/\d{8}T\d{6}Z\.tar\.gz\n", r.out), r
+    assert bb("snapshot", box, "typed.tar.gz").out.endswith("/typed.tar.gz\n")
+    r = bb("snapshot", box, "../evil")
+    assert r.rc == 1 and "invalid label" in r.err, r
+    # Reusing a label asks; without a terminal that is a refusal, and the old one stays.
+    old = (bb.snapshots(box) / "typed.tar.gz").read_bytes()
+    (bb.data(box) / "f").write_text("2")
+    r = bb("snapshot", box, "typed")
+    assert r.rc == 1 and "pass --yes" in r.err, r
+    assert (bb.snapshots(box) / "typed.tar.gz").read_bytes() == old
+    r = bb.run_tty("snapshot", box, "typed", answer="y\n")
+    assert r.rc == 0 and "Replace the existing snapshot typed?" in r.err, r
+    # A zstd snapshot under a used label replaces the gzip one.
+    assert bb("snapshot", box, "typed", "--zstd", "-y").rc == 0
+    assert "typed.tar.gz" not in snapshot_files(bb, box)
+    # -l: oldest first by time, not by name, with sizes.
+    os.utime(bb.snapshots(box) / "typed.tar.zst", (1000, 1000))
+    r = bb("snapshot", box, "-l")
+    lines = r.out.splitlines()
+    assert lines[0].split()[0] == "typed.tar.zst" and len(lines) == 2, r
+    assert int(lines[0].split()[1]) == (bb.snapshots(box) / "typed.tar.zst").stat().st_size
+
+
+def test_restore_references(bb, box, tmp_path):
+    data = bb.data(box)
+    r = bb("restore", box, "-y")
+    assert r.rc == 1 and r.error_line() == \
+        'no snapshots for "box"; take one with: bluebox snapshot box', r
+    (data / "v").write_text("1")
+    bb("snapshot", box, "one")
+    (data / "v").write_text("2")
+    bb("snapshot", box, "two")
+    os.utime(bb.snapshots(box) / "two.tar.gz", (1000, 1000))  # "one" is now the newest
+    assert bb("restore", box, "-y").rc == 0 and (data / "v").read_text() == "1"
+    assert bb("restore", box, "two.tar.gz", "-y").rc == 0 and (data / "v").read_text() == "2"
+    r = bb("restore", box, "three", "-y")
+    assert r.error_line() == 'no snapshot "three" for box; list them with: bluebox snapshot box -l'
+    copy = tmp_path / "elsewhere.tar.gz"
+    shutil.copy(bb.snapshots(box) / "one.tar.gz", copy)
+    assert bb("restore", box, str(copy), "-y").rc == 0 and (data / "v").read_text() == "1"
+    r = bb("restore", box, str(tmp_path / "missing.tar"), "-y")
+    assert r.error_line() == f"no archive at {tmp_path / 'missing.tar'}"
+    # Asking: only when /data is not empty.
+    r = bb("restore", box, "two")
+    assert r.rc == 1 and "pass --yes" in r.err
+    bb("reset", box, "-y")
+    assert bb("restore", box, "two").rc == 0
+
+
+def outside_state(tmp_path):
+    return sorted(os.listdir("/tmp")), tree(tmp_path / "outside")
+
+
+@pytest.mark.parametrize("case", sorted(hostile.cases()))
+def test_hostile_archive(bb, box, tmp_path, case):
+    data, why = hostile.cases()[case]
+    archive = tmp_path / "in.tar"
+    archive.write_bytes(data)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "keep").write_text("outside\n")
+    (bb.data(box) / "mine").write_text("before\n")
+    before, outside = tree(bb.data(box)), outside_state(tmp_path)
+    r = bb("restore", box, str(archive), "-y")
+    leftovers = [n for n in os.listdir(bb.home / "data") if n != box]
+    assert leftovers == []
+    if why is None:
+        assert r.rc == 0, r
+        for rel, entry in tree(bb.data(box)).items():
+            if entry[0] in ("file", "dir"):
+                assert entry[1] & 0o6000 == 0, rel  # setuid/setgid dropped
+        return
+    assert r.rc == 1, r
+    msg = r.error_line()
+    assert msg.startswith(f"refusing {archive}: ") and why in msg, msg
+    assert tree(bb.data(box)) == before
+    assert outside_state(tmp_path) == outside
+
+
+def test_setuid_dropped_modes_kept(bb, box, tmp_path):
+    archive = tmp_path / "a.tar"
+    archive.write_bytes(hostile.tar(hostile.d("./", 0o700), hostile.f("s", b"x", 0o6755),
+                                    hostile.d("locked", 0o000), hostile.f("ro", b"y", 0o444)))
+    assert bb("restore", box, str(archive), "-y").rc == 0
+    d = bb.data(box)
+    assert stat.S_IMODE(os.stat(d / "s").st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(d / "ro").st_mode) == 0o444
+    assert stat.S_IMODE(os.stat(d / "locked").st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(d).st_mode) == 0o700
+
+
+@pytest.fixture
+def small_home(bb, tmp_path):
+    """BLUEBOX_HOME on a tmpfs with 8 MiB and 400 inodes."""
+    if not ROOT:
+        pytest.skip("mounting a small tmpfs needs root")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,nr_inodes=400", "tmpfs", str(mnt)],
+                   check=True)
+    bb.home = mnt / "bbhome"
+    bb.env["BLUEBOX_HOME"] = str(bb.home)
+    yield mnt
+    subprocess.run(["umount", str(mnt)], check=True)
+
+
+@pytest.mark.parametrize("bomb,why", [
+    (lambda: gzip.compress(hostile.bomb(1000)), "has room for"),
+    (lambda: gzip.compress(hostile.tar(hostile.f("zeros", bytes(64 << 20)))), "MiB free"),
+])
+def test_tar_bomb_refused(bb, small_home, tmp_path, bomb, why):
+    bb.new("box")
+    (bb.data("box") / "mine").write_text("before\n")
+    before = tree(bb.data("box"))
+    archive = tmp_path / "bomb.tar.gz"
+    archive.write_bytes(bomb())
+    r = bb("restore", "box", str(archive), "-y")
+    assert r.rc == 1 and why in r.err, r
+    assert sorted(os.listdir(bb.home / "data")) == ["box"]
+    assert tree(bb.data("box")) == before
+
+
+def plant_traps(data, outside):
+    """What a hostile guest leaves in /data."""
+    (outside / "host-secret").write_text("HOST SECRET\n")
+    os.symlink(str(outside / "host-secret"), data / "to-secret")
+    os.symlink(str(outside), data / "to-outside-dir")
+    os.symlink("loop-b", data / "loop-a")
+    os.symlink("loop-a", data / "loop-b")
+    os.mkfifo(data / "fifo")
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(data / "sock"))
+    s.close()
+    if ROOT:
+        os.mknod(data / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    (data / "plain").write_text("guest file\n")
+
+
+def test_snapshot_does_not_read_through_traps(bb, box, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    plant_traps(bb.data(box), outside)
+    r = bb("snapshot", box, "t")
+    assert r.rc == 0, r
+    kinds = "1 device, 1 fifo, 1 socket" if ROOT else "1 fifo, 1 socket"
+    assert re.search(r"skipped \d entries that cannot be archived safely \(" + kinds, r.err), r
+    with tarfile.open(bb.snapshots(box) / "t.tar.gz") as t:
+        members = {m.name: m for m in t.getmembers()}
+        assert members["./to-secret"].issym()
+        assert members["./to-secret"].linkname == str(outside / "host-secret")
+        assert members["./loop-a"].issym() and members["./to-outside-dir"].issym()
+        assert "./fifo" not in members and "./sock" not in members and "./null" not in members
+        for m in t.getmembers():
+            if m.isfile():
+                assert b"HOST SECRET" not in t.extractfile(m).read()
+
+
+def test_export_confined_and_counted(bb, box, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    plant_traps(bb.data(box), outside)
+    (bb.data(box) / "sub").mkdir()
+    (bb.data(box) / "sub" / "suid").write_text("x")
+    os.chmod(bb.data(box) / "sub" / "suid", 0o4755)
+    before = tree(outside)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    r = bb("data", "export", box, str(tmp_path / "full"))
+    assert r.error_line() == f"{tmp_path / 'full'} is not empty; export into a new or empty " \
+        "directory"
+    dest = tmp_path / "export"
+    r = bb("data", "export", box, str(dest))
+    assert r.rc == 0 and r.out == f"exported box's /data to {dest}\n", r
+    assert "cannot be exported safely" in r.err and "1 fifo, 1 socket" in r.err
+    assert os.readlink(dest / "to-secret") == str(outside / "host-secret")
+    assert (dest / "plain").read_text() == "guest file\n"
+    assert stat.S_IMODE(os.stat(dest / "sub" / "suid").st_mode) == 0o755
+    assert not (dest / "fifo").exists() and not os.path.lexists(dest / "null")
+    assert tree(outside) == before
+
+
+def test_import_merges_without_writing_through(bb, box, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "target").write_text("untouched\n")
+    data = bb.data(box)
+    os.symlink(str(outside / "target"), data / "config")  # planted by the guest
+    os.symlink(str(outside), data / "dir")
+    (data / "kept").write_text("guest\n")
+    (data / "both").mkdir()
+    (data / "both" / "old").write_text("old\n")
+    src = tmp_path / "src"
+    (src / "both").mkdir(parents=True)
+    (src / "both" / "new").write_text("new\n")
+    (src / "config").write_text("from the host\n")
+    (src / "dir").mkdir()
+    (src / "dir" / "evil").write_text("x")
+    (src / "kept").write_text("host\n")
+    os.mkfifo(src / "fifo")
+    r = bb("data", "import", box, str(src))
+    assert r.rc == 0 and r.out == f"imported {src} into box's /data\n", r
+    assert "skipped 3 entries" in r.err and "1 fifo" in r.err, r
+    assert (outside / "target").read_text() == "untouched\n"
+    assert not (outside / "evil").exists()
+    assert os.path.islink(data / "config") and os.path.islink(data / "dir")
+    assert (data / "kept").read_text() == "host\n"
+    assert sorted(os.listdir(data / "both")) == ["new", "old"]
+
+
+def test_swapped_directory_is_never_followed(bb, box, tmp_path):
+    """A directory swapped for a symlink (to a host directory with a secret) while snapshot
+    and export run: whatever the interleaving, nothing of the host directory is read."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f").write_text("HOST SECRET\n")
+    data = bb.data(box)
+    real = data / "d"
+    real.mkdir()
+    for i in range(50):
+        (real / f"f{i}").write_text("guest\n")
+    stop = threading.Event()
+
+    def swap():
+        while not stop.is_set():
+            os.rename(data / "d", data / "d.real")
+            os.symlink(str(outside), data / "d")
+            os.unlink(data / "d")
+            os.rename(data / "d.real", data / "d")
+
+    t = threading.Thread(target=swap)
+    t.start()
+    try:
+        for i in range(15):
+            r = bb("snapshot", box, f"s{i}")
+            assert r.rc == 0, r
+            r = bb("data", "export", box, str(tmp_path / f"e{i}"))
+            assert r.rc == 0, r
+    finally:
+        stop.set()
+        t.join()
+    for i in range(15):
+        with tarfile.open(bb.snapshots(box) / f"s{i}.tar.gz") as tf:
+            for m in tf.getmembers():
+                if m.isfile():
+                    assert b"HOST SECRET" not in tf.extractfile(m).read()
+        for dirpath, _, files in os.walk(tmp_path / f"e{i}"):
+            for n in files:
+                assert b"HOST SECRET" not in open(os.path.join(dirpath, n), "rb").read()
+
+
+def test_reset(bb, box):
+    fill(bb.data(box))
+    r = bb("reset", box)
+    assert r.rc == 1 and "pass --yes" in r.err
+    r = bb("reset", box, "-y")
+    assert (r.rc, r.out) == (0, "reset box\n"), r
+    assert os.listdir(bb.data(box)) == []
+    assert bb("reset", box).rc == 0  # empty: no question
+
+
+@pytest.mark.parametrize("cmd", [("reset", "box", "-y"), ("restore", "box", "x", "-y")])
+def test_refused_while_up(bb, box, cmd):
+    (bb.data(box) / "f").write_text("1")
+    bb("snapshot", box, "x")
+    bb.mark_up(box)
+    before = tree(bb.data(box))
+    r = bb(*cmd)
+    assert r.error_line() == "box is up; bring it down first: bluebox down box"
+    assert tree(bb.data(box)) == before
+
+
+def test_writers_wait_for_the_lock(bb, box):
+    (bb.data(box) / "f").write_text("1")
+    lock = bb.home / "locks" / "box.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        p = subprocess.Popen([bb.bin, "reset", "box", "-y"], env=bb.env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        with pytest.raises(subprocess.TimeoutExpired):
+            p.wait(timeout=1)
+        assert (bb.data(box) / "f").exists()
+    assert p.wait(timeout=20) == 0
+    assert os.listdir(bb.data(box)) == []
+
+
+def test_crash_points_absent_from_release(bb_bin):
+    assert b"BLUEBOX_CRASH_AT" not in Path(bb_bin).read_bytes()
+    assert b"BLUEBOX_CRASH_AT" in CRASHTEST.read_bytes()
+
+
+def crash(bb, point, *args):
+    p = subprocess.run([str(CRASHTEST), *args], env=dict(bb.env, BLUEBOX_CRASH_AT=point),
+                       capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
+    assert p.returncode == -9, p
+    return p
+
+
+@pytest.mark.parametrize("point", ["snapshot-file-written", "snapshot-before-rename"])
+def test_kill_during_snapshot(bb, box, point):
+    data = bb.data(box)
+    fill(data)
+    assert bb("snapshot", box, "x").rc == 0
+    old = (bb.snapshots(box) / "x.tar.gz").read_bytes()
+    (data / "more").write_text("more\n")
+    crash(bb, point, "snapshot", "box", "x", "-y")
+    assert (bb.snapshots(box) / "x.tar.gz").read_bytes() == old
+    assert "x.tar.gz.partial" in snapshot_files(bb, box)
+    # The next snapshot cleans up; the old one still restores.
+    assert bb("snapshot", box, "y").rc == 0
+    assert snapshot_files(bb, box) == ["x.tar.gz", "y.tar.gz"]
+    before = tree(data)
+    assert bb("restore", box, "x", "-y").rc == 0
+    assert "more" not in os.listdir(data) and len(tree(data)) == len(before) - 1
+
+
+@pytest.mark.parametrize("point,committed", [
+    ("restore-entry", False), ("restore-file-written", False),
+    ("restore-before-swap", False), ("restore-after-swap", True),
+])
+def test_kill_during_restore(bb, box, point, committed):
+    data = bb.data(box)
+    fill(data)
+    assert bb("snapshot", box, "x").rc == 0
+    snap = tree(data)
+    shutil.rmtree(data / "docs")
+    (data / "changed").write_text("after\n")
+    current = tree(data)
+    crash(bb, point, "restore", "box", "x", "-y")
+    assert tree(data) == (snap if committed else current)
+    stale = [n for n in os.listdir(bb.home / "data") if n.startswith(".box.restore-")]
+    assert len(stale) == 1
+    # The next writer removes the staging; a retried restore completes.
+    assert bb("restore", box, "x", "-y").rc == 0
+    assert os.listdir(bb.home / "data") == ["box"]
+    assert tree(data) == snap
+
+
+def test_data_usage(bb, box):
+    r = bb("data", "copy", box, "/tmp/x")
+    assert r.rc == 2 and "export or import" in r.err, r
+    r = bb("data", "import", box, "/nonexistent-dir")
+    assert r.rc == 1 and "is not a directory" in r.err, r
