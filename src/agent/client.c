@@ -70,6 +70,7 @@ int agent_connect(const char *addr, agent_conn *ret, bb_error **err)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     ret->fd = steal_fd(&fd);
+    ret->handshake_ms = HANDSHAKE_MS;
     frame_decoder_init(&ret->dec);
     return 0;
 }
@@ -109,13 +110,13 @@ static int read_one(agent_conn *c, frame *f, bb_error **err)
     if (r == 0)
         return bb_fail(err, ECONNRESET, "the agent closed the connection");
     if (r < 0 && err && *err && (*err)->status == EAGAIN)
-        return bb_prefix(err, "the agent did not answer within %ds", HANDSHAKE_MS / 1000);
+        return bb_prefix(err, "the agent did not answer within %dms", c->handshake_ms);
     return r < 0 ? -1 : 0;
 }
 
 int agent_handshake(agent_conn *c, const agent_hello *h, char **ret_kernel, bb_error **err)
 {
-    set_timeout(c->fd, HANDSHAKE_MS);
+    set_timeout(c->fd, c->handshake_ms);
     size_t len;
     _cleanup_free_ char *hello = hello_encode(h, &len);
     int r = frame_write(c->fd, FRAME_HELLO, hello, len, err);
@@ -136,16 +137,18 @@ int agent_handshake(agent_conn *c, const agent_hello *h, char **ret_kernel, bb_e
     return 0;
 }
 
-int agent_ping(const char *addr, const char *token, char **ret_kernel, bb_error **err)
+int agent_ping(const char *addr, const char *token, int timeout_ms, char **ret_kernel,
+               bb_error **err)
 {
     _cleanup_agent_conn_ agent_conn c = {.fd = -1};
     if (agent_connect(addr, &c, err) < 0)
         return -1;
+    c.handshake_ms = timeout_ms;
     agent_hello h = {.token = (char *)token};
     _cleanup_free_ char *kernel = NULL;
     if (agent_handshake(&c, &h, &kernel, err) < 0)
         return -1;
-    set_timeout(c.fd, HANDSHAKE_MS);
+    set_timeout(c.fd, timeout_ms);
     frame f;
     if (read_one(&c, &f, err) < 0)
         return -1;

@@ -12,6 +12,7 @@
 typedef struct agent_conn {
     int fd;
     frame_decoder dec;
+    int handshake_ms; /* how long the agent may take to answer the hello */
 } agent_conn;
 
 /* Connect to "127.0.0.1:<port>" (2 s at most). */
@@ -28,8 +29,9 @@ static inline void agent_conn_closep(agent_conn *c)
 int agent_handshake(agent_conn *c, const agent_hello *h, char **ret_kernel, bb_error **err);
 /* Refuse an agent that reports this host's own kernel: that is a container, not a VM. */
 int agent_kernel_gate(const char *guest_kernel, bb_error **err);
-/* Hello with an empty argv, and the exit frame that answers it. */
-int agent_ping(const char *addr, const char *token, char **ret_kernel, bb_error **err);
+/* Hello with an empty argv, and the exit frame that answers it, within timeout_ms. */
+int agent_ping(const char *addr, const char *token, int timeout_ms, char **ret_kernel,
+               bb_error **err);
 
 typedef struct agent_io {
     bool forward_stdin; /* stdin to the command; otherwise it sees EOF at once */

@@ -25,7 +25,7 @@ static double now_s(void)
 static bool answering(const up_state *s)
 {
     _cleanup_free_ char *kernel = NULL;
-    return agent_ping(s->addr, s->token, &kernel, NULL) == 0;
+    return agent_ping(s->addr, s->token, 5000, &kernel, NULL) == 0;
 }
 
 static void print_vm_log(char *log)
@@ -36,6 +36,24 @@ static void print_vm_log(char *log)
     char *save = NULL;
     for (char *line = strtok_r(log, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
         cli_print_error("vm: ", line);
+}
+
+/* Before anything boots: network: none on a backend that cannot keep it offline while the
+ * agent's port is published. */
+static int refuse_offline(const char *root, const char *name, bb_error **err)
+{
+    _cleanup_free_ char *path = home_path_of(root, HP_BLUEFILE, name);
+    _cleanup_(bluefile_freep) bluefile *bf = NULL;
+    const backend *be;
+    if (bluefile_load(path, &bf, err) < 0 || backend_for(bf, &be, err) < 0)
+        return -1;
+    if (bf->network == NET_NONE && !be->agent_offline)
+        return bb_fail(err, EINVAL,
+                       "bluebox up needs a network to reach its agent, and %s has network: none, "
+                       "which the %s backend cannot keep offline with a published port. Use "
+                       "bluebox run for offline sandboxes (or backend: uml, which can)",
+                       name, be->name);
+    return 0;
 }
 
 int cmd_up(cli_args *a, bb_error **err)
@@ -51,15 +69,11 @@ int cmd_up(cli_args *a, bb_error **err)
     }
     if (up != 0 && up_down(a->root, name, true, NULL, err) < 0) /* stale: clean it */
         return -1;
+    if (refuse_offline(a->root, name, err) < 0)
+        return -1;
     _cleanup_(boot_done) boot b = {0};
     if (boot_prepare(a->root, name, BOOT_CACHED, &b, err) < 0)
         return -1;
-    if (b.bf->network == NET_NONE && !b.b->agent_offline)
-        return bb_fail(err, EINVAL,
-                       "bluebox up needs a network to reach its agent, and %s has network: none, "
-                       "which the %s backend cannot keep offline with a published port.\n"
-                       "Use bluebox run for offline sandboxes",
-                       name, b.b->name);
     cli_say_rechecked(&b);
     _cleanup_upstate_ up_state st = {0};
     _cleanup_free_ char *log = NULL;

@@ -17,6 +17,12 @@
 
 #define READY_MS 30000
 #define POLL_MS  20
+/* Until the guest listens, slirp accepts our connection and then retries its SYN into the
+ * guest with exponential backoff (seconds). A short handshake and a fresh connection find
+ * the agent as soon as it listens; later attempts wait longer, for a loaded host. */
+#define PING_FAST_MS 250
+#define PING_SLOW_MS 2000
+#define FAST_FOR_MS  10000
 /* How often the wait also asks podman whether the VM is still there. */
 #define ALIVE_EVERY_MS 1000
 
@@ -98,7 +104,8 @@ static int wait_ready(const up_state *s, char **ret_kernel, bb_error **err)
     for (;;) {
         bb_error_free(last);
         last = NULL;
-        if (agent_ping(s->addr, s->token, ret_kernel, &last) == 0)
+        int ms = (now_s() - start) * 1000 < FAST_FOR_MS ? PING_FAST_MS : PING_SLOW_MS;
+        if (agent_ping(s->addr, s->token, ms, ret_kernel, &last) == 0)
             return 0;
         if (last->status == EPERM) /* the kernel gate: no point in waiting */
             return bb_fail(err, EPERM, "%s", last->msg);
