@@ -169,15 +169,21 @@ static char **command_env(const agent_config *cfg, const strv *req)
     return env.v;
 }
 
+/* In the vfork child: no allocation, no stdio; one write and out. */
 static _noreturn_ void child_fail(int errpipe, const char *what, const char *arg)
 {
     int e = errno;
-    dprintf(errpipe, "%s%s%s: %s", what, arg ? " " : "", arg ? arg : "", strerror(e));
+    char buf[512];
+    int n = snprintf(buf, sizeof buf, "%s%s%s: %s", what, arg ? " " : "", arg ? arg : "",
+                     strerrordesc_np(e) ? strerrordesc_np(e) : "error");
+    (void)!write(errpipe, buf, n > 0 && (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
     _exit(EXIT_NOSTART);
 }
 
+/* The child of vfork (a process costs far more to copy in a uml guest than to start): only
+ * system calls here, and everything it needs prepared by the parent. */
 static _noreturn_ void exec_child(const agent_config *cfg, const conn *c, int fds[3], int errpipe,
-                                  const char *pts)
+                                  const char *pts, char **env)
 {
     sigset_t none;
     sigemptyset(&none);
@@ -200,9 +206,18 @@ static _noreturn_ void exec_child(const agent_config *cfg, const conn *c, int fd
     const char *dir = c->req.dir ? c->req.dir : cfg->dir;
     if (chdir(dir) < 0)
         child_fail(errpipe, "cannot change to directory", dir);
-    char **env = command_env(cfg, &c->req.env);
     execvpe(c->req.argv.v[0], c->req.argv.v, env);
     child_fail(errpipe, "cannot run", c->req.argv.v[0]);
+}
+
+static __attribute__((noinline)) pid_t spawn_child(const agent_config *cfg, const conn *c,
+                                                    int theirs[3], int errpipe, const char *pts,
+                                                    char **env)
+{
+    pid_t pid = vfork();
+    if (pid == 0)
+        exec_child(cfg, c, theirs, errpipe, pts, env);
+    return pid;
 }
 
 static int open_stdio(conn *c, int theirs[3], char **ret_pts)
@@ -247,12 +262,13 @@ static void start_command(agent *a, conn *c)
         queue_exit(c, EXIT_NOSTART, false, m);
         return;
     }
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(ep[0]);
-        exec_child(a->cfg, c, theirs, ep[1], pts);
-    }
+    char **env = command_env(a->cfg, &c->req.env);
+    pid_t pid = spawn_child(a->cfg, c, theirs, ep[1], pts, env);
     int e = errno;
+    strv envv = {.v = env};
+    for (envv.n = 0; env[envv.n]; envv.n++)
+        ;
+    strv_clear(&envv);
     close(ep[1]);
     for (int i = 0; i < 3; i++)
         if (theirs[i] >= 0)
