@@ -200,8 +200,8 @@ static _noreturn_ void exec_child(const agent_config *cfg, const conn *c, int fd
     for (int i = 0; i < 3; i++)
         if (dup2(fds[i], i) < 0)
             child_fail(errpipe, "cannot set up stdio", NULL);
-    if (cfg->set_ids && (setgroups(cfg->n_groups, cfg->groups) < 0 || setgid(cfg->gid) < 0 ||
-                         setuid(cfg->uid) < 0))
+    if (cfg->set_ids &&
+        (setgroups(cfg->n_groups, cfg->groups) < 0 || setgid(cfg->gid) < 0 || setuid(cfg->uid) < 0))
         child_fail(errpipe, "cannot switch to the sandbox's user", NULL);
     const char *dir = c->req.dir ? c->req.dir : cfg->dir;
     if (chdir(dir) < 0)
@@ -211,8 +211,8 @@ static _noreturn_ void exec_child(const agent_config *cfg, const conn *c, int fd
 }
 
 static __attribute__((noinline)) pid_t spawn_child(const agent_config *cfg, const conn *c,
-                                                    int theirs[3], int errpipe, const char *pts,
-                                                    char **env)
+                                                   int theirs[3], int errpipe, const char *pts,
+                                                   char **env)
 {
     pid_t pid = vfork();
     if (pid == 0)
@@ -258,7 +258,8 @@ static void start_command(agent *a, conn *c)
     int theirs[3] = {-1, -1, -1}, ep[2];
     _cleanup_free_ char *pts = NULL;
     if (open_stdio(c, theirs, &pts) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
-        _cleanup_free_ char *m = xasprintf("cannot set up the command's stdio: %s", strerror(errno));
+        _cleanup_free_ char *m =
+            xasprintf("cannot set up the command's stdio: %s", strerror(errno));
         queue_exit(c, EXIT_NOSTART, false, m);
         return;
     }
@@ -629,9 +630,8 @@ static int agent_listen(bb_error **err)
         return bb_fail_errno(err, errno, "agent: socket");
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons(AGENT_PORT),
-                             .sin_addr.s_addr = htonl(INADDR_ANY)};
+    struct sockaddr_in sa = {
+        .sin_family = AF_INET, .sin_port = htons(AGENT_PORT), .sin_addr.s_addr = htonl(INADDR_ANY)};
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0) {
         int e = errno;
         close(fd);

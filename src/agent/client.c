@@ -63,8 +63,7 @@ int agent_connect(const char *addr, agent_conn *ret, bb_error **err)
         socklen_t el = sizeof e;
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
         if (r < 0 || e)
-            return bb_fail_errno(err, r < 0 ? errno : e, "cannot connect to the agent at %s",
-                                 addr);
+            return bb_fail_errno(err, r < 0 ? errno : e, "cannot connect to the agent at %s", addr);
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

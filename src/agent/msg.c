@@ -93,7 +93,8 @@ static int hello_argv(json_t *o, agent_hello *h, bb_error **err)
         return bad(err, "hello", "argv");
     size_t i;
     json_t *v;
-    json_array_foreach (argv, i, v) {
+    json_array_foreach(argv, i, v)
+    {
         char *s = plain_string(v);
         if (!s)
             return bad(err, "hello", "argv");
@@ -113,7 +114,8 @@ static int hello_env(json_t *o, agent_hello *h, bb_error **err)
         return bad(err, "hello", "env");
     const char *k;
     json_t *v;
-    json_object_foreach (env, k, v) {
+    json_object_foreach(env, k, v)
+    {
         _cleanup_free_ char *s = plain_string(v);
         if (!s || !*k || strchr(k, '='))
             return bad(err, "hello", "env");

@@ -128,8 +128,8 @@ static int lost(const char *name, bb_error **err)
     bb_error_free(*err);
     *err = NULL;
     return bb_fail(err, ECONNRESET,
-                   "%s is not responding (%s); restart it: bluebox down %s && bluebox up %s",
-                   name, cause, name, name);
+                   "%s is not responding (%s); restart it: bluebox down %s && bluebox up %s", name,
+                   cause, name, name);
 }
 
 int cmd_exec(cli_args *a, bb_error **err)

@@ -204,7 +204,8 @@ static void check_cache(report *r, const char *root)
         if (!bk)
             continue;
         launch l = {.root = root, .name = "-", .self = self};
-        sb_printf(&b, "%s%s: %s", b.len ? ", " : "", names[i], what[isolation_cached(bk, &l, NULL)]);
+        sb_printf(&b, "%s%s: %s", b.len ? ", " : "", names[i],
+                  what[isolation_cached(bk, &l, NULL)]);
     }
     add(r, "isolation", CHECK_OK, sb_steal(&b), NULL);
 }

@@ -81,7 +81,7 @@ static int published_addr(const char *container, char **ret, bb_error **err)
 
 static bool vm_running(const char *container)
 {
-    char *argv[] = {"podman", "container", "inspect", "--format", "{{.State.Running}}",
+    char *argv[] = {"podman",          "container", "inspect", "--format", "{{.State.Running}}",
                     (char *)container, NULL};
     _cleanup_free_ char *out = NULL;
     return spawn_capture(argv, &out, NULL, NULL) == 0 && strncmp(out, "true", 4) == 0;

@@ -17,8 +17,12 @@ static int decode(const char *json, agent_hello *h)
 static void hello_roundtrip(void **s)
 {
     (void)s;
-    agent_hello h = {.token = xstrdup("tok"), .dir = xstrdup("/data"), .timeout_seconds = 7,
-                     .tty = true, .rows = 24, .cols = 80};
+    agent_hello h = {.token = xstrdup("tok"),
+                     .dir = xstrdup("/data"),
+                     .timeout_seconds = 7,
+                     .tty = true,
+                     .rows = 24,
+                     .cols = 80};
     strv_add(&h.argv, "sh");
     strv_add(&h.argv, "-c");
     strv_add(&h.argv, "echo \"$A\"");
@@ -87,8 +91,12 @@ static void exit_and_ready(void **s)
     assert_true(d.timed_out);
     assert_null(d.err);
     free(json);
-    static const char *bad_exit[] = {"{}", "{\"code\":256}", "{\"code\":-1}", "{\"code\":\"0\"}",
-                                     "{\"code\":0,\"err\":5}", "{\"code\":0,\"timed_out\":1}"};
+    static const char *bad_exit[] = {"{}",
+                                     "{\"code\":256}",
+                                     "{\"code\":-1}",
+                                     "{\"code\":\"0\"}",
+                                     "{\"code\":0,\"err\":5}",
+                                     "{\"code\":0,\"timed_out\":1}"};
     for (size_t i = 0; i < ELEMENTSOF(bad_exit); i++) {
         assert_int_equal(exit_decode(bad_exit[i], strlen(bad_exit[i]), &d, NULL), -1);
         free(d.err);
