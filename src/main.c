@@ -3,6 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/agent.h"
 #include "cli/cli.h"
 #include "data/dataop.h"
 #include "guest/init.h"
@@ -19,6 +20,8 @@ int main(int argc, char **argv)
         return cli_complete(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "__probe") == 0)
         return probe_main();
+    if (argc >= 2 && strcmp(argv[1], "__agent") == 0)
+        return agent_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "__reown") == 0)
         return reown_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "__data") == 0)

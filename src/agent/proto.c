@@ -27,6 +27,7 @@ bool frame_type_valid(uint8_t type)
     case FRAME_STDERR:
     case FRAME_WINSIZE:
     case FRAME_EXIT:
+    case FRAME_SIGNAL:
         return true;
     default:
         return false;

@@ -24,6 +24,7 @@ typedef enum {
     FRAME_STDERR = 'E',    /* bytes */
     FRAME_WINSIZE = 'W',   /* JSON: rows, cols */
     FRAME_EXIT = 'X',      /* JSON: code, timed_out, err */
+    FRAME_SIGNAL = 'K',    /* JSON: signal (host → agent: Ctrl-C and friends for the group) */
 } frame_type;
 
 bool frame_type_valid(uint8_t type);

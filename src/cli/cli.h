@@ -64,6 +64,8 @@ void cli_print_command_help(const cli_command *c);
 struct boot;
 /* "isolated: host <r>, guest <r> (<backend>)" and the posture line, on stdout. */
 void print_isolated(const struct boot *b);
+/* On stderr, when this boot had to re-run the isolation check. */
+void cli_say_rechecked(const struct boot *b);
 
 /* The commands. */
 int cmd_new(cli_args *a, bb_error **err);
@@ -78,6 +80,9 @@ int cmd_nuke(cli_args *a, bb_error **err);
 int cmd_completion(cli_args *a, bb_error **err);
 int cmd_run(cli_args *a, bb_error **err);
 int cmd_shell(cli_args *a, bb_error **err);
+int cmd_up(cli_args *a, bb_error **err);
+int cmd_exec(cli_args *a, bb_error **err);
+int cmd_down(cli_args *a, bb_error **err);
 int cmd_verify(cli_args *a, bb_error **err);
 int cmd_doctor(cli_args *a, bb_error **err);
 int cmd_help(cli_args *a, bb_error **err);

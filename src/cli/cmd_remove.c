@@ -8,6 +8,7 @@
 #include "core/prompt.h"
 #include "core/sandbox.h"
 #include "runtime/image.h"
+#include "runtime/up.h"
 #include "util/xalloc.h"
 
 int cmd_rename(cli_args *a, bb_error **err)
@@ -37,7 +38,7 @@ static int destroy_one(const char *root, const char *name, bool data, bb_error *
     _cleanup_close_ int lock = home_lock(root, name, err);
     if (lock < 0)
         return -1;
-    if (sandbox_refuse_up(root, name, err) < 0)
+    if (up_down(root, name, false, NULL, err) < 0) /* an up sandbox comes down first */
         return -1;
     _cleanup_error_ bb_error *ie = NULL;
     if (image_remove(name, &ie) < 0)
@@ -49,7 +50,7 @@ int cmd_destroy(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
     bool data = cli_flag(a, "data");
-    if (home_require(a->root, name, err) < 0 || sandbox_refuse_up(a->root, name, err) < 0)
+    if (home_require(a->root, name, err) < 0)
         return -1;
     if (data) {
         int nonempty = sandbox_data_nonempty(a->root, name, err);

@@ -19,7 +19,7 @@ void print_isolated(const boot *b)
            b->b->name, posture);
 }
 
-static void say_rechecked(const boot *b)
+void cli_say_rechecked(const boot *b)
 {
     if (b->was == ISO_CHANGED)
         fprintf(stderr, "bluebox: re-verified isolation (runtime changed since last check)\n");
@@ -59,7 +59,7 @@ int cmd_run(cli_args *a, bb_error **err)
     _cleanup_(boot_done) boot b = {0};
     if (boot_prepare(a->root, a->argv[0], BOOT_CACHED, &b, err) < 0)
         return -1;
-    say_rechecked(&b);
+    cli_say_rechecked(&b);
     char **cmd = a->argv + 1;
     b.l.cmd = cmd;
     b.l.mode = LAUNCH_RUN;
@@ -74,7 +74,7 @@ int cmd_shell(cli_args *a, bb_error **err)
     _cleanup_(boot_done) boot b = {0};
     if (boot_prepare(a->root, a->argv[0], BOOT_CACHED, &b, err) < 0)
         return -1;
-    say_rechecked(&b);
+    cli_say_rechecked(&b);
     b.l.cmd = cmd;
     b.l.mode = LAUNCH_SHELL;
     b.l.interactive = true;

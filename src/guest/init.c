@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/agent.h"
 #include "agent/proto.h"
 #include "guest/spec.h"
 #include "util/fs.h"
@@ -245,8 +246,52 @@ static void read_spec(launch_spec *spec)
     /* Read once: nothing in the guest may find it later. */
     if (unlink(SPEC_PATH) < 0)
         fail("cannot remove the launch spec: %s", strerror(errno));
-    if (spec_decode(data, len, spec, &err) < 0)
+    int r = spec_decode(data, len, spec, &err);
+    explicit_bzero(data, len); /* an up sandbox's spec carries its agent token */
+    if (r < 0)
         fail("%s", err->msg);
+}
+
+/* Take the agent token out of the spec's environment, so no command ever inherits it. */
+static char *take_token(launch_spec *spec)
+{
+    const size_t n = strlen(AGENT_TOKEN_VAR "=");
+    char *token = NULL;
+    size_t j = 0;
+    for (size_t i = 0; i < spec->env.n; i++) {
+        char *e = spec->env.v[i];
+        if (strncmp(e, AGENT_TOKEN_VAR "=", n) != 0) {
+            spec->env.v[j++] = e;
+            continue;
+        }
+        if (!token)
+            token = xstrdup(e + n);
+        explicit_bzero(e, strlen(e));
+        free(e);
+    }
+    spec->env.n = j;
+    if (spec->env.v)
+        spec->env.v[j] = NULL;
+    return token;
+}
+
+/* mode agent (bluebox up): PID 1 serves the agent, and reaps every orphan while it does. */
+static _noreturn_ void run_agent(launch_spec *spec)
+{
+    _cleanup_free_ char *token = take_token(spec);
+    if (!token || strlen(token) < 32)
+        fail("no agent token in the launch spec (it is set by bluebox up)");
+    agent_config cfg = {.token = token,
+                        .env = spec->env.v,
+                        .dir = spec->cwd,
+                        .set_ids = true,
+                        .uid = spec->uid,
+                        .gid = spec->gid,
+                        .groups = spec->groups,
+                        .n_groups = spec->n_groups};
+    _cleanup_error_ bb_error *err = NULL;
+    agent_serve(&cfg, &err);
+    fail("%s", err ? err->msg : "the agent stopped");
 }
 
 typedef struct child_io {
@@ -560,6 +605,8 @@ int guest_init_main(int argc, char **argv)
     loopback_up();
     network_up();
     mount_tmp_if_readonly();
+    if (spec.mode == SPEC_AGENT)
+        run_agent(&spec);
 
     relay r = {.serial_open = true};
     frame_decoder_init(&r.dec);

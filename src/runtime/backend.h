@@ -32,6 +32,8 @@ typedef struct {
 typedef struct backend {
     const char *name;
     bool guest_init; /* the guest's init is the static bluebox: mount it on every launch */
+    /* network: none can stay offline while the agent's port is published (bluebox up). */
+    bool agent_offline;
     /* Can this host boot this backend? The message says what to do when not. */
     int (*preflight)(const launch *l, bb_error **err);
     /* Flags of this backend, appended before the image. */
@@ -54,6 +56,8 @@ int backend_for(const bluefile *bf, const backend **ret, bb_error **err);
 /* The host path of the static bluebox that guests run: $BLUEBOX_GUEST_BINARY (for builds
  * that are not static, e.g. under ASan) or this executable. */
 char *guest_binary(bb_error **err);
+/* The container of an up sandbox: bluebox-up-<name>. */
+char *up_container_name(const char *name);
 /* A fresh container name: bluebox-[<kind>-]<name>-<pid>-<4 hex>. pid + random: unique among
  * live launches, and a stale container left by a crash cannot collide with a later one. */
 char *container_name(const char *kind, const char *name);

@@ -68,6 +68,23 @@ char *container_name(const char *kind, const char *name)
                      (int)getpid(), (unsigned)(arc4random() & 0xffff));
 }
 
+char *up_container_name(const char *name)
+{
+    return xasprintf("bluebox-up-%s", name);
+}
+
+/* bluebox up: detached, the agent's port published on the host's loopback only, the token
+ * named without a value (podman takes it from its own environment, so it is in no argv). The
+ * container stays after the VM stops, so that its log can be read; down removes it. The
+ * container needs a network for the published port even with network: none, which
+ * backend->agent_offline keeps offline inside (up refuses backends that cannot). */
+static void agent_flags(strv *a)
+{
+    add(a, "-d");
+    add(a, "--publish=127.0.0.1::7700");
+    add(a, "--env=BLUEBOX_AGENT_TOKEN");
+}
+
 char *guest_binary(bb_error **err)
 {
     const char *env = getenv("BLUEBOX_GUEST_BINARY");
@@ -86,7 +103,8 @@ int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
     _cleanup_free_ char *data = home_path_of(l->root, HP_DATA, l->name);
     add(&a, "podman");
     add(&a, "run");
-    add(&a, "--rm");
+    if (l->mode != LAUNCH_AGENT)
+        add(&a, "--rm");
     add(&a, "--pull=never");
     addf(&a, "--name=%s", l->container);
     addf(&a, "--label=bluebox.sandbox=%s", l->name);
@@ -95,7 +113,7 @@ int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
     add(&a, "--cap-add=" CAPS);
     add(&a, "--pids-limit=512");
     addf(&a, "--memory=%dm", bf->ram_mib + 256);
-    addf(&a, "--network=%s", bf_network_name(bf->network));
+    addf(&a, "--network=%s", l->mode == LAUNCH_AGENT ? "bridge" : bf_network_name(bf->network));
     add(&a, "-v");
     addf(&a, "%s:/data", data);
     for (size_t i = 0; i < bf->n_mounts; i++) {
@@ -117,6 +135,8 @@ int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
         add(&a, "--uidmap=0:1:65536");
         add(&a, "--gidmap=0:1:65536");
     }
+    if (l->mode == LAUNCH_AGENT)
+        agent_flags(&a);
     if (l->interactive)
         add(&a, "-i");
     if (l->tty)

@@ -58,6 +58,8 @@ static int uml_flags(const launch *l, strv *argv, bb_error **err)
     static const char *const modes[] = {"run", "shell", "probe", "agent"};
     strv_push(argv, xasprintf("--env=BLUEBOX_MODE=%s", modes[l->mode]));
     strv_push(argv, xasprintf("--env=BLUEBOX_NETWORK=%s", bf_network_name(l->bf->network)));
+    if (l->mode == LAUNCH_AGENT) /* slirp forwards the published port to the guest's agent */
+        strv_add(argv, "--env=BLUEBOX_FORWARD=7700");
     strv_add(argv, "--entrypoint=" UML_VMM_DIR "/bluebox-vmm");
     return 0;
 }
@@ -82,6 +84,7 @@ static void uml_fingerprint(const launch *l, fingerprint *fp)
 const backend backend_uml = {
     .name = "uml",
     .guest_init = true,
+    .agent_offline = true, /* none + forward = libslirp restricted (src/vmm/net.c) */
     .preflight = uml_preflight,
     .launch_flags = uml_flags,
     .entry = uml_entry,

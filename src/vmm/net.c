@@ -185,13 +185,16 @@ static void add_forwards(vmm_net *n, const char *spec)
 
 vmm_net *net_setup(const char *mode, const char *forward)
 {
+    /* none with forwards (an up sandbox's agent port): libslirp's restricted mode, in which
+     * the guest reaches nothing at all and only the host forwards reach the guest. */
+    bool restricted = false;
     if (!mode || !*mode || streq(mode, "none")) {
-        if (forward && *forward)
-            net_die("BLUEBOX_FORWARD needs BLUEBOX_NETWORK=bridge");
-        return NULL;
-    }
-    if (!streq(mode, "bridge"))
+        if (!forward || !*forward)
+            return NULL;
+        restricted = true;
+    } else if (!streq(mode, "bridge")) {
         net_die("BLUEBOX_NETWORK must be none or bridge, not '%s'", mode);
+    }
 
     vmm_net *n = xmalloc(sizeof *n);
     *n = (vmm_net){.listen_fd = -1, .conn_fd = -1};
@@ -207,7 +210,7 @@ vmm_net *net_setup(const char *mode, const char *forward)
 
     SlirpConfig cfg = {
         .version = 4,
-        .restricted = 0,
+        .restricted = restricted,
         .in_enabled = true,
         .vnetwork = ip4("10.0.2.0"),
         .vnetmask = ip4("255.255.255.0"),

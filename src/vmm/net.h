@@ -21,7 +21,9 @@ size_t pollvec_add(pollvec *pv, int fd, short events);
 
 /* From BLUEBOX_NETWORK (none | bridge; unset = none) and BLUEBOX_FORWARD (comma-separated
  * ports forwarded from the container's namespace to the same port in the guest). NULL for
- * none; dies with a clear message on a bad value or when the stack cannot start. */
+ * none without forwards; none with forwards is a restricted stack (the guest reaches nothing,
+ * the forwards reach the guest). Dies with a clear message on a bad value or when the stack
+ * cannot start. */
 vmm_net *net_setup(const char *mode, const char *forward);
 /* The kernel's vec0 device for the guest (nothing for none). */
 void net_kernel_args(const vmm_net *n, strv *argv);

@@ -600,12 +600,13 @@ def test_destroy_data_handles_unwritable_dirs(bb):
             d.chmod(0o755)
 
 
-def test_destroy_refuses_while_up(full):
+def test_destroy_brings_an_up_sandbox_down_first(full):
     bb = full
     bb.mark_up("old")
-    before = bb.tree()
-    assert "old is up" in plain_error(bb.run("destroy", "old", "--data", "-y"))
-    assert bb.tree() == before
+    r = bb.run("destroy", "old", "--data", "-y")
+    assert r.rc == 0, r
+    assert "rm -f -t 0 --ignore bluebox-up-old" in bb.podman_calls()
+    assert not bb.run_file("old").exists() and not bb.sandbox_dir("old").exists()
 
 
 def test_destroy_removes_image(bb):
@@ -706,15 +707,15 @@ def test_nuke_with_nothing_to_remove(bb):
     assert r.err == ""
 
 
-def test_nuke_continues_past_an_up_sandbox(bb):
+def test_nuke_brings_up_sandboxes_down(bb):
     bb.new("a")
     bb.new("b")
     bb.mark_up("a")
     r = bb.run("nuke", "-y")
-    assert r.rc == 1, r
-    assert "removed 1 sandbox\n" in r.out
-    assert bb.sandbox_dir("a").exists() and not bb.sandbox_dir("b").exists()
-    assert all(l.startswith("bluebox: ") for l in r.err.splitlines())
+    assert r.rc == 0, r
+    assert "removed 2 sandboxes\n" in r.out
+    assert "rm -f -t 0 --ignore bluebox-up-a" in bb.podman_calls()
+    assert not bb.sandbox_dir("a").exists() and not bb.run_file("a").exists()
 
 
 # ---- completion, help, version ------------------------------------------------------
@@ -797,3 +798,23 @@ def test_default_home_is_under_HOME(bb):
     r = bb.run("new", "s", env={"BLUEBOX_HOME": None})
     assert r.rc == 0, r
     assert r.out == f"{bb.user_home}/.bluebox/sandboxes/s/Bluefile\n"
+
+
+# ---- up / exec / down without a VM --------------------------------------------------
+
+def test_up_refuses_network_none_on_krun_before_booting(bb):
+    bb.new("s")
+    r = bb.run("up", "s", env={"BLUEBOX_BACKEND": "krun"})
+    assert r.rc == 1, r
+    assert "needs a network to reach its agent" in r.err and "bluebox run" in r.err, r
+    assert not any(c.startswith("run ") for c in bb.podman_calls())
+    assert not bb.run_file("s").exists()
+
+
+def test_exec_and_down_when_not_up(bb):
+    bb.new("s")
+    r = bb.run("exec", "s", "--", "true")
+    assert (r.rc, r.err) == (1, "bluebox: s is not up; start it: bluebox up s\n"), r
+    r = bb.run("down", "s")
+    assert (r.rc, r.out) == (0, "s is not up\n"), r
+    usage_error(bb.run("exec", "s"))

@@ -37,7 +37,7 @@ static int teardown(void **s)
     return rm_rf(bin, NULL);
 }
 
-static char *argv_of(const char *yaml)
+static char *argv_of_mode(const char *yaml, launch_mode mode)
 {
     bluefile *bf = NULL;
     bb_error *err = NULL;
@@ -45,13 +45,14 @@ static char *argv_of(const char *yaml)
         fail_msg("%s", err->msg);
     const backend *b = NULL;
     assert_int_equal(backend_for(bf, &b, &err), 0);
-    char *cmd[] = {"echo", "hi there", NULL};
+    char *cmd[] = {"echo", "hi there", NULL}, *agent[] = {"__agent", NULL};
     launch l = {.root = "/r",
                 .name = "box",
                 .bf = bf,
                 .container = "bluebox-run-box-1",
-                .mode = LAUNCH_RUN,
-                .cmd = cmd};
+                .mode = mode,
+                .cmd = mode == LAUNCH_AGENT ? agent : cmd,
+                .self = "/usr/bin/bluebox"};
     strv a = {0};
     assert_int_equal(launch_argv(b, &l, &a, &err), 0);
     strbuf sb = {0};
@@ -60,6 +61,11 @@ static char *argv_of(const char *yaml)
     strv_clear(&a);
     bluefile_free(bf);
     return sb_steal(&sb);
+}
+
+static char *argv_of(const char *yaml)
+{
+    return argv_of_mode(yaml, LAUNCH_RUN);
 }
 
 #define CONFINED                                                                                   \
@@ -95,6 +101,27 @@ static void strict_bridge_readonly_mounts_seccomp_passt(void **s)
                       "--uidmap=0:1:65536 --gidmap=0:1:65536 --runtime=%s/krun "
                       "--annotation=krun.cpus=4 --annotation=krun.ram_mib=512 "
                       "--annotation=krun.use_passt=1 localhost/bluebox/box:latest echo hi there",
+             bin);
+    assert_string_equal(got, want);
+    free(got);
+}
+
+/* bluebox up on krun: detached, kept for its log, the agent published on the host's loopback
+ * only, the token named without a value (podman reads it from its own environment). */
+static void krun_agent(void **s)
+{
+    (void)s;
+    char *got = argv_of_mode("network: bridge\n", LAUNCH_AGENT);
+    char want[1024];
+    snprintf(want, sizeof want,
+             "podman run --pull=never --name=bluebox-run-box-1 --label=bluebox.sandbox=box "
+             "--security-opt=no-new-privileges "
+             "--cap-drop=all --cap-add=CHOWN,DAC_OVERRIDE,FOWNER,SETUID,SETGID,NET_BIND_SERVICE "
+             "--pids-limit=512 --memory=2304m --network=bridge -v /r/data/box:/data "
+             "-v /usr/bin/bluebox:/.bluebox/bluebox:ro -d --publish=127.0.0.1::7700 "
+             "--env=BLUEBOX_AGENT_TOKEN --runtime=%s/krun --annotation=krun.cpus=2 "
+             "--annotation=krun.ram_mib=2048 --entrypoint=/.bluebox/bluebox "
+             "localhost/bluebox/box:latest __agent",
              bin);
     assert_string_equal(got, want);
     free(got);
@@ -169,6 +196,7 @@ int main(void)
         cmocka_unit_test(standard_none),
         cmocka_unit_test(strict_bridge_readonly_mounts_seccomp_passt),
         cmocka_unit_test(rw_mount_and_never_privileged),
+        cmocka_unit_test(krun_agent),
         cmocka_unit_test(backend_env_override),
         cmocka_unit_test(krun_preflight_refusals),
     };

@@ -1,0 +1,728 @@
+/* The in-guest agent: one poll loop serving any number of connections. Every byte a peer
+ * sends is hostile until its hello carries the token: at most AGENT_MAX_UNAUTH such peers,
+ * each closed AGENT_HELLO_MS after it connected, a wrong token closed without a word.
+ * An authenticated session runs one command (no shell) in its own session and process
+ * group, relays stdin/stdout/stderr as frames with back-pressure in both directions (a slow
+ * peer stops the command's output being read, it never makes us buffer more), applies the
+ * timeout, and kills the group when the peer goes away. */
+#include "agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/msg.h"
+#include "agent/proto.h"
+#include "util/xalloc.h"
+
+#define AGENT_MAX_UNAUTH 16
+#define AGENT_HELLO_MS   3000
+/* Output queued for a peer before we stop reading the command's pipes. */
+#define OUT_HIGH ((size_t)256 * 1024)
+/* Stdin queued for a command before we stop reading the peer. */
+#define IN_HIGH ((size_t)1024 * 1024)
+/* After the command exits, how long a background process holding its stdout may keep the
+ * session open. */
+#define DRAIN_MS 1000
+#define CHUNK    65536
+/* Codes reported when the command never ran. */
+#define EXIT_BAD_REQUEST 125
+#define EXIT_NOSTART     127
+
+typedef enum { C_HELLO, C_WAIT_GO, C_RUNNING, C_CLOSING } conn_state;
+
+typedef struct conn {
+    int fd;
+    conn_state st;
+    long long hello_deadline;
+    frame_decoder dec;
+    uint8_t *out; /* frames for the peer */
+    size_t out_len, out_off, out_cap;
+    uint8_t *in; /* bytes for the command's stdin */
+    size_t in_len, in_off;
+    bool in_eof;
+    agent_hello req;
+    pid_t pid;
+    int cin, cout, cerr, errpipe; /* our ends; with a pty cin == cout == master, cerr = -1 */
+    bool pty, exited, timed_out;
+    int status;
+    long long deadline, exited_at;
+    strbuf start_err;
+    struct conn *next;
+} conn;
+
+typedef struct agent {
+    const agent_config *cfg;
+    int lfd, sigfd;
+    conn *conns;
+    size_t unauth;
+    char kernel[65];
+} agent;
+
+static long long now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+static void set_nonblock(int fd)
+{
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+char *env_take_secret(const char *name)
+{
+    extern char **environ;
+    size_t n = strlen(name);
+    char *value = NULL;
+    for (char **e = environ; e && *e; e++)
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') {
+            if (!value)
+                value = xstrdup(*e + n + 1);
+            /* The strings of the initial environment are what /proc/<pid>/environ shows. */
+            explicit_bzero(*e + n + 1, strlen(*e + n + 1));
+        }
+    unsetenv(name);
+    return value;
+}
+
+static void queue(conn *c, uint8_t type, const void *data, size_t n)
+{
+    if (c->out_off == c->out_len)
+        c->out_off = c->out_len = 0;
+    frame_append(&c->out, &c->out_len, &c->out_cap, type, data, n);
+}
+
+static void queue_exit(conn *c, int code, bool timed_out, const char *msg)
+{
+    agent_exit x = {.code = code, .timed_out = timed_out, .err = (char *)msg};
+    size_t len;
+    _cleanup_free_ char *s = exit_encode(&x, &len);
+    queue(c, FRAME_EXIT, s, len);
+    c->st = C_CLOSING;
+}
+
+static void kill_group(conn *c)
+{
+    if (c->pid > 0 && !c->exited)
+        kill(-c->pid, SIGKILL);
+}
+
+static void conn_free(agent *a, conn *c)
+{
+    if (c->st == C_HELLO)
+        a->unauth--;
+    kill_group(c); /* the peer is gone: so is its command (waitpid(-1) reaps it) */
+    close_fd(&c->fd);
+    close_fd(&c->cin);
+    if (c->cout != c->cin)
+        close_fd(&c->cout);
+    close_fd(&c->cerr);
+    close_fd(&c->errpipe);
+    frame_decoder_done(&c->dec);
+    free(c->out);
+    free(c->in);
+    free(c->start_err.s);
+    hello_clear(&c->req);
+    free(c);
+}
+
+/* ---- starting a command ---------------------------------------------------------------- */
+
+/* The command's environment: the base, with the request's variables replacing or added. */
+static char **command_env(const agent_config *cfg, const strv *req)
+{
+    strv env = {0};
+    for (char *const *e = cfg->env; e && *e; e++) {
+        size_t k = strcspn(*e, "=");
+        bool replaced = false;
+        for (size_t i = 0; i < req->n && !replaced; i++)
+            replaced = strncmp(req->v[i], *e, k + 1) == 0;
+        if (!replaced)
+            strv_add(&env, *e);
+    }
+    for (size_t i = 0; i < req->n; i++)
+        strv_add(&env, req->v[i]);
+    if (!env.v)
+        strv_add(&env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    return env.v;
+}
+
+/* In the vfork child: no allocation, no stdio; one write and out. */
+static _noreturn_ void child_fail(int errpipe, const char *what, const char *arg)
+{
+    int e = errno;
+    char buf[512];
+    int n = snprintf(buf, sizeof buf, "%s%s%s: %s", what, arg ? " " : "", arg ? arg : "",
+                     strerrordesc_np(e) ? strerrordesc_np(e) : "error");
+    (void)!write(errpipe, buf, n > 0 && (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+    _exit(EXIT_NOSTART);
+}
+
+/* The child of vfork (a process costs far more to copy in a uml guest than to start): only
+ * system calls here, and everything it needs prepared by the parent. */
+static _noreturn_ void exec_child(const agent_config *cfg, const conn *c, int fds[3], int errpipe,
+                                  const char *pts, char **env)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    signal(SIGCHLD, SIG_DFL);
+    setsid(); /* its own session and process group: the group is killed as one */
+    if (pts) {
+        int t = open(pts, O_RDWR);
+        if (t < 0 || ioctl(t, TIOCSCTTY, 0) < 0)
+            child_fail(errpipe, "cannot open the terminal", pts);
+        fds[0] = fds[1] = fds[2] = t;
+    }
+    for (int i = 0; i < 3; i++)
+        if (dup2(fds[i], i) < 0)
+            child_fail(errpipe, "cannot set up stdio", NULL);
+    if (cfg->set_ids &&
+        (setgroups(cfg->n_groups, cfg->groups) < 0 || setgid(cfg->gid) < 0 || setuid(cfg->uid) < 0))
+        child_fail(errpipe, "cannot switch to the sandbox's user", NULL);
+    const char *dir = c->req.dir ? c->req.dir : cfg->dir;
+    if (chdir(dir) < 0)
+        child_fail(errpipe, "cannot change to directory", dir);
+    execvpe(c->req.argv.v[0], c->req.argv.v, env);
+    child_fail(errpipe, "cannot run", c->req.argv.v[0]);
+}
+
+static __attribute__((noinline)) pid_t spawn_child(const agent_config *cfg, const conn *c,
+                                                   int theirs[3], int errpipe, const char *pts,
+                                                   char **env)
+{
+    pid_t pid = vfork();
+    if (pid == 0)
+        exec_child(cfg, c, theirs, errpipe, pts, env);
+    return pid;
+}
+
+static int open_stdio(conn *c, int theirs[3], char **ret_pts)
+{
+    if (c->req.tty) {
+        int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+        const char *name = m >= 0 && grantpt(m) == 0 && unlockpt(m) == 0 ? ptsname(m) : NULL;
+        if (!name) {
+            if (m >= 0)
+                close(m);
+            return -1;
+        }
+        *ret_pts = xstrdup(name);
+        if (c->req.rows && c->req.cols) {
+            struct winsize ws = {.ws_row = (unsigned short)c->req.rows,
+                                 .ws_col = (unsigned short)c->req.cols};
+            ioctl(m, TIOCSWINSZ, &ws);
+        }
+        c->pty = true;
+        c->cin = c->cout = m;
+        return 0;
+    }
+    int p[3][2];
+    for (int i = 0; i < 3; i++)
+        if (pipe2(p[i], O_CLOEXEC) < 0) {
+            for (int j = 0; j < i; j++)
+                close(p[j][0]), close(p[j][1]);
+            return -1;
+        }
+    c->cin = p[0][1], theirs[0] = p[0][0];
+    c->cout = p[1][0], theirs[1] = p[1][1];
+    c->cerr = p[2][0], theirs[2] = p[2][1];
+    return 0;
+}
+
+static void start_command(agent *a, conn *c)
+{
+    int theirs[3] = {-1, -1, -1}, ep[2];
+    _cleanup_free_ char *pts = NULL;
+    if (open_stdio(c, theirs, &pts) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
+        _cleanup_free_ char *m =
+            xasprintf("cannot set up the command's stdio: %s", strerror(errno));
+        queue_exit(c, EXIT_NOSTART, false, m);
+        return;
+    }
+    char **env = command_env(a->cfg, &c->req.env);
+    pid_t pid = spawn_child(a->cfg, c, theirs, ep[1], pts, env);
+    int e = errno;
+    strv envv = {.v = env};
+    for (envv.n = 0; env[envv.n]; envv.n++)
+        ;
+    strv_clear(&envv);
+    close(ep[1]);
+    for (int i = 0; i < 3; i++)
+        if (theirs[i] >= 0)
+            close(theirs[i]);
+    if (pid < 0) {
+        close(ep[0]);
+        _cleanup_free_ char *m = xasprintf("cannot start the command: %s", strerror(e));
+        queue_exit(c, EXIT_NOSTART, false, m);
+        return;
+    }
+    c->pid = pid;
+    c->errpipe = ep[0];
+    set_nonblock(c->errpipe);
+    set_nonblock(c->cin);
+    if (c->cout != c->cin)
+        set_nonblock(c->cout);
+    if (c->cerr >= 0)
+        set_nonblock(c->cerr);
+    if (c->req.timeout_seconds > 0)
+        c->deadline = now_ms() + (long long)c->req.timeout_seconds * 1000;
+    c->st = C_RUNNING;
+}
+
+/* ---- frames from the peer --------------------------------------------------------------- */
+
+static bool token_equal(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char d = la != lb;
+    /* Always walk the expected token's length: the time says nothing about the guess. */
+    for (size_t i = 0; i < lb; i++)
+        d |= (unsigned char)(b[i] ^ (i < la ? a[i] : 0));
+    return d == 0;
+}
+
+/* Returns false when the connection must close now (silence for anyone unauthenticated). */
+static bool on_hello(agent *a, conn *c, const frame *f)
+{
+    _cleanup_error_ bb_error *err = NULL;
+    int r = hello_decode((const char *)f->data, f->len, &c->req, &err);
+    if (!c->req.token || !token_equal(c->req.token, a->cfg->token))
+        return false;
+    explicit_bzero(c->req.token, strlen(c->req.token));
+    a->unauth--;
+    c->st = C_WAIT_GO;
+    size_t len;
+    _cleanup_free_ char *ready = ready_encode(a->kernel, &len);
+    queue(c, FRAME_READY, ready, len);
+    if (r < 0)
+        queue_exit(c, EXIT_BAD_REQUEST, false, err->msg);
+    else if (c->req.argv.n == 0)
+        queue_exit(c, 0, false, NULL); /* a ping */
+    return true;
+}
+
+static void push_stdin(conn *c);
+
+static bool on_frame(agent *a, conn *c, const frame *f)
+{
+    if (c->st == C_HELLO)
+        return f->type == FRAME_HELLO && on_hello(a, c, f);
+    if (c->st == C_WAIT_GO) {
+        if (f->type != FRAME_GO)
+            return false;
+        start_command(a, c);
+        return true;
+    }
+    if (c->st != C_RUNNING)
+        return true; /* the exit frame is on its way; late input does not matter */
+    switch (f->type) {
+    case FRAME_STDIN:
+        if (c->in_eof || c->cin < 0)
+            return true;
+        if (c->in_off == c->in_len)
+            c->in_off = c->in_len = 0;
+        c->in = xrealloc(c->in, c->in_len + f->len + 1);
+        memcpy(c->in + c->in_len, f->data, f->len);
+        c->in_len += f->len;
+        return true;
+    case FRAME_STDIN_EOF:
+        c->in_eof = true;
+        push_stdin(c);
+        return true;
+    case FRAME_WINSIZE: {
+        unsigned rows, cols;
+        if (c->pty && winsize_decode((const char *)f->data, f->len, &rows, &cols, NULL) == 0) {
+            struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+            ioctl(c->cin, TIOCSWINSZ, &ws);
+        }
+        return true;
+    }
+    case FRAME_SIGNAL: {
+        int sig;
+        if (signal_decode((const char *)f->data, f->len, &sig, NULL) == 0 && !c->exited)
+            kill(-c->pid, sig);
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+static bool read_peer(agent *a, conn *c)
+{
+    uint8_t buf[CHUNK];
+    ssize_t n = read(c->fd, buf, sizeof buf);
+    if (n < 0)
+        return errno == EINTR || errno == EAGAIN;
+    if (n == 0)
+        return false;
+    size_t off = 0;
+    while (off < (size_t)n) {
+        size_t used = 0;
+        frame f;
+        int k = frame_decoder_feed(&c->dec, buf + off, (size_t)n - off, &used, &f, NULL);
+        if (k < 0)
+            return false;
+        off += used;
+        if (k == 1 && !on_frame(a, c, &f))
+            return false;
+    }
+    if (c->st == C_RUNNING)
+        push_stdin(c);
+    return true;
+}
+
+static bool flush_peer(conn *c)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return errno == EAGAIN;
+        c->out_off += (size_t)w;
+    }
+    return true;
+}
+
+/* ---- the command's side ----------------------------------------------------------------- */
+
+static void close_stdin(conn *c)
+{
+    if (c->pty) {
+        /* A terminal has no EOF of its own: type the EOF character, as a keyboard would. */
+        (void)!write(c->cin, "\x04", 1);
+        c->in_eof = false;
+        return;
+    }
+    close_fd(&c->cin);
+}
+
+static void push_stdin(conn *c)
+{
+    while (c->cin >= 0 && c->in_off < c->in_len) {
+        ssize_t w = write(c->cin, c->in + c->in_off, c->in_len - c->in_off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && errno == EAGAIN)
+            return;
+        if (w < 0) { /* the command stopped reading: drop the rest */
+            c->in_off = c->in_len;
+            break;
+        }
+        c->in_off += (size_t)w;
+    }
+    if (c->in_off == c->in_len && c->in_eof && c->cin >= 0)
+        close_stdin(c);
+}
+
+/* Read what the command wrote into a frame. */
+static void read_output(conn *c, int *fd, uint8_t type)
+{
+    uint8_t buf[CHUNK];
+    ssize_t n = read(*fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) { /* EOF, or EIO from a pty whose every user has gone */
+        if (*fd == c->cin) {
+            c->cout = -1;
+            close_fd(&c->cin);
+        } else {
+            close_fd(fd);
+        }
+        return;
+    }
+    queue(c, type, buf, (size_t)n);
+}
+
+static void read_errpipe(conn *c)
+{
+    char buf[512];
+    ssize_t n = read(c->errpipe, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n > 0 && c->start_err.len < 4096) {
+        sb_putn(&c->start_err, buf, (size_t)n);
+        return;
+    }
+    close_fd(&c->errpipe);
+}
+
+static void maybe_finish(conn *c, long long now)
+{
+    if (c->st != C_RUNNING || !c->exited || c->errpipe >= 0)
+        return;
+    bool open_out = c->cout >= 0 || c->cerr >= 0;
+    if (open_out && c->out_len - c->out_off >= OUT_HIGH)
+        c->exited_at = now; /* the peer is slow, not the command: wait for it */
+    if (open_out && now - c->exited_at < DRAIN_MS)
+        return;
+    int code = WIFSIGNALED(c->status) ? 128 + WTERMSIG(c->status) : WEXITSTATUS(c->status);
+    if (c->timed_out)
+        queue_exit(c, 124, true, NULL);
+    else if (c->start_err.len)
+        queue_exit(c, EXIT_NOSTART, false, c->start_err.s);
+    else
+        queue_exit(c, code, false, NULL);
+}
+
+static void reap(agent *a)
+{
+    int st;
+    pid_t p;
+    while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+        for (conn *c = a->conns; c; c = c->next)
+            if (c->pid == p && !c->exited) {
+                c->exited = true;
+                c->status = st;
+                c->exited_at = now_ms();
+            }
+}
+
+/* ---- the loop --------------------------------------------------------------------------- */
+
+/* The cap is full: the peer that has been silent longest goes, so a flood of silent
+ * connections cannot keep the owner (who speaks at once) out. */
+static void evict_oldest_unauth(agent *a)
+{
+    conn **oldest = NULL;
+    for (conn **pp = &a->conns; *pp; pp = &(*pp)->next)
+        if ((*pp)->st == C_HELLO && (!oldest || (*pp)->hello_deadline <= (*oldest)->hello_deadline))
+            oldest = pp;
+    if (!oldest)
+        return;
+    conn *c = *oldest;
+    *oldest = c->next;
+    conn_free(a, c);
+}
+
+static void accept_peer(agent *a)
+{
+    int fd = accept4(a->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0)
+        return;
+    if (a->unauth >= AGENT_MAX_UNAUTH)
+        evict_oldest_unauth(a);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    conn *c = xcalloc(1, sizeof *c);
+    *c = (conn){.fd = fd,
+                .st = C_HELLO,
+                .hello_deadline = now_ms() + AGENT_HELLO_MS,
+                .cin = -1,
+                .cout = -1,
+                .cerr = -1,
+                .errpipe = -1,
+                .next = a->conns};
+    frame_decoder_init(&c->dec);
+    a->conns = c;
+    a->unauth++;
+}
+
+typedef struct slots {
+    size_t sock, cin, cout, cerr, errp;
+} slots;
+
+static size_t add_pfd(struct pollfd **v, size_t *n, size_t *cap, int fd, short ev)
+{
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 32;
+        *v = xreallocarray(*v, *cap, sizeof **v);
+    }
+    (*v)[*n] = (struct pollfd){.fd = fd, .events = ev};
+    return (*n)++;
+}
+
+static int next_timeout(const agent *a, long long now)
+{
+    long long t = -1;
+    for (const conn *c = a->conns; c; c = c->next) {
+        long long d = -1;
+        if (c->st == C_HELLO)
+            d = c->hello_deadline;
+        else if (c->st == C_RUNNING && c->exited)
+            d = c->exited_at + DRAIN_MS;
+        else if (c->st == C_RUNNING && c->deadline && !c->timed_out)
+            d = c->deadline;
+        if (d >= 0 && (t < 0 || d < t))
+            t = d;
+    }
+    if (t < 0)
+        return -1;
+    return t <= now ? 0 : (int)(t - now);
+}
+
+/* Per-connection work after poll. Returns false when the connection is done. */
+static bool service(agent *a, conn *c, const struct pollfd *p, const slots *s, long long now)
+{
+    if (c->st == C_HELLO && now >= c->hello_deadline)
+        return false;
+    if (p[s->sock].revents & (POLLIN | POLLHUP | POLLERR) && !read_peer(a, c))
+        return false;
+    if (c->st == C_RUNNING) {
+        if (s->errp && p[s->errp].revents)
+            read_errpipe(c);
+        if (s->cout && p[s->cout].revents && c->cout >= 0)
+            read_output(c, &c->cout, FRAME_STDOUT);
+        if (s->cerr && p[s->cerr].revents && c->cerr >= 0)
+            read_output(c, &c->cerr, FRAME_STDERR);
+        if (s->cin && p[s->cin].revents)
+            push_stdin(c);
+        if (c->deadline && !c->exited && !c->timed_out && now >= c->deadline) {
+            c->timed_out = true;
+            kill_group(c);
+        }
+        maybe_finish(c, now);
+    }
+    if (!flush_peer(c))
+        return false;
+    return !(c->st == C_CLOSING && c->out_off == c->out_len);
+}
+
+static void fill(const agent *a, conn *c, struct pollfd **v, size_t *n, size_t *cap, slots *s)
+{
+    bool room_out = c->out_len - c->out_off < OUT_HIGH;
+    bool room_in = c->in_len - c->in_off < IN_HIGH;
+    short sev = (short)((c->st != C_CLOSING && room_in ? POLLIN : 0) |
+                        (c->out_off < c->out_len ? POLLOUT : 0));
+    *s = (slots){0};
+    s->sock = add_pfd(v, n, cap, c->fd, sev);
+    if (c->st != C_RUNNING)
+        return;
+    if (c->errpipe >= 0)
+        s->errp = add_pfd(v, n, cap, c->errpipe, POLLIN);
+    if (c->cout >= 0 && room_out)
+        s->cout = add_pfd(v, n, cap, c->cout, POLLIN);
+    if (c->cerr >= 0 && room_out)
+        s->cerr = add_pfd(v, n, cap, c->cerr, POLLIN);
+    if (c->cin >= 0 && c->in_off < c->in_len)
+        s->cin = add_pfd(v, n, cap, c->cin, POLLOUT);
+}
+
+static int agent_listen(bb_error **err)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "agent: socket");
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in sa = {
+        .sin_family = AF_INET, .sin_port = htons(AGENT_PORT), .sin_addr.s_addr = htonl(INADDR_ANY)};
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0) {
+        int e = errno;
+        close(fd);
+        return bb_fail_errno(err, e, "agent: cannot listen on port %d", AGENT_PORT);
+    }
+    return fd;
+}
+
+static void drain_signals(int sigfd)
+{
+    struct signalfd_siginfo si;
+    while (read(sigfd, &si, sizeof si) == sizeof si)
+        ;
+}
+
+int agent_serve(const agent_config *cfg, bb_error **err)
+{
+    agent a = {.cfg = cfg};
+    struct utsname u;
+    snprintf(a.kernel, sizeof a.kernel, "%s", uname(&u) == 0 ? u.release : "unknown");
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    a.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (a.sigfd < 0)
+        return bb_fail_errno(err, errno, "agent: signalfd");
+    a.lfd = agent_listen(err);
+    if (a.lfd < 0)
+        return -1;
+    _cleanup_free_ struct pollfd *v = NULL;
+    _cleanup_free_ slots *sl = NULL;
+    size_t cap = 0, slcap = 0;
+    for (;;) {
+        size_t n = 0, nconn = 0;
+        add_pfd(&v, &n, &cap, a.sigfd, POLLIN);
+        add_pfd(&v, &n, &cap, a.lfd, POLLIN);
+        for (conn *c = a.conns; c; c = c->next)
+            nconn++;
+        if (nconn > slcap) {
+            slcap = nconn * 2;
+            sl = xreallocarray(sl, slcap, sizeof *sl);
+        }
+        size_t i = 0;
+        for (conn *c = a.conns; c; c = c->next)
+            fill(&a, c, &v, &n, &cap, &sl[i++]);
+        int pr = poll(v, n, next_timeout(&a, now_ms()));
+        if (pr < 0 && errno != EINTR)
+            return bb_fail_errno(err, errno, "agent: poll");
+        if (pr < 0)
+            continue;
+        if (v[0].revents) {
+            drain_signals(a.sigfd);
+            reap(&a);
+        }
+        long long now = now_ms();
+        /* Connections accepted below are served from the next round on. */
+        i = 0;
+        for (conn **pp = &a.conns; *pp;) {
+            conn *c = *pp;
+            if (i >= nconn) {
+                pp = &c->next;
+                continue;
+            }
+            if (!service(&a, c, v, &sl[i++], now)) {
+                *pp = c->next;
+                conn_free(&a, c);
+            } else {
+                pp = &c->next;
+            }
+        }
+        if (v[1].revents & POLLIN)
+            for (int k = 0; k < 16; k++)
+                accept_peer(&a);
+    }
+}
+
+int agent_main(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    _cleanup_free_ char *token = env_take_secret(AGENT_TOKEN_VAR);
+    if (!token || strlen(token) < 32) {
+        fprintf(stderr, "bluebox __agent: no %s (it is set by bluebox up)\n", AGENT_TOKEN_VAR);
+        return 2;
+    }
+    extern char **environ;
+    _cleanup_free_ char *cwd = getcwd(NULL, 0);
+    agent_config cfg = {.token = token, .env = environ, .dir = cwd ? cwd : "/"};
+    _cleanup_error_ bb_error *err = NULL;
+    agent_serve(&cfg, &err);
+    fprintf(stderr, "bluebox __agent: %s\n", err ? err->msg : "stopped");
+    return 1;
+}

@@ -1,0 +1,33 @@
+/* The in-guest agent (DESIGN section 5): a long-lived sandbox's main process. It listens on
+ * TCP 7700 and runs commands for whoever presents the per-VM token. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "util/err.h"
+
+#define AGENT_TOKEN_VAR "BLUEBOX_AGENT_TOKEN"
+
+typedef struct agent_config {
+    const char *token;
+    char *const *env; /* every command's base environment (the image's), NULL-terminated */
+    const char *dir;  /* working directory when the request names none */
+    bool set_ids;     /* run commands as uid/gid/groups (the guest init is root) */
+    uid_t uid;
+    gid_t gid;
+    const gid_t *groups;
+    size_t n_groups;
+} agent_config;
+
+/* Serve forever. Returns only when the agent cannot work at all (no socket). */
+int agent_serve(const agent_config *c, bb_error **err);
+
+/* Take NAME's value out of the environment: copied, its bytes in the original environment
+ * block overwritten (so /proc/<pid>/environ no longer shows it) and the variable unset.
+ * NULL when it was not set. */
+char *env_take_secret(const char *name);
+
+/* `bluebox __agent`: the agent as the guest's command (krun: libkrun's init starts it). */
+int agent_main(int argc, char **argv);

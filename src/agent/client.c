@@ -1,0 +1,363 @@
+/* Host side of the agent protocol (see client.h). */
+#include "client.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/utsname.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "util/xalloc.h"
+
+#define DIAL_MS      2000
+#define HANDSHAKE_MS 10000
+/* Stdin queued for the agent before we stop reading our stdin. */
+#define OUT_HIGH ((size_t)1024 * 1024)
+#define CHUNK    65536
+
+static int parse_addr(const char *addr, struct sockaddr_in *sa)
+{
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon == addr || colon - addr > 15)
+        return -1;
+    char host[16];
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = '\0';
+    char *end;
+    errno = 0;
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (errno || *end || port < 1 || port > 65535)
+        return -1;
+    *sa = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -1;
+}
+
+int agent_connect(const char *addr, agent_conn *ret, bb_error **err)
+{
+    *ret = (agent_conn){.fd = -1};
+    struct sockaddr_in sa;
+    if (parse_addr(addr, &sa) < 0)
+        return bb_fail(err, EINVAL, "bad agent address \"%s\"", addr);
+    _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "socket");
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        if (errno != EINPROGRESS)
+            return bb_fail_errno(err, errno, "cannot connect to the agent at %s", addr);
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int r;
+        while ((r = poll(&p, 1, DIAL_MS)) < 0 && errno == EINTR)
+            ;
+        if (r == 0)
+            return bb_fail(err, ETIMEDOUT, "the agent at %s did not accept within 2s", addr);
+        int e = 0;
+        socklen_t el = sizeof e;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
+        if (r < 0 || e)
+            return bb_fail_errno(err, r < 0 ? errno : e, "cannot connect to the agent at %s", addr);
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    ret->fd = steal_fd(&fd);
+    ret->handshake_ms = HANDSHAKE_MS;
+    frame_decoder_init(&ret->dec);
+    return 0;
+}
+
+void agent_conn_close(agent_conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    frame_decoder_done(&c->dec);
+    c->fd = -1;
+}
+
+int agent_kernel_gate(const char *guest_kernel, bb_error **err)
+{
+    struct utsname u;
+    if (uname(&u) < 0)
+        return bb_fail_errno(err, errno, "uname");
+    if (streq(u.release, guest_kernel))
+        return bb_fail(err, EPERM,
+                       "not isolated: the agent reports the host's own kernel %s. This is a "
+                       "container, not a microVM; refusing to run anything in it",
+                       guest_kernel);
+    return 0;
+}
+
+static void set_timeout(int fd, int ms)
+{
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+/* One frame, blocking (within the handshake timeout). */
+static int read_one(agent_conn *c, frame *f, bb_error **err)
+{
+    int r = frame_read(c->fd, &c->dec, f, err);
+    if (r == 0)
+        return bb_fail(err, ECONNRESET, "the agent closed the connection");
+    if (r < 0 && err && *err && (*err)->status == EAGAIN)
+        return bb_prefix(err, "the agent did not answer within %dms", c->handshake_ms);
+    return r < 0 ? -1 : 0;
+}
+
+int agent_handshake(agent_conn *c, const agent_hello *h, char **ret_kernel, bb_error **err)
+{
+    set_timeout(c->fd, c->handshake_ms);
+    size_t len;
+    _cleanup_free_ char *hello = hello_encode(h, &len);
+    int r = frame_write(c->fd, FRAME_HELLO, hello, len, err);
+    explicit_bzero(hello, len);
+    if (r < 0)
+        return -1;
+    frame f;
+    if (read_one(c, &f, err) < 0)
+        return -1;
+    if (f.type != FRAME_READY)
+        return bb_fail(err, EPROTO, "agent protocol error: expected a ready frame");
+    _cleanup_free_ char *kernel = NULL;
+    if (ready_decode((const char *)f.data, f.len, &kernel, err) < 0 ||
+        agent_kernel_gate(kernel, err) < 0)
+        return -1;
+    set_timeout(c->fd, 0);
+    *ret_kernel = steal_pointer(&kernel);
+    return 0;
+}
+
+int agent_ping(const char *addr, const char *token, int timeout_ms, char **ret_kernel,
+               bb_error **err)
+{
+    _cleanup_agent_conn_ agent_conn c = {.fd = -1};
+    if (agent_connect(addr, &c, err) < 0)
+        return -1;
+    c.handshake_ms = timeout_ms;
+    agent_hello h = {.token = (char *)token};
+    _cleanup_free_ char *kernel = NULL;
+    if (agent_handshake(&c, &h, &kernel, err) < 0)
+        return -1;
+    set_timeout(c.fd, timeout_ms);
+    frame f;
+    if (read_one(&c, &f, err) < 0)
+        return -1;
+    agent_exit x;
+    if (f.type != FRAME_EXIT || exit_decode((const char *)f.data, f.len, &x, err) < 0)
+        return bb_fail(err, EPROTO, "agent protocol error: a ping got no exit frame");
+    int code = x.code;
+    free(x.err);
+    if (code != 0)
+        return bb_fail(err, EPROTO, "the agent answered a ping with code %d", code);
+    *ret_kernel = steal_pointer(&kernel);
+    return 0;
+}
+
+/* ---- the session ------------------------------------------------------------------------ */
+
+typedef struct sess {
+    agent_conn *c;
+    const agent_io *io;
+    uint8_t *out;
+    size_t out_len, out_off, out_cap;
+    bool stdin_open, done;
+    agent_exit x;
+} sess;
+
+static void queue(sess *s, uint8_t type, const void *data, size_t n)
+{
+    if (s->out_off == s->out_len)
+        s->out_off = s->out_len = 0;
+    frame_append(&s->out, &s->out_len, &s->out_cap, type, data, n);
+}
+
+static void write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && errno == EAGAIN) {
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            poll(&pfd, 1, -1);
+            continue;
+        }
+        if (w <= 0)
+            return; /* a closed stdout must not stop the session */
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void send_winsize(sess *s)
+{
+    struct winsize ws;
+    if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0)
+        return;
+    size_t len;
+    _cleanup_free_ char *w = winsize_encode(ws.ws_row, ws.ws_col, &len);
+    queue(s, FRAME_WINSIZE, w, len);
+}
+
+static int on_frame(sess *s, const frame *f, bb_error **err)
+{
+    switch (f->type) {
+    case FRAME_STDOUT:
+    case FRAME_STDERR:
+        write_all(f->type == FRAME_STDOUT ? STDOUT_FILENO : STDERR_FILENO, f->data, f->len);
+        if (s->io->log_fd >= 0)
+            write_all(s->io->log_fd, f->data, f->len);
+        return 0;
+    case FRAME_EXIT:
+        if (exit_decode((const char *)f->data, f->len, &s->x, err) < 0)
+            return -1;
+        s->done = true;
+        return 0;
+    default:
+        return bb_fail(err, EPROTO, "agent protocol error: unexpected frame '%c'", f->type);
+    }
+}
+
+static int read_sock(sess *s, bb_error **err)
+{
+    uint8_t buf[CHUNK];
+    ssize_t n = read(s->c->fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return 0;
+    if (n <= 0)
+        return bb_fail(err, ECONNRESET, "the connection to the agent was lost");
+    for (size_t off = 0; off < (size_t)n && !s->done;) {
+        size_t used = 0;
+        frame f;
+        int k = frame_decoder_feed(&s->c->dec, buf + off, (size_t)n - off, &used, &f, err);
+        if (k < 0)
+            return -1;
+        off += used;
+        if (k == 1 && on_frame(s, &f, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void read_stdin(sess *s)
+{
+    uint8_t buf[CHUNK];
+    ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        s->stdin_open = false;
+        queue(s, FRAME_STDIN_EOF, NULL, 0);
+        return;
+    }
+    queue(s, FRAME_STDIN, buf, (size_t)n);
+}
+
+static int flush_sock(sess *s, bb_error **err)
+{
+    while (s->out_off < s->out_len) {
+        ssize_t w = send(s->c->fd, s->out + s->out_off, s->out_len - s->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && errno == EAGAIN)
+            return 0;
+        if (w < 0)
+            return bb_fail(err, ECONNRESET, "the connection to the agent was lost");
+        s->out_off += (size_t)w;
+    }
+    return 0;
+}
+
+static void on_signals(sess *s, int sigfd)
+{
+    struct signalfd_siginfo si;
+    while (read(sigfd, &si, sizeof si) == sizeof si) {
+        if (si.ssi_signo == SIGWINCH) {
+            if (s->io->tty)
+                send_winsize(s);
+            continue;
+        }
+        size_t len;
+        _cleanup_free_ char *k = signal_encode((int)si.ssi_signo, &len);
+        queue(s, FRAME_SIGNAL, k, len);
+    }
+}
+
+static int relay(sess *s, int sigfd, bb_error **err)
+{
+    while (!s->done) {
+        struct pollfd p[3] = {
+            {.fd = sigfd, .events = POLLIN},
+            {.fd = s->c->fd, .events = (short)(POLLIN | (s->out_off < s->out_len ? POLLOUT : 0))},
+            {.fd = s->stdin_open && s->out_len - s->out_off < OUT_HIGH ? STDIN_FILENO : -1,
+             .events = POLLIN},
+        };
+        if (poll(p, 3, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return bb_fail_errno(err, errno, "poll");
+        }
+        if (p[0].revents)
+            on_signals(s, sigfd);
+        if (p[1].revents & (POLLIN | POLLHUP | POLLERR) && read_sock(s, err) < 0)
+            return -1;
+        if (p[2].revents)
+            read_stdin(s);
+        if (flush_sock(s, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int agent_session(agent_conn *c, const agent_io *io, agent_exit *ret, bb_error **err)
+{
+    sess s = {.c = c, .io = io, .stdin_open = io->forward_stdin};
+    queue(&s, FRAME_GO, NULL, 0);
+    if (!io->forward_stdin)
+        queue(&s, FRAME_STDIN_EOF, NULL, 0);
+    fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+
+    sigset_t mask, old;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGQUIT);
+    sigaddset(&mask, SIGWINCH);
+    sigprocmask(SIG_BLOCK, &mask, &old);
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old_pipe;
+    sigaction(SIGPIPE, &ign, &old_pipe);
+    int sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+
+    struct termios saved;
+    bool raw = io->tty && isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &saved) == 0;
+    if (raw) {
+        struct termios t = saved;
+        cfmakeraw(&t);
+        raw = tcsetattr(STDIN_FILENO, TCSADRAIN, &t) == 0;
+    }
+    int r = sigfd < 0 ? bb_fail_errno(err, errno, "signalfd") : relay(&s, sigfd, err);
+    if (raw)
+        tcsetattr(STDIN_FILENO, TCSADRAIN, &saved);
+    if (sigfd >= 0)
+        close(sigfd);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    sigaction(SIGPIPE, &old_pipe, NULL);
+    free(s.out);
+    if (r < 0) {
+        free(s.x.err);
+        return -1;
+    }
+    *ret = s.x;
+    return 0;
+}

@@ -1,0 +1,44 @@
+/* The host side of the agent protocol: connect, say hello, check the kernel the agent
+ * reports, and relay one command's stdio. Everything the agent sends is decoded as hostile
+ * input (it comes from the guest). */
+#pragma once
+
+#include <stdbool.h>
+
+#include "agent/msg.h"
+#include "agent/proto.h"
+#include "util/err.h"
+
+typedef struct agent_conn {
+    int fd;
+    frame_decoder dec;
+    int handshake_ms; /* how long the agent may take to answer the hello */
+} agent_conn;
+
+/* Connect to "127.0.0.1:<port>" (2 s at most). */
+int agent_connect(const char *addr, agent_conn *ret, bb_error **err);
+void agent_conn_close(agent_conn *c);
+static inline void agent_conn_closep(agent_conn *c)
+{
+    agent_conn_close(c);
+}
+#define _cleanup_agent_conn_ _cleanup_(agent_conn_closep)
+
+/* Send the hello and wait for the ready frame; *ret_kernel is the kernel it reports, which
+ * has already passed agent_kernel_gate. */
+int agent_handshake(agent_conn *c, const agent_hello *h, char **ret_kernel, bb_error **err);
+/* Refuse an agent that reports this host's own kernel: that is a container, not a VM. */
+int agent_kernel_gate(const char *guest_kernel, bb_error **err);
+/* Hello with an empty argv, and the exit frame that answers it, within timeout_ms. */
+int agent_ping(const char *addr, const char *token, int timeout_ms, char **ret_kernel,
+               bb_error **err);
+
+typedef struct agent_io {
+    bool forward_stdin; /* stdin to the command; otherwise it sees EOF at once */
+    bool tty;           /* the hello asked for a pty: raw local terminal, window sizes */
+    int log_fd;         /* -1, or where output is copied */
+} agent_io;
+
+/* After a successful hello: send go, relay stdio (Ctrl-C and friends go to the remote
+ * group), until the exit frame. Fails when the connection is lost before it. */
+int agent_session(agent_conn *c, const agent_io *io, agent_exit *ret, bb_error **err);

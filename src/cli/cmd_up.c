@@ -1,0 +1,187 @@
+/* Commands of long-lived sandboxes: up, exec, down. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/client.h"
+#include "cli.h"
+#include "core/home.h"
+#include "core/runlog.h"
+#include "runtime/boot.h"
+#include "runtime/up.h"
+#include "util/xalloc.h"
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Is the state's agent answering? A state whose agent does not is stale. */
+static bool answering(const up_state *s)
+{
+    _cleanup_free_ char *kernel = NULL;
+    return agent_ping(s->addr, s->token, 5000, &kernel, NULL) == 0;
+}
+
+static void print_vm_log(char *log)
+{
+    if (!log || !*log)
+        return;
+    fprintf(stderr, "bluebox: the VM's last messages:\n");
+    char *save = NULL;
+    for (char *line = strtok_r(log, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        cli_print_error("vm: ", line);
+}
+
+/* Before anything boots: network: none on a backend that cannot keep it offline while the
+ * agent's port is published. */
+static int refuse_offline(const char *root, const char *name, bb_error **err)
+{
+    _cleanup_free_ char *path = home_path_of(root, HP_BLUEFILE, name);
+    _cleanup_(bluefile_freep) bluefile *bf = NULL;
+    const backend *be;
+    if (bluefile_load(path, &bf, err) < 0 || backend_for(bf, &be, err) < 0)
+        return -1;
+    if (bf->network == NET_NONE && !be->agent_offline)
+        return bb_fail(err, EINVAL,
+                       "bluebox up needs a network to reach its agent, and %s has network: none, "
+                       "which the %s backend cannot keep offline with a published port. Use "
+                       "bluebox run for offline sandboxes (or backend: uml, which can)",
+                       name, be->name);
+    return 0;
+}
+
+int cmd_up(cli_args *a, bb_error **err)
+{
+    const char *name = a->argv[0];
+    if (home_require(a->root, name, err) < 0)
+        return -1;
+    _cleanup_upstate_ up_state s = {0};
+    int up = upstate_load(a->root, name, &s, NULL);
+    if (up > 0 && answering(&s)) {
+        printf("%s is already up\n", name);
+        return 0;
+    }
+    if (up != 0 && up_down(a->root, name, true, NULL, err) < 0) /* stale: clean it */
+        return -1;
+    if (refuse_offline(a->root, name, err) < 0)
+        return -1;
+    _cleanup_(boot_done) boot b = {0};
+    if (boot_prepare(a->root, name, BOOT_CACHED, &b, err) < 0)
+        return -1;
+    cli_say_rechecked(&b);
+    _cleanup_upstate_ up_state st = {0};
+    _cleanup_free_ char *log = NULL;
+    double secs = 0;
+    if (up_start(&b, &st, &secs, &log, err) < 0) {
+        print_vm_log(log);
+        return -1;
+    }
+    _cleanup_free_ char *posture = boot_posture(&b);
+    printf("up %s (ready in %.2fs)\n%s\n", name, secs, posture);
+    return 0;
+}
+
+int cmd_down(cli_args *a, bb_error **err)
+{
+    const char *name = a->argv[0];
+    if (name_check(name, "sandbox name", err) < 0)
+        return -1;
+    bool was = false;
+    if (up_down(a->root, name, true, &was, err) < 0)
+        return -1;
+    printf(was ? "down %s\n" : "%s is not up\n", name);
+    return 0;
+}
+
+/* The checks every exec repeats: the Bluefile (for its timeout) and the cached isolation
+ * check against the runtime fingerprint. */
+static int exec_checks(const char *root, const char *name, bluefile **ret_bf, bb_error **err)
+{
+    _cleanup_free_ char *path = home_path_of(root, HP_BLUEFILE, name);
+    _cleanup_(bluefile_freep) bluefile *bf = NULL;
+    const backend *be;
+    if (bluefile_load(path, &bf, err) < 0 || backend_for(bf, &be, err) < 0)
+        return -1;
+    _cleanup_free_ char *self = guest_binary(err);
+    if (!self)
+        return -1;
+    launch l = {.root = root, .name = name, .bf = bf, .mode = LAUNCH_PROBE, .self = self};
+    isolation_state was;
+    isolation_result iso = {0};
+    if (isolation_ensure(be, &l, &was, &iso, err) < 0)
+        return -1;
+    if (was == ISO_CHANGED)
+        fprintf(stderr, "bluebox: re-verified isolation (runtime changed since last check)\n");
+    *ret_bf = steal_pointer(&bf);
+    return 0;
+}
+
+static int lost(const char *name, bb_error **err)
+{
+    _cleanup_free_ char *cause = xstrdup((*err)->msg);
+    bb_error_free(*err);
+    *err = NULL;
+    return bb_fail(err, ECONNRESET,
+                   "%s is not responding (%s); restart it: bluebox down %s && bluebox up %s", name,
+                   cause, name, name);
+}
+
+int cmd_exec(cli_args *a, bb_error **err)
+{
+    const char *name = a->argv[0];
+    if (a->argc < 2)
+        return bb_fail_usage(err, "exec needs a command: bluebox exec %s -- <cmd…>", name);
+    if (home_require(a->root, name, err) < 0)
+        return -1;
+    _cleanup_upstate_ up_state s = {0};
+    int up = upstate_load(a->root, name, &s, err);
+    if (up < 0)
+        return -1;
+    if (up == 0)
+        return bb_fail(err, ENOENT, "%s is not up; start it: bluebox up %s", name, name);
+    _cleanup_(bluefile_freep) bluefile *bf = NULL;
+    if (exec_checks(a->root, name, &bf, err) < 0)
+        return -1;
+
+    bool in_tty = isatty(STDIN_FILENO), interactive = cli_flag(a, "interactive");
+    agent_hello h = {.token = s.token, .timeout_seconds = bf->timeout_seconds};
+    for (int i = 1; i < a->argc; i++)
+        strv_add(&h.argv, a->argv[i]);
+    h.tty = cli_flag(a, "tty") || (interactive && in_tty && isatty(STDOUT_FILENO));
+    struct winsize ws;
+    if (h.tty && ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0)
+        h.rows = ws.ws_row, h.cols = ws.ws_col;
+    agent_io io = {.forward_stdin = !in_tty || interactive, .tty = h.tty, .log_fd = -1};
+
+    _cleanup_agent_conn_ agent_conn c = {.fd = -1};
+    _cleanup_free_ char *kernel = NULL;
+    int r = agent_connect(s.addr, &c, err);
+    if (r == 0)
+        r = agent_handshake(&c, &h, &kernel, err);
+    h.token = NULL; /* borrowed from the state */
+    if (r < 0) {
+        strv_clear(&h.argv);
+        return (*err)->status == EPERM ? -1 : lost(name, err);
+    }
+    _cleanup_free_ char *log = home_path_of(a->root, HP_LOG, name);
+    io.log_fd = runlog_begin(log, "exec", h.argv.v, NULL); /* best effort */
+    double start = now_s();
+    agent_exit x = {0};
+    r = agent_session(&c, &io, &x, err);
+    runlog_end(io.log_fd, r < 0 ? -1 : x.code, now_s() - start);
+    strv_clear(&h.argv);
+    if (r < 0)
+        return lost(name, err);
+    if (x.err)
+        cli_print_error(NULL, x.err);
+    free(x.err);
+    if (x.timed_out)
+        fprintf(stderr, "bluebox: killed after %ds (timeout_seconds)\n", bf->timeout_seconds);
+    return x.code;
+}

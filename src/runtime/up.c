@@ -1,0 +1,180 @@
+/* bluebox up and down. The token is made here, handed to podman only through podman's own
+ * environment (never argv), and kept in run/<name>.json for exec. */
+#include "up.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/client.h"
+#include "session.h"
+#include "util/spawn.h"
+#include "util/xalloc.h"
+
+#define READY_MS 30000
+#define POLL_MS  20
+/* Until the guest listens, slirp accepts our connection and then retries its SYN into the
+ * guest with exponential backoff (seconds). A short handshake and a fresh connection find
+ * the agent as soon as it listens; later attempts wait longer, for a loaded host. */
+#define PING_FAST_MS 250
+#define PING_SLOW_MS 2000
+#define FAST_FOR_MS  10000
+/* How often the wait also asks podman whether the VM is still there. */
+#define ALIVE_EVERY_MS 1000
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int make_token(char **ret, bb_error **err)
+{
+    unsigned char raw[32];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+        return bb_fail_errno(err, errno, "cannot read random bytes for the agent token");
+    char *hex = xmalloc(sizeof raw * 2 + 1);
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    explicit_bzero(raw, sizeof raw);
+    *ret = hex;
+    return 0;
+}
+
+/* podman run -d, with the token in podman's environment for `--env BLUEBOX_AGENT_TOKEN`. */
+static int start_vm(char *const *argv, const char *token, bb_error **err)
+{
+    setenv(AGENT_TOKEN_VAR, token, 1);
+    _cleanup_free_ char *out = NULL, *errout = NULL;
+    int rc = spawn_capture(argv, &out, &errout, err);
+    env_take_secret(AGENT_TOKEN_VAR); /* not inherited by anything we start later */
+    if (rc < 0)
+        return -1;
+    if (rc != 0) {
+        errout[strcspn(errout, "\n")] = '\0';
+        return bb_fail(err, EIO, "podman could not start the VM: %s", errout);
+    }
+    return 0;
+}
+
+/* "127.0.0.1:<port>" that podman published for the agent. */
+static int published_addr(const char *container, char **ret, bb_error **err)
+{
+    char *argv[] = {"podman", "port", (char *)container, "7700/tcp", NULL};
+    _cleanup_free_ char *out = NULL, *errout = NULL;
+    int rc = spawn_capture(argv, &out, &errout, err);
+    if (rc < 0)
+        return -1;
+    char *line = strstr(out, "127.0.0.1:");
+    if (rc != 0 || !line)
+        return bb_fail(err, EIO, "podman did not publish the agent's port (%s)",
+                       rc ? errout : "no 127.0.0.1 address");
+    line[strcspn(line, "\r\n")] = '\0';
+    *ret = xstrdup(line);
+    return 0;
+}
+
+static bool vm_running(const char *container)
+{
+    char *argv[] = {"podman",          "container", "inspect", "--format", "{{.State.Running}}",
+                    (char *)container, NULL};
+    _cleanup_free_ char *out = NULL;
+    return spawn_capture(argv, &out, NULL, NULL) == 0 && strncmp(out, "true", 4) == 0;
+}
+
+/* The end of the VM's log (bluebox-vmm's messages and the guest's), for a failed up. */
+static char *vm_log(const char *container)
+{
+    char *argv[] = {"podman", "logs", "--tail", "20", (char *)container, NULL};
+    _cleanup_free_ char *out = NULL, *errout = NULL;
+    if (spawn_capture(argv, &out, &errout, NULL) < 0)
+        return xstrdup("");
+    return xasprintf("%s%s", out, errout);
+}
+
+static int wait_ready(const up_state *s, char **ret_kernel, bb_error **err)
+{
+    double start = now_s(), last_alive = start;
+    _cleanup_error_ bb_error *last = NULL;
+    for (;;) {
+        bb_error_free(last);
+        last = NULL;
+        int ms = (now_s() - start) * 1000 < FAST_FOR_MS ? PING_FAST_MS : PING_SLOW_MS;
+        if (agent_ping(s->addr, s->token, ms, ret_kernel, &last) == 0)
+            return 0;
+        if (last->status == EPERM) /* the kernel gate: no point in waiting */
+            return bb_fail(err, EPERM, "%s", last->msg);
+        double t = now_s();
+        if (t - start > READY_MS / 1000.0)
+            return bb_fail(err, ETIMEDOUT, "the agent did not answer within %ds: %s",
+                           READY_MS / 1000, last->msg);
+        if ((t - last_alive) * 1000 >= ALIVE_EVERY_MS) {
+            last_alive = t;
+            if (!vm_running(s->container))
+                return bb_fail(err, ECHILD, "the VM stopped before its agent answered");
+        }
+        usleep(POLL_MS * 1000);
+    }
+}
+
+int up_start(boot *b, up_state *ret, double *ret_seconds, char **ret_log, bb_error **err)
+{
+    *ret = (up_state){0};
+    *ret_log = NULL;
+    double start = now_s();
+    _cleanup_upstate_ up_state s = {.container = up_container_name(b->l.name)};
+    if (make_token(&s.token, err) < 0)
+        return -1;
+    static char *agent_cmd[] = {"__agent", NULL};
+    b->l.mode = LAUNCH_AGENT;
+    b->l.container = s.container;
+    b->l.cmd = agent_cmd;
+    _cleanup_strv_ strv argv = {0};
+    if (launch_argv(b->b, &b->l, &argv, err) < 0)
+        return -1;
+    session_remove(s.container); /* a VM left by a crash before its state was written */
+    if (start_vm(argv.v, s.token, err) < 0)
+        return -1;
+    s.started = (long long)time(NULL);
+    s.kernel = xstrdup("");
+    int r = published_addr(s.container, &s.addr, err);
+    if (r == 0)
+        r = upstate_save(b->l.root, b->l.name, &s, err);
+    _cleanup_free_ char *kernel = NULL;
+    if (r == 0)
+        r = wait_ready(&s, &kernel, err);
+    if (r < 0) {
+        *ret_log = vm_log(s.container);
+        session_remove(s.container);
+        upstate_remove(b->l.root, b->l.name, NULL);
+        return bb_prefix(err, "%s did not come up", b->l.name);
+    }
+    free(s.kernel);
+    s.kernel = steal_pointer(&kernel);
+    if (upstate_save(b->l.root, b->l.name, &s, err) < 0)
+        return -1;
+    *ret_seconds = now_s() - start;
+    *ret = s;
+    s = (up_state){0};
+    return 0;
+}
+
+int up_down(const char *root, const char *name, bool force, bool *ret_was_up, bb_error **err)
+{
+    _cleanup_upstate_ up_state s = {0};
+    _cleanup_error_ bb_error *lerr = NULL;
+    int up = upstate_load(root, name, &s, &lerr); /* a damaged state still comes down */
+    bool was = up != 0;
+    if (ret_was_up)
+        *ret_was_up = was;
+    if (was || force) {
+        _cleanup_free_ char *c = s.container ? xstrdup(s.container) : up_container_name(name);
+        session_remove(c);
+    }
+    return upstate_remove(root, name, err);
+}

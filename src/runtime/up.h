@@ -1,0 +1,18 @@
+/* Long-lived sandboxes: boot one with the agent as its main process (bluebox up), and take
+ * it down again. The host talks to it through the agent (src/agent/client.h). */
+#pragma once
+
+#include <stdbool.h>
+
+#include "boot.h"
+#include "upstate.h"
+
+/* Boot b's sandbox detached with the agent and wait (up to 30 s) until it answers a ping
+ * whose kernel passes the gate. On success the state is saved and *ret filled. On failure
+ * the VM and the state are removed, and *ret_log (when not NULL) holds the end of the VM's
+ * log (guest output: the caller must not print it raw). */
+int up_start(boot *b, up_state *ret, double *ret_seconds, char **ret_log, bb_error **err);
+/* Remove the VM and the state. *ret_was_up (may be NULL) says whether there was a state.
+ * `force`: also remove a container of that name when there is no state (a crash between
+ * boot and the state being written). */
+int up_down(const char *root, const char *name, bool force, bool *ret_was_up, bb_error **err);
