@@ -459,8 +459,9 @@ check_token() {
     local where=""
     section token | grep -qF "$TOKEN" && where="$where guest-environment"
     pgrep -f -- "$TOKEN" >/dev/null && where="$where host-ps"
-    podman inspect --format '{{.Path}} {{join .Args " "}}' "${VMM_CID:-none}" 2>/dev/null | grep -qF "$TOKEN" &&
-        where="$where podman-argv"
+    # the container's process and the `podman run` that made it (gone from ps by now)
+    podman inspect --format '{{.Path}} {{join .Args " "}} {{join .Config.CreateCommand " "}}' \
+        "${VMM_CID:-none}" 2>/dev/null | grep -qF "$TOKEN" && where="$where podman-argv"
     grep -rqF "$TOKEN" "$BLUEBOX_HOME/logs" 2>/dev/null && where="$where logs"
     if [ -n "$where" ]; then
         fail token "the agent token shows in:$where"

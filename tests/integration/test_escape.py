@@ -157,6 +157,7 @@ WEAKENED = [
     ("guest-rw", "agent-binary"),
     ("kvm", "dev-kvm"),
     ("mount=TMP", "host-files,symlinks,dotdot"),
+    ("token-argv", "token"),
 ]
 
 
