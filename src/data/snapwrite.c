@@ -9,11 +9,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "crashpoint.h"
 #include "util/fs.h"
 #include "util/strv.h"
 #include "util/xalloc.h"
+#include "zpipe.h"
 
 #define CHUNK (256 * 1024)
 
@@ -52,6 +54,7 @@ typedef struct {
     snap_progress progress;
     void *ud;
     char *buf;
+    zpipe *z; /* zstd: the compressor thread */
 } writer;
 
 static int archive_fail(writer *w, bb_error **err, const char *what)
@@ -204,21 +207,28 @@ static int add_filter(struct archive *a, snap_compress c)
     switch (c) {
     case COMPRESS_GZIP:
         return archive_write_add_filter_gzip(a);
-    case COMPRESS_ZSTD: {
-        /* zstd compresses on worker threads (as `tar --zstd` runs zstd beside tar); a
-         * libzstd without them just ignores the option. */
-        int r = archive_write_add_filter_zstd(a);
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        char n[16];
-        snprintf(n, sizeof n, "%ld", cpus < 1 ? 1 : cpus > 4 ? 4 : cpus);
-        if (r == ARCHIVE_OK)
-            (void)archive_write_set_filter_option(a, "zstd", "threads", n);
-        return r;
-    }
+    case COMPRESS_ZSTD: /* compressed by zpipe, beside the walk */
     case COMPRESS_NONE:
         return archive_write_add_filter_none(a);
     }
     return ARCHIVE_FATAL;
+}
+
+static la_ssize_t zpipe_cb(struct archive *a, void *z, const void *data, size_t len)
+{
+    if (zpipe_write(z, data, len) < 0) {
+        archive_set_error(a, errno, "cannot compress the snapshot: %s", strerror(errno));
+        return -1;
+    }
+    return (la_ssize_t)len;
+}
+
+static int open_out(writer *w, int out_fd, snap_compress c)
+{
+    if (c != COMPRESS_ZSTD)
+        return archive_write_open_fd(w->a, out_fd);
+    w->z = zpipe_start(out_fd, ZSTD_CLEVEL_DEFAULT);
+    return archive_write_open2(w->a, w->z, NULL, zpipe_cb, NULL, NULL);
 }
 
 static int write_all(writer *w, int data_fd, int out_fd, snap_compress c, bb_error **err)
@@ -228,7 +238,8 @@ static int write_all(writer *w, int data_fd, int out_fd, snap_compress c, bb_err
         return bb_fail(err, ENOTSUP, "this bluebox was built without %s support", compress_name(c));
     if (archive_write_set_format_pax_restricted(w->a) != ARCHIVE_OK ||
         archive_write_set_bytes_in_last_block(w->a, 1) != ARCHIVE_OK ||
-        archive_write_open_fd(w->a, out_fd) != ARCHIVE_OK)
+        archive_write_set_bytes_per_block(w->a, 65536) != ARCHIVE_OK ||
+        open_out(w, out_fd, c) != ARCHIVE_OK)
         return archive_fail(w, err, "setup");
     archive_entry_linkresolver_set_strategy(w->links, archive_format(w->a));
     struct stat st;
@@ -241,6 +252,11 @@ static int write_all(writer *w, int data_fd, int out_fd, snap_compress c, bb_err
         return -1;
     if (archive_write_close(w->a) != ARCHIVE_OK)
         return archive_fail(w, err, "closing");
+    if (w->z) {
+        zpipe *z = steal_pointer(&w->z);
+        if (zpipe_finish(z) < 0)
+            return bb_fail_errno(err, errno, "cannot write the snapshot");
+    }
     return 0;
 }
 
@@ -257,6 +273,8 @@ int snapshot_write(int data_fd, int out_fd, snap_compress c, snap_progress progr
         abort();
     int r = write_all(&w, data_fd, out_fd, c, err);
     archive_write_free(w.a);
+    if (w.z)
+        (void)zpipe_finish(w.z); /* after a failure: the error is already said */
     archive_entry_linkresolver_free(w.links);
     free(w.buf);
     return r;

@@ -230,6 +230,18 @@ def test_tar_bomb_refused(bb, small_home, tmp_path, bomb, why):
     assert tree(bb.data("box")) == before
 
 
+@pytest.mark.parametrize("zstd", [False, True], ids=["gzip", "zstd"])
+def test_snapshot_on_a_full_disk_fails_cleanly_and_keeps_the_old_one(bb, small_home, zstd):
+    bb.new("box")
+    (bb.data("box") / "r").write_bytes(os.urandom(2 << 20))  # incompressible
+    assert bb("snapshot", "box", "keep", *(["--zstd"] if zstd else []), "-y").rc == 0
+    (bb.data("box") / "r2").write_bytes(os.urandom(2 << 20))  # 8 MiB disk: no room for 4 more
+    r = bb("snapshot", "box", "keep", *(["--zstd"] if zstd else []), "-y")
+    assert r.rc == 1 and ("No space left" in r.err or "Write error" in r.err), r
+    snaps = sorted(os.listdir(bb.home / "snapshots" / "box"))
+    assert snaps == ["keep.tar.zst" if zstd else "keep.tar.gz"], snaps  # no .partial left
+
+
 def plant_traps(data, outside):
     """What a hostile guest leaves in /data."""
     (outside / "host-secret").write_text("HOST SECRET\n")
