@@ -51,7 +51,17 @@ step cat /proc/sys/kernel/random/boot_id
 step "$bb" run demo -- sh -c 'echo "written in the guest" > /data/hello; echo "exit code 3 comes back"; exit 3' || echo "(exit $?)"
 step cat "$home/data/demo/hello"
 step "$bb" logs demo -n 4
+note "a long-lived sandbox: one boot, many commands, state kept between them:"
+step "$bb" up demo
+step "$bb" exec demo -- sh -c 'echo 42 > /tmp/answer; uname -r'
+step "$bb" exec demo -- cat /tmp/answer
+step "$bb" down demo
+note "/data snapshots: plain tarballs, restored all or nothing:"
+step "$bb" snapshot demo first -y
+step "$bb" run demo -- rm /data/hello
+step "$bb" restore demo first -y
+step cat "$home/data/demo/hello"
 note "a bad Bluefile is refused with the file, line, column and key:"
 printf 'cpus: 99\n' >"$home/sandboxes/demo/Bluefile"
 step "$bb" env demo || true
-note "demo done: a sandbox built from a Bluefile, commands run in a guest with its own kernel and boot_id, /data kept on the host."
+note "demo done: a sandbox built from a Bluefile, commands run in a guest with its own kernel and boot_id, a long-lived VM driven with exec, /data kept on the host and snapshotted."
