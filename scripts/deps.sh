@@ -9,7 +9,7 @@ libyaml-dev libjansson-dev libarchive-dev libcmocka-dev
 libacl1-dev libxml2-dev liblzma-dev libzstd-dev liblz4-dev libbz2-dev zlib1g-dev
 libnettle8 nettle-dev libicu-dev
 python3 python3-pytest
-bash-completion zsh fish tmux shellcheck
+bash-completion zsh fish tmux shellcheck zstd debootstrap
 podman runc uidmap slirp4netns fuse-overlayfs
 user-mode-linux libslirp-dev busybox-static"
 
