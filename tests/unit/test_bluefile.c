@@ -158,6 +158,10 @@ static void mounts(void **s)
     EXPECT_BAD("mounts:\n  - {host: /a/../etc, guest: /w}\n", "\"..\"");
     EXPECT_BAD("mounts:\n  - {host: /a, guest: /data}\n", "cannot be /data");
     EXPECT_BAD("mounts:\n  - {host: /a, guest: /data/x}\n", "cannot be /data");
+    EXPECT_BAD("mounts:\n  - {host: /a, guest: /proc}\n", "belongs to the guest's kernel");
+    EXPECT_BAD("mounts:\n  - {host: /a, guest: /dev/shm/x}\n", "belongs to the guest's kernel");
+    EXPECT_BAD("mounts:\n  - {host: /a, guest: /sys}\n", "belongs to the guest's kernel");
+    EXPECT_BAD("mounts:\n  - {host: /a, guest: /}\n", "must be an absolute path of letters");
     EXPECT_BAD("mounts:\n  - {host: /a, guest: /.bluebox}\n", "reserved");
     EXPECT_BAD("mounts:\n  - {host: /a, guest: w}\n", "mounts[0].guest must be an absolute");
     EXPECT_BAD("mounts:\n  - {host: /a, guest: /w/../x}\n", "mounts[0].guest");
