@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -107,31 +108,6 @@ int openat_beneath(int dirfd, const char *path, int flags, mode_t mode)
     return fd < 0 ? -1 : (int)fd;
 }
 
-static int rm_children(int dfd, bb_error **err);
-
-int rm_rf_at(int dirfd, const char *name, bb_error **err)
-{
-    struct stat st;
-    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return errno == ENOENT ? 0 : bb_fail_errno(err, errno, "cannot stat %s", name);
-    if (!S_ISDIR(st.st_mode)) {
-        if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
-            return bb_fail_errno(err, errno, "cannot remove %s", name);
-        return 0;
-    }
-    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return bb_fail_errno(err, errno, "cannot open %s", name);
-    /* A directory the guest made unreadable is still ours to remove. */
-    if ((st.st_mode & 0700) != 0700)
-        (void)fchmod(fd, st.st_mode | 0700);
-    if (rm_children(fd, err) < 0)
-        return bb_prefix(err, "%s", name);
-    if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-        return bb_fail_errno(err, errno, "cannot remove %s", name);
-    return 0;
-}
-
 /* Call fn for every entry of the directory dfd except . and .., stopping at the first
  * failure. */
 static int for_each_child(int dfd, int (*fn)(int dfd, const char *name, void *ud, bb_error **err),
@@ -145,6 +121,8 @@ static int for_each_child(int dfd, int (*fn)(int dfd, const char *name, void *ud
         close(dup_fd);
         return bb_fail_errno(err, errno, "cannot read directory");
     }
+    /* The dup shares dfd's offset, which an earlier pass over dfd left at the end. */
+    rewinddir(d);
     int r = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
@@ -158,14 +136,85 @@ static int for_each_child(int dfd, int (*fn)(int dfd, const char *name, void *ud
     return r;
 }
 
+/* Deeper than this below the directory being removed, a directory is first moved up into
+ * it: a chain of any depth (a guest can nest 100000 levels in /data) goes with a bounded
+ * stack and a bounded number of fds, never through "..". */
+#define RM_MAX_DEPTH 64
+
+typedef struct {
+    int top;             /* the directory being removed, where deep ones are moved; -1 above it */
+    unsigned depth;      /* levels below top */
+    unsigned long moved; /* directories moved up so far */
+} rm_walk;
+
+static int rm_entry(rm_walk *w, int dirfd, const char *name, bb_error **err);
+
 static int rm_child(int dfd, const char *name, void *ud, bb_error **err)
 {
-    return rm_rf_at(dfd, name, err);
+    return rm_entry(ud, dfd, name, err);
 }
 
-static int rm_children(int dfd, bb_error **err)
+static int move_up(rm_walk *w, int dirfd, const char *name, bb_error **err)
 {
-    return for_each_child(dfd, rm_child, NULL, err);
+    for (;;) {
+        char up[32];
+        snprintf(up, sizeof up, ".rm-deep-%lu", w->moved++);
+        if (renameat2(dirfd, name, w->top, up, RENAME_NOREPLACE) == 0)
+            return 0;
+        if (errno != EEXIST)
+            return bb_fail_errno(err, errno, "cannot remove %s", name);
+    }
+}
+
+/* Empty the directory fd: once below top; for top itself until a pass moves nothing up, as
+ * one moved up during a pass may not be listed by it. */
+static int rm_children(rm_walk *w, int fd, bb_error **err)
+{
+    if (w->top >= 0) {
+        w->depth++;
+        int r = for_each_child(fd, rm_child, w, err);
+        w->depth--;
+        return r;
+    }
+    w->top = fd;
+    unsigned long before;
+    do {
+        before = w->moved;
+        if (for_each_child(fd, rm_child, w, err) < 0)
+            return -1;
+    } while (w->moved != before);
+    return 0;
+}
+
+static int rm_entry(rm_walk *w, int dirfd, const char *name, bb_error **err)
+{
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? 0 : bb_fail_errno(err, errno, "cannot stat %s", name);
+    if (!S_ISDIR(st.st_mode)) {
+        if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+            return bb_fail_errno(err, errno, "cannot remove %s", name);
+        return 0;
+    }
+    if (w->top >= 0 && w->depth >= RM_MAX_DEPTH)
+        return move_up(w, dirfd, name, err);
+    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot open %s", name);
+    /* A directory the guest made unreadable is still ours to remove. */
+    if ((st.st_mode & 0700) != 0700)
+        (void)fchmod(fd, st.st_mode | 0700);
+    if (rm_children(w, fd, err) < 0)
+        return bb_prefix(err, "%s", name);
+    if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+        return bb_fail_errno(err, errno, "cannot remove %s", name);
+    return 0;
+}
+
+int rm_rf_at(int dirfd, const char *name, bb_error **err)
+{
+    rm_walk w = {.top = -1};
+    return rm_entry(&w, dirfd, name, err);
 }
 
 typedef struct {
