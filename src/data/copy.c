@@ -17,6 +17,7 @@ typedef struct {
     const copy_opts *o;
     data_tally *t;
     char *buf;
+    size_t len; /* of the path from the root to the directory being copied */
 } copier;
 
 static int copy_dir(copier *c, int src, int dst, bb_error **err);
@@ -133,7 +134,11 @@ static int copy_subdir(copier *c, int src, int dst, const char *name, bb_error *
     /* Reachable by the owner while filling it, its own mode after. */
     (void)fchmod(out, 0700);
     c->t->entries++;
-    if (copy_dir(c, in, out, err) < 0)
+    size_t len = c->len;
+    c->len += (len ? 1 : 0) + strlen(name);
+    int r = copy_dir(c, in, out, err);
+    c->len = len;
+    if (r < 0)
         return bb_prefix(err, "%s", name);
     return set_attrs(c, out, safe_mode(st.st_mode) | 0700, &st, name, err);
 }
@@ -145,7 +150,8 @@ static int copy_child(copier *c, int src, int dst, const char *name, bb_error **
         c->t->skipped[SKIP_CHANGED]++;
         return 0;
     }
-    skip_kind k = skip_kind_of(st.st_mode);
+    bool deep = c->len + (c->len ? 1 : 0) + strlen(name) > DATA_PATH_MAX;
+    skip_kind k = deep ? SKIP_DEEP : skip_kind_of(st.st_mode);
     if (k != SKIP_N) {
         c->t->skipped[k]++;
         return 0;

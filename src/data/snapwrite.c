@@ -177,7 +177,7 @@ static int add_child(writer *w, int dfd, const char *rel, const char *name, bb_e
         return 0;
     }
     _cleanup_free_ char *path = xasprintf("%s/%s", rel, name);
-    skip_kind k = skip_kind_of(st.st_mode);
+    skip_kind k = strlen(path) - 2 > DATA_PATH_MAX ? SKIP_DEEP : skip_kind_of(st.st_mode);
     if (k != SKIP_N) {
         w->t->skipped[k]++;
         return 0;

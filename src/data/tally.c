@@ -13,6 +13,7 @@ static const char *const kind_names[SKIP_N][2] = {
     [SKIP_SOCKET] = {"socket", "sockets"},
     [SKIP_CHANGED] = {"changed while reading", "changed while reading"},
     [SKIP_CONFLICT] = {"of another type than what is there", "of another type than what is there"},
+    [SKIP_DEEP] = {"nested too deeply", "nested too deeply"},
 };
 
 uint64_t tally_skipped(const data_tally *t)

@@ -1,7 +1,12 @@
 /* What a /data operation did: entries and bytes written, and what it left out and why. */
 #pragma once
 
+#include <limits.h>
 #include <stdint.h>
+
+/* The longest path below /data an operation takes (without "./"): what a restore can open
+ * in one openat2, and a bound on the depth of every walk however deep a guest nests. */
+#define DATA_PATH_MAX (PATH_MAX - 1)
 
 typedef enum {
     SKIP_DEVICE,   /* character or block device */
@@ -9,6 +14,7 @@ typedef enum {
     SKIP_SOCKET,   /* unix socket */
     SKIP_CHANGED,  /* swapped or removed between listing and reading */
     SKIP_CONFLICT, /* would replace an entry of another type */
+    SKIP_DEEP,     /* a path longer than DATA_PATH_MAX: the subtree is left out */
     SKIP_N,
 } skip_kind;
 

@@ -483,50 +483,40 @@ def plant_chain(root, depth=DEEP, name="d"):
         os.close(fd)
 
 
-@pytest.fixture
-def deep_box(bb, box):
+def test_deep_chain_planted_in_data(bb, box, tmp_path):
+    """100000 nested directories planted in /data (recursive walks ran out of stack or fds:
+    snapshot crashed, export failed half done, reset left the old /data in its staging and
+    every later reset failed on it). Snapshot and export take the tree down to the longest
+    path a restore can open and count the rest as skipped; reset removes it all."""
     (bb.data(box) / "plain").write_text("kept\n")
     plant_chain(bb.data(box))
-    yield box
-    # coreutils rm copes with any depth (Python's rmtree recurses).
-    subprocess.run(["rm", "-rf", str(bb.tmp)], check=False)
-
-
-def test_deep_chain_reset(bb, deep_box):
-    """100000 nested directories planted in /data: reset removes them all (a recursive
-    removal ran out of stack)."""
-    r = bb("reset", deep_box, "-y")
-    assert (r.rc, r.out) == (0, "reset box\n"), r
-    assert os.listdir(bb.data(deep_box)) == []
-    assert os.listdir(bb.home / "data") == [deep_box]
-
-
-def test_deep_chain_snapshot_and_restore(bb, deep_box):
-    """Snapshot archives /data down to the longest path a restore can open, skips and counts
-    the rest (a recursive walk ran out of stack); the snapshot then restores over the chain."""
-    r = bb("snapshot", deep_box, "deep")
-    assert r.rc == 0, r
-    assert "skipped 1 entry that cannot be archived safely (1 nested too deeply)" in r.err, r
-    with tarfile.open(bb.snapshots(deep_box) / "deep.tar.gz") as t:
-        names = t.getnames()
-    assert "./plain" in names
-    assert max(len(n) for n in names) <= 4096
-    r = bb("restore", deep_box, "deep", "-y")
-    assert r.rc == 0, r
-    assert (bb.data(deep_box) / "plain").read_text() == "kept\n"
-    assert os.listdir(bb.home / "data") == [deep_box]
-
-
-def test_deep_chain_export(bb, deep_box, tmp_path):
-    dest = tmp_path / "export"
-    r = bb("data", "export", deep_box, str(dest))
-    assert r.rc == 0, r
-    assert "skipped 1 entry that cannot be exported safely (1 nested too deeply)" in r.err, r
-    assert (dest / "plain").read_text() == "kept\n"
-    depth, p = 0, os.open(dest, os.O_RDONLY)
-    while "d" in os.listdir(p):
-        n = os.open("d", os.O_RDONLY, dir_fd=p)
+    try:
+        r = bb("snapshot", box, "deep")
+        assert r.rc == 0, r
+        assert "skipped 1 entry that cannot be archived safely (1 nested too deeply)" in r.err, r
+        with tarfile.open(bb.snapshots(box) / "deep.tar.gz") as t:
+            names = t.getnames()
+        assert "./plain" in names
+        assert max(len(n) for n in names) == len("./") + 4095
+        dest = tmp_path / "export"
+        r = bb("data", "export", box, str(dest))
+        assert r.rc == 0, r
+        assert "skipped 1 entry that cannot be exported safely (1 nested too deeply)" in r.err, r
+        assert (dest / "plain").read_text() == "kept\n"
+        depth, p = 0, os.open(dest, os.O_RDONLY)
+        while "d" in os.listdir(p):
+            n = os.open("d", os.O_RDONLY, dir_fd=p)
+            os.close(p)
+            p, depth = n, depth + 1
         os.close(p)
-        p, depth = n, depth + 1
-    os.close(p)
-    assert 1000 < depth < 2048
+        assert depth == 2048  # "d/" * 2047 + "d": 4095 bytes
+        r = bb("reset", box, "-y")
+        assert (r.rc, r.out) == (0, "reset box\n"), r
+        assert os.listdir(bb.data(box)) == []
+        assert os.listdir(bb.home / "data") == [box]
+        r = bb("restore", box, "deep", "-y")
+        assert r.rc == 0, r
+        assert (bb.data(box) / "plain").read_text() == "kept\n"
+    finally:
+        # coreutils rm copes with any depth (Python's rmtree recurses).
+        subprocess.run(["rm", "-rf", str(bb.data(box))], check=False)
