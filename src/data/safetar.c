@@ -99,6 +99,8 @@ static int refuse(extractor *x, bb_error **err, const char *fmt, ...)
     return bb_fail(err, EINVAL, "entry \"%s\": %s", x->entry, why);
 }
 
+_Static_assert(DATA_PATH_MAX == 4095, "the refusal in clean_name says 4095");
+
 /* Clean an entry name: drop "." components and repeated or trailing slashes. Absolute
  * names and ".." anywhere are refused, raw or cleaned. "" is the archive root. */
 static const char *clean_name(const char *raw, char **ret)
@@ -121,6 +123,9 @@ static const char *clean_name(const char *raw, char **ret)
         }
         p = *end ? end + 1 : end;
     }
+    /* Longer could not be opened in one openat2, and makes a walk as deep as it is. */
+    if (b.len > DATA_PATH_MAX)
+        return "is longer than the 4095 bytes a path in /data can have";
     *ret = sb_steal(&b);
     return NULL;
 }

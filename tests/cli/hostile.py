@@ -87,6 +87,8 @@ def cases():
         "symlink-replaced-by-file": (tar(sym("x", "/etc/passwd"), f("x")),
                                      "would replace a symlink"),
         "symlink-replaced-by-dir": (tar(sym("x", "/tmp"), d("x")), "would replace a symlink"),
+        "name-too-long": (tar(f("a/" * 2100 + "x")),
+                          "is longer than the 4095 bytes a path in /data can have"),
         "file-through-file": (tar(f("x"), f("x/y")), "which is not a directory"),
         "chardev": (tar(_info("null", tarfile.CHRTYPE, devmajor=1)),
                     "character device entries are not restored"),
