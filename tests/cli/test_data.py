@@ -519,4 +519,4 @@ def test_deep_chain_planted_in_data(bb, box, tmp_path):
         assert (bb.data(box) / "plain").read_text() == "kept\n"
     finally:
         # coreutils rm copes with any depth (Python's rmtree recurses).
-        subprocess.run(["rm", "-rf", str(bb.data(box))], check=False)
+        subprocess.run(["rm", "-rf", str(bb.data(box)), str(tmp_path / "export")], check=False)
