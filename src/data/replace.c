@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <stdbool.h>
 #include <unistd.h>
 
 #include "crashpoint.h"
@@ -20,6 +21,19 @@ static char *staging_prefix(const char *base)
     return xasprintf(".%s.restore-", base);
 }
 
+/* Exactly the prefix and 8 hex digits: names may contain dots, so ".a.restore-" must not
+ * match the staging of a sandbox called "a.restore-x" (its restore may be running). */
+static bool is_staging_of(const char *name, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    if (strncmp(name, prefix, n) != 0 || strlen(name + n) != 8)
+        return false;
+    for (const char *c = name + n; *c; c++)
+        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
+            return false;
+    return true;
+}
+
 int data_replace_cleanup(int parent_fd, const char *base, bb_error **err)
 {
     _cleanup_free_ char *prefix = staging_prefix(base);
@@ -27,8 +41,7 @@ int data_replace_cleanup(int parent_fd, const char *base, bb_error **err)
     if (list_dir_at(parent_fd, &names, err) < 0)
         return -1;
     for (size_t i = 0; i < names.n; i++)
-        if (strncmp(names.v[i], prefix, strlen(prefix)) == 0 &&
-            rm_rf_at(parent_fd, names.v[i], err) < 0)
+        if (is_staging_of(names.v[i], prefix) && rm_rf_at(parent_fd, names.v[i], err) < 0)
             return bb_prefix(err, "cannot remove an interrupted restore");
     return 0;
 }

@@ -458,6 +458,18 @@ def test_kill_during_restore(bb, box, point, committed):
     assert tree(data) == snap
 
 
+def test_cleanup_leaves_another_sandboxs_staging_alone(bb, box):
+    """Names may contain dots: box's cleanup must not take box.restore-x's staging."""
+    bb.new("box.restore-x")
+    other = bb.home / "data" / ".box.restore-x.restore-0123abcd"
+    other.mkdir()
+    (other / "new").mkdir()
+    mine = bb.home / "data" / ".box.restore-89abcdef"  # left by a crash: cleaned
+    mine.mkdir()
+    assert bb("reset", box, "-y").rc == 0
+    assert other.is_dir() and not mine.exists()
+
+
 def test_data_usage(bb, box):
     r = bb("data", "copy", box, "/tmp/x")
     assert r.rc == 2 and "export or import" in r.err, r
