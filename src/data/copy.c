@@ -3,6 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,11 +16,22 @@
 
 #define CHUNK (256 * 1024)
 
+/* A file with several names, by its identity in src, and where its first copy went. */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    char *path; /* relative to the destination root; NULL: free slot */
+} link_slot;
+
 typedef struct {
     const copy_opts *o;
     data_tally *t;
     char *buf;
-    size_t len; /* of the path from the root to the directory being copied */
+    size_t len;                   /* of the path from the root to the directory being copied */
+    char path[DATA_PATH_MAX + 2]; /* that path (links only) */
+    int root;                     /* the destination root */
+    link_slot *links;             /* open addressing, size n_slots (a power of two) */
+    size_t n_links, n_slots;
 } copier;
 
 static int copy_dir(copier *c, int src, int dst, bb_error **err);
@@ -54,9 +68,119 @@ static int dst_slot(copier *c, int dst, const char *name, mode_t type, bb_error 
     return 2;
 }
 
+/* Copy the bytes of in to out, holes as holes: a guest's 1 TiB sparse file costs /data
+ * nothing and must not cost the destination a terabyte of zeros either. */
+static int copy_range(copier *c, int in, int out, off_t from, off_t to, const char *name,
+                      bb_error **err)
+{
+    while (from < to) {
+        size_t want = to - from < CHUNK ? (size_t)(to - from) : CHUNK;
+        ssize_t n = pread(in, c->buf, want, from);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return bb_fail_errno(err, errno, "cannot read %s", name);
+        if (n == 0)
+            break; /* shrunk while we copy */
+        for (size_t off = 0; off < (size_t)n;) {
+            ssize_t w = pwrite(out, c->buf + off, (size_t)n - off, from + (off_t)off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0)
+                return bb_fail_errno(err, errno, "cannot write %s", name);
+            off += (size_t)w;
+        }
+        from += n;
+        c->t->bytes += (uint64_t)n;
+    }
+    return 0;
+}
+
+static int copy_data(copier *c, int in, int out, off_t size, const char *name, bb_error **err)
+{
+    for (off_t at = 0; at < size;) {
+        off_t data = lseek(in, at, SEEK_DATA);
+        if (data < 0 && errno == ENXIO)
+            break;    /* only a hole is left */
+        if (data < 0) /* no SEEK_DATA here: all of it */
+            return copy_range(c, in, out, at, size, name, err);
+        off_t hole = lseek(in, data, SEEK_HOLE);
+        if (hole < 0)
+            hole = size;
+        if (copy_range(c, in, out, data, hole < size ? hole : size, name, err) < 0)
+            return -1;
+        at = hole;
+    }
+    if (ftruncate(out, size) < 0)
+        return bb_fail_errno(err, errno, "cannot write %s", name);
+    return 0;
+}
+
+static size_t link_hash(dev_t dev, ino_t ino)
+{
+    uint64_t h = ((uint64_t)dev * 0x9e3779b97f4a7c15ull) ^ (uint64_t)ino;
+    h ^= h >> 29;
+    return (size_t)(h * 0xbf58476d1ce4e5b9ull);
+}
+
+static link_slot *link_find(copier *c, dev_t dev, ino_t ino)
+{
+    if (c->n_slots == 0)
+        return NULL;
+    for (size_t i = link_hash(dev, ino) & (c->n_slots - 1);; i = (i + 1) & (c->n_slots - 1))
+        if (!c->links[i].path || (c->links[i].dev == dev && c->links[i].ino == ino))
+            return &c->links[i];
+}
+
+static char *path_of(copier *c, const char *name)
+{
+    return c->len ? xasprintf("%.*s/%s", (int)c->len, c->path, name) : xstrdup(name);
+}
+
+static void link_remember(copier *c, const struct stat *st, const char *name)
+{
+    if (2 * (c->n_links + 1) > c->n_slots) {
+        link_slot *old = c->links;
+        size_t n = c->n_slots;
+        c->n_slots = n ? 2 * n : 64;
+        c->links = xcalloc(c->n_slots, sizeof *c->links);
+        for (size_t i = 0; i < n; i++)
+            if (old[i].path)
+                *link_find(c, old[i].dev, old[i].ino) = old[i];
+        free(old);
+    }
+    link_slot *s = link_find(c, st->st_dev, st->st_ino);
+    if (s->path)
+        return;
+    *s = (link_slot){st->st_dev, st->st_ino, path_of(c, name)};
+    c->n_links++;
+}
+
+/* A further name of a file already exported: a hard link to that copy, if it still is one. */
+static int copy_link(copier *c, int dst, const char *name, const struct stat *st, bb_error **err)
+{
+    link_slot *s = link_find(c, st->st_dev, st->st_ino);
+    if (!s || !s->path)
+        return 0;
+    int slot = dst_slot(c, dst, name, S_IFREG, err);
+    if (slot < 0 || slot == 2)
+        return slot < 0 ? -1 : 1;
+    if (slot == 1 && unlinkat(dst, name, 0) < 0)
+        return bb_fail_errno(err, errno, "cannot replace %s", name);
+    if (linkat(c->root, s->path, dst, name, 0) < 0)
+        return 0; /* e.g. too many links: fall back to a copy */
+    c->t->entries++;
+    return 1;
+}
+
 static int copy_file(copier *c, int src, int dst, const char *name, const struct stat *listed,
                      bb_error **err)
 {
+    if (c->o->links && listed->st_nlink > 1) {
+        int r = copy_link(c, dst, name, listed, err);
+        if (r != 0)
+            return r < 0 ? -1 : 0;
+    }
     _cleanup_close_ int in =
         openat(src, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     struct stat st;
@@ -75,19 +199,10 @@ static int copy_file(copier *c, int src, int dst, const char *name, const struct
         openat(dst, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (out < 0)
         return bb_fail_errno(err, errno, "cannot create %s", name);
-    for (;;) {
-        ssize_t n = read(in, c->buf, CHUNK);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return bb_fail_errno(err, errno, "cannot read %s", name);
-        if (n == 0)
-            break;
-        int w = write_full(out, c->buf, (size_t)n);
-        if (w < 0)
-            return bb_fail_errno(err, -w, "cannot write %s", name);
-        c->t->bytes += (uint64_t)n;
-    }
+    if (copy_data(c, in, out, st.st_size, name, err) < 0)
+        return -1;
+    if (c->o->links && st.st_nlink > 1)
+        link_remember(c, &st, name);
     c->t->entries++;
     return set_attrs(c, out, safe_mode(st.st_mode), &st, name, err);
 }
@@ -136,8 +251,11 @@ static int copy_subdir(copier *c, int src, int dst, const char *name, bb_error *
     c->t->entries++;
     size_t len = c->len;
     c->len += (len ? 1 : 0) + strlen(name);
+    if (c->len <= DATA_PATH_MAX) /* deeper ones are skipped (copy_child) */
+        snprintf(c->path + len, sizeof c->path - len, "%s%s", len ? "/" : "", name);
     int r = copy_dir(c, in, out, err);
     c->len = len;
+    c->path[len] = '\0';
     if (r < 0)
         return bb_prefix(err, "%s", name);
     return set_attrs(c, out, safe_mode(st.st_mode) | 0700, &st, name, err);
@@ -176,8 +294,13 @@ static int copy_dir(copier *c, int src, int dst, bb_error **err)
 
 int tree_copy(int src_fd, int dst_fd, const copy_opts *o, data_tally *t, bb_error **err)
 {
-    copier c = {.o = o, .t = t, .buf = xmalloc(CHUNK)};
-    int r = copy_dir(&c, src_fd, dst_fd, err);
-    free(c.buf);
+    copier *c = xmalloc(sizeof *c);
+    *c = (copier){.o = o, .t = t, .buf = xmalloc(CHUNK), .root = dst_fd};
+    int r = copy_dir(c, src_fd, dst_fd, err);
+    for (size_t i = 0; i < c->n_slots; i++)
+        free(c->links[i].path);
+    free(c->links);
+    free(c->buf);
+    free(c);
     return r;
 }

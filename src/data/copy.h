@@ -14,6 +14,10 @@ typedef struct {
     bool chown; /* give what is created to uid:gid (importing into strict /data) */
     uid_t uid;
     gid_t gid;
+    /* Export: a file with several names in src is written once, its other names hard links
+     * to that copy (the destination is bluebox's own new tree; never for import, whose
+     * destination is a /data the guest may be changing). */
+    bool links;
 } copy_opts;
 
 /* Copy the contents of src_fd into dst_fd, merging with what dst_fd holds: directories

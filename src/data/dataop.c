@@ -112,7 +112,8 @@ static int op_copy(const data_job *j, data_tally *t, bb_error **err)
     _cleanup_close_ int dst = open_dir(j->arg[1], err);
     if (dst < 0)
         return -1;
-    copy_opts o = {.chown = j->chown, .uid = j->uid, .gid = j->gid};
+    copy_opts o = {
+        .chown = j->chown, .uid = j->uid, .gid = j->gid, .links = streq(j->op, "export")};
     return tree_copy(src, dst, &o, t, err);
 }
 

@@ -277,6 +277,32 @@ def test_snapshot_does_not_read_through_traps(bb, box, tmp_path):
                 assert b"HOST SECRET" not in t.extractfile(m).read()
 
 
+def test_export_keeps_holes_and_hard_links(bb, box, tmp_path):
+    """A guest's 64 GiB sparse file and 2000 names of one 1 MiB file cost /data almost
+    nothing; the export must not turn them into 64 GiB + 2 GiB on the host."""
+    d = bb.data(box)
+    with open(d / "sparse", "wb") as f:
+        f.write(b"head")
+        f.seek(64 << 30)
+        f.write(b"tail")
+    (d / "big").write_bytes(os.urandom(1 << 20))
+    (d / "names").mkdir()
+    for i in range(2000):
+        os.link(d / "big", d / "names" / f"n{i}")
+    dest = tmp_path / "export"
+    r = bb("data", "export", box, str(dest))
+    assert r.rc == 0, r
+    st = os.stat(dest / "sparse")
+    assert st.st_size == (64 << 30) + 4 and st.st_blocks * 512 < (1 << 20), st
+    with open(dest / "sparse", "rb") as f:
+        assert f.read(4) == b"head"
+        f.seek(64 << 30)
+        assert f.read() == b"tail"
+    big = os.stat(dest / "big")
+    assert big.st_nlink == 2001 and (dest / "big").read_bytes() == (d / "big").read_bytes()
+    assert os.stat(dest / "names" / "n1999").st_ino == big.st_ino
+
+
 def test_export_confined_and_counted(bb, box, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
