@@ -190,6 +190,18 @@ def test_exec_tty(box):
     os.close(master)
 
 
+def test_exec_inherits_only_its_stdio(box):
+    """An exec'd command holds fds 0, 1 and 2 and nothing of the agent's (its socket, the
+    control line, the terminal it opened for the command), with or without a pty."""
+    h, name = box
+    for flags in ([], ["-t"]):
+        # ls, a child of the shell (not exec'd: a second command follows), lists the
+        # shell's fds (a glob would open the directory in the shell itself)
+        r = h("exec", name, *flags, "--", "sh", "-c", "ls /proc/$$/fd; true")
+        assert r.returncode == 0, r
+        assert r.stdout.decode().split() == ["0", "1", "2"], (flags, r.stdout)
+
+
 def test_twenty_parallel_execs(box):
     h, name = box
     results = {}
