@@ -348,6 +348,75 @@ def test_kernel_gate_refuses_an_agent_on_the_host_kernel(box):
     assert got == [b"H"], got
 
 
+def _fake_agent(h, name, got):
+    """A hostile agent for `name`: it answers the hello as a guest would, prints a line,
+    then never sends the exit frame and never closes. Returns the server's thread."""
+    srv = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        c, _ = srv.accept()
+        srv.close()
+        got.extend(t for t, _ in read_frames(c, until=b"H"))
+        c.sendall(frame(b"R", json.dumps({"kernel": "6.1.0-not-the-host"}).encode()))
+        got.extend(t for t, _ in read_frames(c, until=b"G"))
+        c.sendall(frame(b"O", b"partial\n"))
+        got.extend(t for t, _ in read_frames(c, until=b"", timeout=120))  # until it hangs up
+        c.close()
+
+    t = threading.Thread(target=serve)
+    t.start()
+    (h.dir / "home" / "run" / f"{name}.json").write_text(json.dumps({
+        "container": "none", "addr": f"127.0.0.1:{srv.getsockname()[1]}",
+        "token": "a" * 64, "kernel": "6.1.0-not-the-host", "started": 0}))
+    return t
+
+
+def test_an_agent_that_never_exits_cannot_hold_exec(box):
+    """A guest that stops answering after the ready frame: exec gives up once the
+    sandbox's timeout_seconds (plus a grace) has passed without an exit frame."""
+    h, _ = box
+    name = h.sandbox(f"silent-{os.getpid()}", bluefile(timeout=1))
+    got = []
+    t = _fake_agent(h, name, got)
+    try:
+        r = h("exec", name, "--", "true", timeout=90)
+    finally:
+        (h.dir / "home" / "run" / f"{name}.json").unlink()
+        t.join(timeout=130)
+    assert r.returncode == 1 and r.stdout == b"partial\n", r
+    assert b"did not report the command's end" in r.stderr, r
+    assert got[:2] == [b"H", b"G"], got
+
+
+def test_a_second_ctrl_c_ends_exec_on_an_agent_that_never_exits(box):
+    """Without a timeout: the first Ctrl-C goes to the remote group, a second one ends the
+    client (it hangs up, so the agent kills the group)."""
+    h, _ = box
+    name = h.sandbox(f"hung-{os.getpid()}", bluefile(timeout=0))
+    got = []
+    t = _fake_agent(h, name, got)
+    p = None
+    try:
+        p = subprocess.Popen(h.cmd("exec", name, "--", "sleep", "1000"), env=h.env,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        assert p.stdout.readline() == b"partial\n"
+        p.send_signal(2)
+        t0 = time.monotonic()
+        while b"K" not in got and time.monotonic() - t0 < 30:  # the first one was forwarded
+            time.sleep(0.05)
+        p.send_signal(2)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p and p.poll() is None:
+            p.kill()
+            p.wait()
+        (h.dir / "home" / "run" / f"{name}.json").unlink()
+        t.join(timeout=130)
+    assert p.returncode == 130, (p.returncode, err)
+    assert got[:3] == [b"H", b"G", b"K"], got
+
+
 # ---- network: none stays offline; the guest cannot reach the host's loopback -------------
 
 def _host_listeners():
