@@ -264,6 +264,25 @@ def test_token_never_leaks(box):
     assert hashlib.sha256(Path(h.bin).read_bytes()).hexdigest() == before
 
 
+def test_the_control_line_cannot_fill_the_hosts_disk(box):
+    """Root in the guest can write frames on the uml control line; bluebox-vmm relays them
+    to its stdout, which podman keeps as the container's log on the host. That log is
+    capped, so a flood cannot fill the host's disk."""
+    h, name = box
+    s = state(h, name)
+    r = h("exec", name, "--", "sh", "-c",
+          "{ printf 'O\\000\\001\\000\\000'; head -c 65536 /dev/zero | tr '\\0' x; } >/tmp/fr &&"
+          " for i in $(seq 48); do cat /tmp/fr; done >/dev/ttyS0; rm /tmp/fr; echo flooded",
+          timeout=300)
+    assert r.stdout == b"flooded\n", r
+    info = json.loads(podman("inspect", s["container"]).stdout)[0]
+    log = Path(info["HostConfig"]["LogConfig"].get("Path") or info["LogPath"])
+    # 3 MiB went to the log; at most the cap (1 MiB, and a little) is kept
+    assert log.stat().st_size < (1 << 20) + (128 << 10), log.stat().st_size
+    r = h("exec", name, "--", "echo", "still")
+    assert r.stdout == b"still\n", r
+
+
 # ---- abuse from the host -------------------------------------------------------------------
 
 def test_agent_under_abuse(box):
