@@ -436,6 +436,37 @@ def test_a_second_ctrl_c_ends_exec_on_an_agent_that_never_exits(box):
     assert got[:3] == [b"H", b"G", b"K"], got
 
 
+def test_an_agents_error_text_cannot_drive_the_terminal(box):
+    """The exit frame's err is the guest's text, printed on the user's terminal: C0 and C1
+    controls (also C1 as UTF-8, which xterm obeys) and broken UTF-8 come out escaped."""
+    h, _ = box
+    name = h.sandbox(f"esc-{os.getpid()}", bluefile())
+    srv = socket.create_server(("127.0.0.1", 0))
+    err = "a\x1b]0;t\x07b\u009b2Jc\u009d0;x\u0007d é"
+
+    def serve():
+        c, _ = srv.accept()
+        read_frames(c, until=b"H")
+        c.sendall(frame(b"R", json.dumps({"kernel": "6.1.0-not-the-host"}).encode()))
+        read_frames(c, until=b"G")
+        c.sendall(frame(b"X", json.dumps({"code": 3, "err": err}).encode()))
+        c.close()
+
+    t = threading.Thread(target=serve)
+    t.start()
+    (h.dir / "home" / "run" / f"{name}.json").write_text(json.dumps({
+        "container": "none", "addr": f"127.0.0.1:{srv.getsockname()[1]}",
+        "token": "a" * 64, "kernel": "6.1.0-not-the-host", "started": 0}))
+    try:
+        r = h("exec", name, "--", "true", timeout=60)
+    finally:
+        (h.dir / "home" / "run" / f"{name}.json").unlink()
+        t.join(timeout=30)
+        srv.close()
+    assert r.returncode == 3, r
+    assert r.stderr == "bluebox: a\\x1b]0;t\\x07b\\u009b2Jc\\u009d0;x\\x07d é\n".encode(), r
+
+
 # ---- network: none stays offline; the guest cannot reach the host's loopback -------------
 
 def _host_listeners():
