@@ -367,6 +367,13 @@ def test_kernel_gate_refuses_an_agent_on_the_host_kernel(box):
     assert got == [b"H"], got
 
 
+def fake_state(h, name, srv):
+    """run/<name>.json pointing exec at a server of the test's, not at a VM."""
+    (h.dir / "home" / "run" / f"{name}.json").write_text(json.dumps({
+        "container": "none", "addr": f"127.0.0.1:{srv.getsockname()[1]}",
+        "token": "a" * 64, "kernel": "6.1.0-not-the-host", "started": 0}))
+
+
 def _fake_agent(h, name, got):
     """A hostile agent for `name`: it answers the hello as a guest would, prints a line,
     then never sends the exit frame and never closes. Returns the server's thread."""
@@ -384,9 +391,7 @@ def _fake_agent(h, name, got):
 
     t = threading.Thread(target=serve)
     t.start()
-    (h.dir / "home" / "run" / f"{name}.json").write_text(json.dumps({
-        "container": "none", "addr": f"127.0.0.1:{srv.getsockname()[1]}",
-        "token": "a" * 64, "kernel": "6.1.0-not-the-host", "started": 0}))
+    fake_state(h, name, srv)
     return t
 
 
@@ -454,9 +459,7 @@ def test_an_agents_error_text_cannot_drive_the_terminal(box):
 
     t = threading.Thread(target=serve)
     t.start()
-    (h.dir / "home" / "run" / f"{name}.json").write_text(json.dumps({
-        "container": "none", "addr": f"127.0.0.1:{srv.getsockname()[1]}",
-        "token": "a" * 64, "kernel": "6.1.0-not-the-host", "started": 0}))
+    fake_state(h, name, srv)
     try:
         r = h("exec", name, "--", "true", timeout=60)
     finally:
