@@ -200,6 +200,8 @@ static _noreturn_ void exec_child(const agent_config *cfg, const conn *c, int fd
     for (int i = 0; i < 3; i++)
         if (dup2(fds[i], i) < 0)
             child_fail(errpipe, "cannot set up stdio", NULL);
+    if (pts && fds[0] > STDERR_FILENO) /* opened without O_CLOEXEC: the command's stdio only */
+        close(fds[0]);
     if (cfg->set_ids &&
         (setgroups(cfg->n_groups, cfg->groups) < 0 || setgid(cfg->gid) < 0 || setuid(cfg->uid) < 0))
         child_fail(errpipe, "cannot switch to the sandbox's user", NULL);

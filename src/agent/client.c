@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/utsname.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/xalloc.h"
@@ -23,6 +24,9 @@
 /* Stdin queued for the agent before we stop reading our stdin. */
 #define OUT_HIGH ((size_t)1024 * 1024)
 #define CHUNK    65536
+/* How long after the command's timeout the agent may still be silent: it kills the group at
+ * the timeout and reports within a second or so; only a broken or hostile guest takes this. */
+#define EXIT_GRACE_MS 15000
 
 static int parse_addr(const char *addr, struct sockaddr_in *sa)
 {
@@ -170,8 +174,17 @@ typedef struct sess {
     uint8_t *out;
     size_t out_len, out_off, out_cap;
     bool stdin_open, done;
+    int forwarded; /* an interrupting signal already went to the remote group */
+    int stop_sig;  /* a second one came: we hang up */
     agent_exit x;
 } sess;
+
+static long long now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
 
 static void queue(sess *s, uint8_t type, const void *data, size_t n)
 {
@@ -287,6 +300,11 @@ static void on_signals(sess *s, int sigfd)
                 send_winsize(s);
             continue;
         }
+        if (s->forwarded) {
+            s->stop_sig = (int)si.ssi_signo;
+            continue;
+        }
+        s->forwarded = (int)si.ssi_signo;
         size_t len;
         _cleanup_free_ char *k = signal_encode((int)si.ssi_signo, &len);
         queue(s, FRAME_SIGNAL, k, len);
@@ -295,6 +313,9 @@ static void on_signals(sess *s, int sigfd)
 
 static int relay(sess *s, int sigfd, bb_error **err)
 {
+    long long deadline = s->io->timeout_seconds > 0
+                             ? now_ms() + (long long)s->io->timeout_seconds * 1000 + EXIT_GRACE_MS
+                             : -1;
     while (!s->done) {
         struct pollfd p[3] = {
             {.fd = sigfd, .events = POLLIN},
@@ -302,13 +323,28 @@ static int relay(sess *s, int sigfd, bb_error **err)
             {.fd = s->stdin_open && s->out_len - s->out_off < OUT_HIGH ? STDIN_FILENO : -1,
              .events = POLLIN},
         };
-        if (poll(p, 3, -1) < 0) {
+        long long left = deadline < 0 ? -1 : deadline - now_ms();
+        int pr = poll(p, 3, deadline < 0 ? -1 : left > 0 ? (int)left : 0);
+        if (pr < 0) {
             if (errno == EINTR)
                 continue;
             return bb_fail_errno(err, errno, "poll");
         }
+        if (pr == 0) /* silent until past the deadline: pending data would have woken us */
+            return bb_fail(err, ETIMEDOUT,
+                           "the agent did not report the command's end within %ds of its "
+                           "timeout (timeout_seconds: %d)",
+                           EXIT_GRACE_MS / 1000, s->io->timeout_seconds);
         if (p[0].revents)
             on_signals(s, sigfd);
+        if (s->stop_sig) {
+            int r = bb_fail(err, EINTR,
+                            "interrupted again: hung up on the agent, which ends the "
+                            "command when its client is gone");
+            if (err && *err)
+                (*err)->exit = 128 + s->stop_sig;
+            return r;
+        }
         if (p[1].revents & (POLLIN | POLLHUP | POLLERR) && read_sock(s, err) < 0)
             return -1;
         if (p[2].revents)

@@ -34,11 +34,15 @@ int agent_ping(const char *addr, const char *token, int timeout_ms, char **ret_k
                bb_error **err);
 
 typedef struct agent_io {
-    bool forward_stdin; /* stdin to the command; otherwise it sees EOF at once */
-    bool tty;           /* the hello asked for a pty: raw local terminal, window sizes */
-    int log_fd;         /* -1, or where output is copied */
+    bool forward_stdin;  /* stdin to the command; otherwise it sees EOF at once */
+    bool tty;            /* the hello asked for a pty: raw local terminal, window sizes */
+    int log_fd;          /* -1, or where output is copied */
+    int timeout_seconds; /* the agent's timeout; 0: none. We wait that long plus a grace */
 } agent_io;
 
 /* After a successful hello: send go, relay stdio (Ctrl-C and friends go to the remote
- * group), until the exit frame. Fails when the connection is lost before it. */
+ * group), until the exit frame. Fails when the connection is lost before it, when the
+ * agent stays silent past timeout_seconds plus a grace (ETIMEDOUT), or on a second
+ * interrupting signal (EINTR, exit code 128+n): a guest that never sends the exit frame
+ * must not hold the client. */
 int agent_session(agent_conn *c, const agent_io *io, agent_exit *ret, bb_error **err);

@@ -157,7 +157,10 @@ int cmd_exec(cli_args *a, bb_error **err)
     struct winsize ws;
     if (h.tty && ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0)
         h.rows = ws.ws_row, h.cols = ws.ws_col;
-    agent_io io = {.forward_stdin = !in_tty || interactive, .tty = h.tty, .log_fd = -1};
+    agent_io io = {.forward_stdin = !in_tty || interactive,
+                   .tty = h.tty,
+                   .log_fd = -1,
+                   .timeout_seconds = bf->timeout_seconds};
 
     _cleanup_agent_conn_ agent_conn c = {.fd = -1};
     _cleanup_free_ char *kernel = NULL;
@@ -177,7 +180,7 @@ int cmd_exec(cli_args *a, bb_error **err)
     runlog_end(io.log_fd, r < 0 ? -1 : x.code, now_s() - start);
     strv_clear(&h.argv);
     if (r < 0)
-        return lost(name, err);
+        return (*err)->status == EINTR ? -1 : lost(name, err);
     if (x.err)
         cli_print_error(NULL, x.err);
     free(x.err);

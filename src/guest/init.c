@@ -355,6 +355,8 @@ static _noreturn_ void exec_command(const launch_spec *spec, const child_io *io,
     for (int i = 0; i < 3; i++)
         if (dup2(theirs[i], i) < 0)
             _exit(EXIT_NOSTART);
+    if (io->pty >= 0 && theirs[0] > STDERR_FILENO) /* not O_CLOEXEC: stdio only */
+        close(theirs[0]);
     if (setgroups(spec->n_groups, spec->groups) < 0)
         child_fail("cannot set the supplementary groups", NULL);
     if (setgid(spec->gid) < 0)

@@ -75,7 +75,9 @@ char *up_container_name(const char *name)
 
 /* bluebox up: detached, the agent's port published on the host's loopback only, the token
  * named without a value (podman takes it from its own environment, so it is in no argv). The
- * container stays after the VM stops, so that its log can be read; down removes it. The
+ * container stays after the VM stops, so that its log can be read; down removes it. That log
+ * holds whatever the guest writes on its console or control line for as long as it is up,
+ * so it is a file of capped size whatever the host's default driver. The
  * container needs a network for the published port even with network: none, which
  * backend->agent_offline keeps offline inside (up refuses backends that cannot). */
 static void agent_flags(strv *a)
@@ -83,6 +85,8 @@ static void agent_flags(strv *a)
     add(a, "-d");
     add(a, "--publish=127.0.0.1::7700");
     add(a, "--env=BLUEBOX_AGENT_TOKEN");
+    add(a, "--log-driver=k8s-file");
+    add(a, "--log-opt=max-size=1mb");
 }
 
 char *guest_binary(bb_error **err)

@@ -190,6 +190,18 @@ def test_exec_tty(box):
     os.close(master)
 
 
+def test_exec_inherits_only_its_stdio(box):
+    """An exec'd command holds fds 0, 1 and 2 and nothing of the agent's (its socket, the
+    control line, the terminal it opened for the command), with or without a pty."""
+    h, name = box
+    for flags in ([], ["-t"]):
+        # ls, a child of the shell (not exec'd: a second command follows), lists the
+        # shell's fds (a glob would open the directory in the shell itself)
+        r = h("exec", name, *flags, "--", "sh", "-c", "ls /proc/$$/fd; true")
+        assert r.returncode == 0, r
+        assert r.stdout.decode().split() == ["0", "1", "2"], (flags, r.stdout)
+
+
 def test_twenty_parallel_execs(box):
     h, name = box
     results = {}
@@ -250,6 +262,25 @@ def test_token_never_leaks(box):
           "&& echo WROTE2; true")
     assert b"WROTE" not in r.stdout and b"REMOVED" not in r.stdout, r
     assert hashlib.sha256(Path(h.bin).read_bytes()).hexdigest() == before
+
+
+def test_the_control_line_cannot_fill_the_hosts_disk(box):
+    """Root in the guest can write frames on the uml control line; bluebox-vmm relays them
+    to its stdout, which podman keeps as the container's log on the host. That log is
+    capped, so a flood cannot fill the host's disk."""
+    h, name = box
+    s = state(h, name)
+    r = h("exec", name, "--", "sh", "-c",
+          "{ printf 'O\\000\\001\\000\\000'; head -c 65536 /dev/zero | tr '\\0' x; } >/tmp/fr &&"
+          " for i in $(seq 48); do cat /tmp/fr; done >/dev/ttyS0; rm /tmp/fr; echo flooded",
+          timeout=300)
+    assert r.stdout == b"flooded\n", r
+    info = json.loads(podman("inspect", s["container"]).stdout)[0]
+    log = Path(info["HostConfig"]["LogConfig"].get("Path") or info["LogPath"])
+    # 3 MiB went to the log; at most the cap (1 MiB, and a little) is kept
+    assert log.stat().st_size < (1 << 20) + (128 << 10), log.stat().st_size
+    r = h("exec", name, "--", "echo", "still")
+    assert r.stdout == b"still\n", r
 
 
 # ---- abuse from the host -------------------------------------------------------------------
@@ -334,6 +365,109 @@ def test_kernel_gate_refuses_an_agent_on_the_host_kernel(box):
     (run / f"{name}.json").unlink()
     assert r.returncode == 1 and b"not isolated" in r.stderr, r
     assert got == [b"H"], got
+
+
+def fake_state(h, name, srv):
+    """run/<name>.json pointing exec at a server of the test's, not at a VM."""
+    (h.dir / "home" / "run" / f"{name}.json").write_text(json.dumps({
+        "container": "none", "addr": f"127.0.0.1:{srv.getsockname()[1]}",
+        "token": "a" * 64, "kernel": "6.1.0-not-the-host", "started": 0}))
+
+
+def _fake_agent(h, name, got):
+    """A hostile agent for `name`: it answers the hello as a guest would, prints a line,
+    then never sends the exit frame and never closes. Returns the server's thread."""
+    srv = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        c, _ = srv.accept()
+        srv.close()
+        got.extend(t for t, _ in read_frames(c, until=b"H"))
+        c.sendall(frame(b"R", json.dumps({"kernel": "6.1.0-not-the-host"}).encode()))
+        got.extend(t for t, _ in read_frames(c, until=b"G"))
+        c.sendall(frame(b"O", b"partial\n"))
+        got.extend(t for t, _ in read_frames(c, until=b"", timeout=120))  # until it hangs up
+        c.close()
+
+    t = threading.Thread(target=serve)
+    t.start()
+    fake_state(h, name, srv)
+    return t
+
+
+def test_an_agent_that_never_exits_cannot_hold_exec(box):
+    """A guest that stops answering after the ready frame: exec gives up once the
+    sandbox's timeout_seconds (plus a grace) has passed without an exit frame."""
+    h, _ = box
+    name = h.sandbox(f"silent-{os.getpid()}", bluefile(timeout=1))
+    got = []
+    t = _fake_agent(h, name, got)
+    try:
+        r = h("exec", name, "--", "true", timeout=90)
+    finally:
+        (h.dir / "home" / "run" / f"{name}.json").unlink()
+        t.join(timeout=130)
+    assert r.returncode == 1 and r.stdout == b"partial\n", r
+    assert b"did not report the command's end" in r.stderr, r
+    assert got[:2] == [b"H", b"G"], got
+
+
+def test_a_second_ctrl_c_ends_exec_on_an_agent_that_never_exits(box):
+    """Without a timeout: the first Ctrl-C goes to the remote group, a second one ends the
+    client (it hangs up, so the agent kills the group)."""
+    h, _ = box
+    name = h.sandbox(f"hung-{os.getpid()}", bluefile(timeout=0))
+    got = []
+    t = _fake_agent(h, name, got)
+    p = None
+    try:
+        p = subprocess.Popen(h.cmd("exec", name, "--", "sleep", "1000"), env=h.env,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        assert p.stdout.readline() == b"partial\n"
+        p.send_signal(2)
+        t0 = time.monotonic()
+        while b"K" not in got and time.monotonic() - t0 < 30:  # the first one was forwarded
+            time.sleep(0.05)
+        p.send_signal(2)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p and p.poll() is None:
+            p.kill()
+            p.wait()
+        (h.dir / "home" / "run" / f"{name}.json").unlink()
+        t.join(timeout=130)
+    assert p.returncode == 130, (p.returncode, err)
+    assert got[:3] == [b"H", b"G", b"K"], got
+
+
+def test_an_agents_error_text_cannot_drive_the_terminal(box):
+    """The exit frame's err is the guest's text, printed on the user's terminal: C0 and C1
+    controls (also C1 as UTF-8, which xterm obeys) and broken UTF-8 come out escaped."""
+    h, _ = box
+    name = h.sandbox(f"esc-{os.getpid()}", bluefile())
+    srv = socket.create_server(("127.0.0.1", 0))
+    err = "a\x1b]0;t\x07b\u009b2Jc\u009d0;x\u0007d é"
+
+    def serve():
+        c, _ = srv.accept()
+        read_frames(c, until=b"H")
+        c.sendall(frame(b"R", json.dumps({"kernel": "6.1.0-not-the-host"}).encode()))
+        read_frames(c, until=b"G")
+        c.sendall(frame(b"X", json.dumps({"code": 3, "err": err}).encode()))
+        c.close()
+
+    t = threading.Thread(target=serve)
+    t.start()
+    fake_state(h, name, srv)
+    try:
+        r = h("exec", name, "--", "true", timeout=60)
+    finally:
+        (h.dir / "home" / "run" / f"{name}.json").unlink()
+        t.join(timeout=30)
+        srv.close()
+    assert r.returncode == 3, r
+    assert r.stderr == "bluebox: a\\x1b]0;t\\x07b\\u009b2Jc\\u009d0;x\\x07d é\n".encode(), r
 
 
 # ---- network: none stays offline; the guest cannot reach the host's loopback -------------

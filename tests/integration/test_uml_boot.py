@@ -422,6 +422,8 @@ def test_shell_mode_has_a_terminal_and_follows_resizes(uml, data):
                     env_vars=["BLUEBOX_MODE=shell"])
     try:
         out, code = _pty_session(argv, [(b"stty size; tty; echo $((6*7))done\n", b"42done"),
+                                        (b"sh -c 'ls /proc/$$/fd; true' | tr '\\n' ' '; "
+                                         b"echo fds-end\n", b"fds-end\r"),
                                         (40, 120), (b"stty size; exit 5\n", None)])
     finally:
         subprocess.run(["podman", "rm", "-f", "-t", "0", name], capture_output=True)
@@ -429,6 +431,8 @@ def test_shell_mode_has_a_terminal_and_follows_resizes(uml, data):
     assert code == 5, text
     assert "\n30 100\n/dev/pts/0\n42done\n" in text
     assert "\n40 120\n" in text
+    # what the shell passes on: its stdio, nothing of init's (the terminal it opened for us)
+    assert "\n0 1 2 fds-end\n" in text, text
 
 
 def test_rootless_strict(uml, data):

@@ -119,7 +119,8 @@ static void krun_agent(void **s)
              "--cap-drop=all --cap-add=CHOWN,DAC_OVERRIDE,FOWNER,SETUID,SETGID,NET_BIND_SERVICE "
              "--pids-limit=512 --memory=2304m --network=bridge -v /r/data/box:/data "
              "-v /usr/bin/bluebox:/.bluebox/bluebox:ro -d --publish=127.0.0.1::7700 "
-             "--env=BLUEBOX_AGENT_TOKEN --runtime=%s/krun --annotation=krun.cpus=2 "
+             "--env=BLUEBOX_AGENT_TOKEN --log-driver=k8s-file --log-opt=max-size=1mb "
+             "--runtime=%s/krun --annotation=krun.cpus=2 "
              "--annotation=krun.ram_mib=2048 --entrypoint=/.bluebox/bluebox "
              "localhost/bluebox/box:latest __agent",
              bin);
