@@ -36,7 +36,7 @@ done
 
 note "black-box and real-podman integration tests (pytest)"
 out="$log/pytest.out"
-BLUEBOX_TEST_DEBIAN=${BLUEBOX_TEST_DEBIAN:-1} BLUEBOX_BIN="$PWD/$BUILD/bluebox" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/cli tests/integration \
+BLUEBOX_TEST_DEBIAN=${BLUEBOX_TEST_DEBIAN:-1} BLUEBOX_BIN="$PWD/$BUILD/bluebox" /usr/bin/python3 -m pytest -q -p no:cacheprovider --basetemp="$log/pytest" tests/cli tests/integration \
     2>&1 | tee "$out" | tail -n 30
 summary=$(grep -E '^=*ERROR|[0-9]+ (passed|failed)' "$out" | tail -n1)
 p=$(grep -Eo '[0-9]+ passed' <<<"$summary" | grep -Eo '[0-9]+')

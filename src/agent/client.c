@@ -193,24 +193,6 @@ static void queue(sess *s, uint8_t type, const void *data, size_t n)
     frame_append(&s->out, &s->out_len, &s->out_cap, type, data, n);
 }
 
-static void write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && errno == EAGAIN) {
-            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-            poll(&pfd, 1, -1);
-            continue;
-        }
-        if (w <= 0)
-            return; /* a closed stdout must not stop the session */
-        p += w;
-        n -= (size_t)w;
-    }
-}
-
 static void send_winsize(sess *s)
 {
     struct winsize ws;
@@ -226,9 +208,9 @@ static int on_frame(sess *s, const frame *f, bb_error **err)
     switch (f->type) {
     case FRAME_STDOUT:
     case FRAME_STDERR:
-        write_all(f->type == FRAME_STDOUT ? STDOUT_FILENO : STDERR_FILENO, f->data, f->len);
+        payload_write(f->type == FRAME_STDOUT ? STDOUT_FILENO : STDERR_FILENO, f->data, f->len);
         if (s->io->log_fd >= 0)
-            write_all(s->io->log_fd, f->data, f->len);
+            payload_write(s->io->log_fd, f->data, f->len);
         return 0;
     case FRAME_EXIT:
         if (exit_decode((const char *)f->data, f->len, &s->x, err) < 0)

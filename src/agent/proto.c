@@ -4,8 +4,10 @@
 #include "proto.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "util/xalloc.h"
 
@@ -41,6 +43,25 @@ void frame_header(uint8_t hdr[FRAME_HEADER], uint8_t type, uint32_t len)
     hdr[2] = (uint8_t)(len >> 16);
     hdr[3] = (uint8_t)(len >> 8);
     hdr[4] = (uint8_t)len;
+}
+
+void payload_write(int fd, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && errno == EAGAIN) {
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            poll(&pfd, 1, -1);
+            continue;
+        }
+        if (w <= 0)
+            return;
+        p += w;
+        len -= (size_t)w;
+    }
 }
 
 int frame_write(int fd, uint8_t type, const void *data, size_t len, bb_error **err)

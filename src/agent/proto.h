@@ -34,6 +34,10 @@ void frame_header(uint8_t hdr[FRAME_HEADER], uint8_t type, uint32_t len);
 
 /* Write one whole frame to a blocking fd (retries on EINTR and short writes). */
 int frame_write(int fd, uint8_t type, const void *data, size_t len, bb_error **err);
+/* Write a frame's payload to a user's stdout or stderr (or a log), waiting out EAGAIN on a
+ * non-blocking fd. A reader that went away loses the rest: the session goes on to its exit
+ * code. */
+void payload_write(int fd, const void *data, size_t len);
 
 /* Append one whole frame to a buffer owned by the caller (for non-blocking writers):
  * *buf is grown with xrealloc, *len and *cap updated. */

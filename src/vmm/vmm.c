@@ -282,24 +282,6 @@ typedef struct relay {
     pollvec pv;
 } relay;
 
-static void write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && errno == EAGAIN) {
-            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-            poll(&pfd, 1, -1);
-            continue;
-        }
-        if (w < 0)
-            return; /* the reader went away: drop output, keep running to the exit code */
-        p += w;
-        n -= (size_t)w;
-    }
-}
-
 static void queue(relay *r, uint8_t type, const void *data, size_t n)
 {
     if (r->out_off == r->out_len)
@@ -336,10 +318,10 @@ static void on_frame(relay *r, const frame *f)
 {
     switch (f->type) {
     case FRAME_STDOUT:
-        write_all(STDOUT_FILENO, f->data, f->len);
+        payload_write(STDOUT_FILENO, f->data, f->len);
         break;
     case FRAME_STDERR:
-        write_all(STDERR_FILENO, f->data, f->len);
+        payload_write(STDERR_FILENO, f->data, f->len);
         break;
     case FRAME_READY:
         if (r->ready) {
