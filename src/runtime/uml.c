@@ -48,6 +48,10 @@ static int uml_flags(const launch *l, strv *argv, bb_error **err)
      * before UML runs: the running VMM has the six capabilities of every launch. AppArmor's
      * container profile forbids every mount, so it cannot apply to this setup. */
     strv_add(argv, "--cap-add=SYS_ADMIN,SETPCAP");
+    /* up: also for the socket filter that keeps the agent's forwarded port to the host alone
+     * (some kernels want CAP_NET_ADMIN to attach one); dropped with the other two. */
+    if (l->mode == LAUNCH_AGENT)
+        strv_add(argv, "--cap-add=NET_ADMIN");
     strv_add(argv, "--security-opt=apparmor=unconfined");
     /* UML maps its memory from a file in TMPDIR, which must allow exec. */
     strv_push(argv, xasprintf("--tmpfs=" UML_MEM_DIR ":rw,exec,nosuid,nodev,size=%dm",

@@ -178,7 +178,7 @@ int jail_enter(const char **what)
 
 static int drop_caps(void)
 {
-    static const int setup_caps[] = {CAP_SYS_ADMIN, CAP_SETPCAP}; /* SETPCAP last */
+    static const int setup_caps[] = {CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_SETPCAP}; /* SETPCAP last */
     for (size_t i = 0; i < ELEMENTSOF(setup_caps); i++)
         if (prctl(PR_CAPBSET_READ, setup_caps[i]) == 1 && prctl(PR_CAPBSET_DROP, setup_caps[i]) < 0)
             return -1;
@@ -187,7 +187,7 @@ static int drop_caps(void)
     if (syscall(SYS_capget, &h, d) < 0)
         return -1;
     for (size_t i = 0; i < ELEMENTSOF(setup_caps); i++) {
-        uint32_t bit = 1u << setup_caps[i]; /* both are below 32 */
+        uint32_t bit = 1u << setup_caps[i]; /* all below 32 */
         d[0].effective &= ~bit;
         d[0].permitted &= ~bit;
         d[0].inheritable &= ~bit;

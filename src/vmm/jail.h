@@ -10,7 +10,7 @@
  * stays read-only), pivoted into; then jail_lock(). Returns -1 with errno set and *what
  * naming the step that failed. */
 int jail_enter(const char **what);
-/* In every process of ours: drop CAP_SYS_ADMIN and CAP_SETPCAP (effective, permitted,
- * inheritable and bounding: the VMM ends with exactly the launch's six) and install the
+/* In every process of ours: drop CAP_SYS_ADMIN, CAP_NET_ADMIN (up only) and CAP_SETPCAP (effective,
+ * permitted, inheritable and bounding: the VMM ends with exactly the launch's six) and install the
  * filter that refuses mount, namespace, module and kexec syscalls. Idempotent. */
 int jail_lock(const char **what);

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <ifaddrs.h>
+#include <linux/filter.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -183,6 +185,64 @@ static void add_forwards(vmm_net *n, const char *spec)
     }
 }
 
+/* The container's default gateway from /proc/net/route, in network byte order; 0: none. */
+static uint32_t default_gateway(void)
+{
+    _cleanup_fclose_ FILE *f = fopen("/proc/net/route", "re");
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+        char iface[64];
+        unsigned dest, gw;
+        if (sscanf(line, "%63s %x %x", iface, &dest, &gw) == 3 && dest == 0 && gw != 0)
+            return gw; /* printed as the bytes of the __be32 read as a host integer */
+    }
+    return 0;
+}
+
+/* Forwards are for the host alone. podman's port mapping reaches the container from the
+ * bridge gateway (root: the host's DNAT is masqueraded), from the container's own address
+ * (rootless: rootlesskit's child connects locally) or from loopback; other containers on
+ * podman's bridge come from their own addresses. A filter on each listening socket drops
+ * their SYNs, so they never reach the guest. */
+#define MAX_SOURCES 16
+static void restrict_forward_sources(void)
+{
+    uint32_t ok[MAX_SOURCES]; /* host byte order, as BPF loads them */
+    size_t n = 0;
+    uint32_t gw = default_gateway();
+    if (gw)
+        ok[n++] = ntohl(gw);
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) == 0)
+        for (struct ifaddrs *i = ifs; i && n < MAX_SOURCES; i = i->ifa_next)
+            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET)
+                ok[n++] = ntohl(((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr.s_addr);
+    freeifaddrs(ifs);
+
+    struct sock_filter f[MAX_SOURCES + 5];
+    size_t k = 0;
+    f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)SKF_NET_OFF + 12);
+    for (size_t i = 0; i < n; i++) /* a match jumps to ACCEPT, past the rest */
+        f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ok[i],
+                                              (uint8_t)(n - i - 1 + 2), 0);
+    f[k++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000);
+    f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 0, 1);
+    f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0xffffffff); /* ACCEPT */
+    f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, 0);          /* drop */
+    struct sock_fprog prog = {.len = (unsigned short)k, .filter = f};
+    for (int fd = 3; fd < 1024; fd++) {
+        int listening = 0, domain = 0;
+        socklen_t len = sizeof listening;
+        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0 || !listening)
+            continue;
+        len = sizeof domain;
+        if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0 || domain != AF_INET)
+            continue;
+        if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) < 0)
+            net_die("cannot restrict who may use the forwarded ports: %s", strerror(errno));
+    }
+}
+
 vmm_net *net_setup(const char *mode, const char *forward)
 {
     /* none with forwards (an up sandbox's agent port): libslirp's restricted mode, in which
@@ -226,8 +286,10 @@ vmm_net *net_setup(const char *mode, const char *forward)
     n->slirp = slirp_new(&cfg, &callbacks, n);
     if (!n->slirp)
         net_die("cannot start the user-mode network stack (libslirp)");
-    if (forward && *forward)
+    if (forward && *forward) {
         add_forwards(n, forward);
+        restrict_forward_sources();
+    }
     return n;
 }
 

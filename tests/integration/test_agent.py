@@ -283,6 +283,22 @@ def test_the_control_line_cannot_fill_the_hosts_disk(box):
     assert r.stdout == b"still\n", r
 
 
+def test_other_containers_cannot_reach_the_agent_port(box):
+    """Under root podman the up container sits on podman's shared bridge; a filter on the
+    forwarded port lets only the host's port mapping (bridge gateway, loopback) through."""
+    h, name = box
+    s = state(h, name)
+    info = json.loads(podman("inspect", s["container"]).stdout)[0]
+    ips = [n["IPAddress"] for n in info["NetworkSettings"]["Networks"].values() if n["IPAddress"]]
+    assert ips, info["NetworkSettings"]
+    r = podman("run", "--rm", IMAGE, "sh", "-c",
+               f"echo x | timeout 5 nc -w 3 {ips[0]} 7700 && echo CONNECTED || echo refused",
+               check=False)
+    assert r.stdout.strip().endswith("refused") and "CONNECTED" not in r.stdout, r
+    r = h("exec", name, "--", "echo", "still")  # the host still gets in
+    assert r.stdout == b"still\n", r
+
+
 # ---- abuse from the host -------------------------------------------------------------------
 
 def test_agent_under_abuse(box):
