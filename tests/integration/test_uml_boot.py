@@ -613,7 +613,9 @@ def test_bridge_forwards_a_port_into_the_guest(uml, data, mirror):
               "timeout 5 wget -q -O- http://10.0.2.2:7700/f >/dev/null 2>&1 "
               "&& echo gateway-loops-back || echo gateway-refused; echo up; exec sleep 60")
     argv = bridge_argv(uml, data, ["sh", "-c", script],
-                       extra=["--name", name, "-p", f"127.0.0.1:{hport}:7700"],
+                       # NET_ADMIN: for the socket filter on the forward, as bluebox up adds
+                       extra=["--name", name, "-p", f"127.0.0.1:{hport}:7700",
+                              "--cap-add=NET_ADMIN"],
                        env_vars=["BLUEBOX_NETWORK=bridge", "BLUEBOX_FORWARD=7700"])
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, cwd="/")
