@@ -64,16 +64,30 @@ static int by_time(const void *a, const void *b)
     return strcmp(x->path, y->path);
 }
 
-int snapshots_list(const char *root, const char *name, snapshot_list *ret, bb_error **err)
+/* snapshots/<name>: its path, an fd and its entries. 1; 0 when there is none; -1 on error. */
+static int open_snapshots(const char *root, const char *name, char **ret_dir, int *ret_fd,
+                          strv *ret_names, bb_error **err)
 {
-    *ret = (snapshot_list){0};
     _cleanup_free_ char *dir = home_path_of(root, HP_SNAPSHOTS, name);
     _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return errno == ENOENT ? 0 : bb_fail_errno(err, errno, "cannot read %s", dir);
-    _cleanup_strv_ strv names = {0};
-    if (list_dir_at(dfd, &names, err) < 0)
+    if (list_dir_at(dfd, ret_names, err) < 0)
         return -1;
+    *ret_dir = steal_pointer(&dir);
+    *ret_fd = steal_fd(&dfd);
+    return 1;
+}
+
+int snapshots_list(const char *root, const char *name, snapshot_list *ret, bb_error **err)
+{
+    *ret = (snapshot_list){0};
+    _cleanup_free_ char *dir = NULL;
+    _cleanup_close_ int dfd = -1;
+    _cleanup_strv_ strv names = {0};
+    int r = open_snapshots(root, name, &dir, &dfd, &names, err);
+    if (r <= 0)
+        return r;
     for (size_t i = 0; i < names.n; i++) {
         const char *suffix = suffix_of(names.v[i]);
         struct stat st;
@@ -167,13 +181,12 @@ int snapshot_label(const char *typed, char **ret, bb_error **err)
 
 int snapshots_cleanup(const char *root, const char *name, bb_error **err)
 {
-    _cleanup_free_ char *dir = home_path_of(root, HP_SNAPSHOTS, name);
-    _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-        return errno == ENOENT ? 0 : bb_fail_errno(err, errno, "cannot read %s", dir);
+    _cleanup_free_ char *dir = NULL;
+    _cleanup_close_ int dfd = -1;
     _cleanup_strv_ strv names = {0};
-    if (list_dir_at(dfd, &names, err) < 0)
-        return -1;
+    int r = open_snapshots(root, name, &dir, &dfd, &names, err);
+    if (r <= 0)
+        return r;
     for (size_t i = 0; i < names.n; i++) {
         size_t len = strlen(names.v[i]);
         if (len > 8 && streq(names.v[i] + len - 8, ".partial") &&
