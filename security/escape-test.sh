@@ -387,14 +387,12 @@ check_dotdot() {
     fi
 }
 
-check_ro_root() {
+
+# A check that fails when the guest's probe printed a line matching PATTERN in its section.
+check_no_hits() { # ID PATTERN FAIL-PREFIX PASS-MESSAGE
     local h
-    h=$(hits ro-root '^WROTE')
-    if [ -n "$h" ]; then
-        fail ro-root "the read-only root took a write: $h"
-    else
-        pass ro-root "readonly: true refuses writes, also after a remount in the guest"
-    fi
+    h=$(hits "$1" "$2")
+    if [ -n "$h" ]; then fail "$1" "$3: $h"; else pass "$1" "$4"; fi
 }
 
 check_ro_mount() {
@@ -408,25 +406,7 @@ check_ro_mount() {
     fi
 }
 
-check_vmm_fs() {
-    local h
-    h=$(hits vmm-fs '^REACHED')
-    if [ -n "$h" ]; then
-        fail vmm-fs "guest root reaches the VMM's side (the container's /proc): $h"
-    else
-        pass vmm-fs "no hostfs or bind mount reaches the VMM's /proc"
-    fi
-}
 
-check_agent_binary() {
-    local h
-    h=$(hits agent-binary '^WRITABLE')
-    if [ -n "$h" ]; then
-        fail agent-binary "the guest can open for writing: $h"
-    else
-        pass agent-binary "/.bluebox/bluebox and the VMM bundle cannot be opened for writing"
-    fi
-}
 
 check_dev_kvm() {
     local h devs
@@ -661,10 +641,14 @@ want loopback && check_loopback
 want host-files && check_host_files
 want symlinks && check_symlinks
 want dotdot && check_dotdot
-want ro-root && check_ro_root
+want ro-root && check_no_hits ro-root '^WROTE' "the read-only root took a write" \
+    "readonly: true refuses writes, also after a remount in the guest"
 want ro-mount && check_ro_mount
-want vmm-fs && check_vmm_fs
-want agent-binary && check_agent_binary
+want vmm-fs && check_no_hits vmm-fs '^REACHED' \
+    "guest root reaches the VMM's side (the container's /proc)" \
+    "no hostfs or bind mount reaches the VMM's /proc"
+want agent-binary && check_no_hits agent-binary '^WRITABLE' "the guest can open for writing" \
+    "/.bluebox/bluebox and the VMM bundle cannot be opened for writing"
 want dev-kvm && check_dev_kvm
 want token && check_token
 
