@@ -385,17 +385,15 @@ static int read_mount(ctx *c, size_t i, const ynode *m, bf_mount *out)
                        "%s must be an absolute path of letters, digits, '.', '_', '-' and '/', "
                        "got \"%s\"",
                        gw, gs);
-    if (streq(gs, "/data") || strncmp(gs, "/data/", 6) == 0)
+    if (path_within(gs, "/data"))
         return fail_at(c, guest, "%s cannot be /data or inside it; /data is always shared", gw);
-    if (streq(gs, "/.bluebox") || strncmp(gs, "/.bluebox/", 10) == 0)
+    if (path_within(gs, "/.bluebox"))
         return fail_at(c, guest, "%s: /.bluebox is reserved for bluebox itself", gw);
     static const char *const kernel_dirs[] = {"/proc", "/sys", "/dev"};
-    for (size_t k = 0; k < ELEMENTSOF(kernel_dirs); k++) {
-        size_t n = strlen(kernel_dirs[k]);
-        if (strncmp(gs, kernel_dirs[k], n) == 0 && (gs[n] == '\0' || gs[n] == '/'))
+    for (size_t k = 0; k < ELEMENTSOF(kernel_dirs); k++)
+        if (path_within(gs, kernel_dirs[k]))
             return fail_at(c, guest, "%s: %s belongs to the guest's kernel, not to mounts", gw,
                            kernel_dirs[k]);
-    }
     bool rw = false;
     if (mode) {
         static const char *const names[] = {"ro", "rw", NULL};

@@ -12,16 +12,6 @@
 #include "util/fs.h"
 #include "util/xalloc.h"
 
-bool path_within(const char *path, const char *dir)
-{
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/')
-        n--;
-    if (n == 1 && dir[0] == '/')
-        return path[0] == '/';
-    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
 /* Both spellings of a path: as written, and resolved (NULL when it does not exist). */
 typedef struct {
     const char *written;

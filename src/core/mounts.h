@@ -10,5 +10,4 @@
  * contains this sandbox's /data; each compared as written and with symlinks resolved.
  * A source that does not exist is refused too. */
 int mounts_check(const char *root, const char *name, const bluefile *bf, bb_error **err);
-/* Whether path equals dir or lies below it (plain string comparison of normalized paths). */
-bool path_within(const char *path, const char *dir);
+/* path_within() (util/macro.h) compares the normalized paths. */

@@ -1,8 +1,10 @@
 /* Small macros every file uses: cleanup attributes, ownership transfer, array size. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define _cleanup_(f)   __attribute__((cleanup(f)))
@@ -49,3 +51,15 @@ static inline void fclosep(FILE **f)
     })
 
 #define streq(a, b) (strcmp((a), (b)) == 0)
+
+/* Whether an absolute path is dir or inside it ("/a" and "/a/b", not "/ab"); trailing
+ * slashes of dir do not count, and everything is within "/". */
+static inline bool path_within(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    if (n == 1 && dir[0] == '/')
+        return path[0] == '/';
+    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}

@@ -31,18 +31,12 @@
 /* Never part of the guest's view: the kernel's API filesystems of the container. */
 static const char *const hidden[] = {"/proc", "/sys", "/dev"};
 
-static bool under(const char *path, const char *top)
-{
-    size_t n = strlen(top);
-    return strncmp(path, top, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
 static bool is_hidden(const char *mp)
 {
     for (size_t i = 0; i < ELEMENTSOF(hidden); i++)
-        if (under(mp, hidden[i]))
+        if (path_within(mp, hidden[i]))
             return true;
-    return under(mp, JAIL_DIR);
+    return path_within(mp, JAIL_DIR);
 }
 
 /* mountinfo writes space, tab, newline and backslash as \ooo. */
