@@ -10,4 +10,3 @@
  * contains this sandbox's /data; each compared as written and with symlinks resolved.
  * A source that does not exist is refused too. */
 int mounts_check(const char *root, const char *name, const bluefile *bf, bb_error **err);
-/* path_within() (util/macro.h) compares the normalized paths. */
