@@ -38,7 +38,7 @@ static const char *const lib_dirs[] = {
 };
 
 /* Names the bundle uses for its own files; a library called so would overwrite one. */
-static const char *const reserved[] = {"linux.uml", "ld.so", "bluebox-vmm"};
+static const char *const reserved[] = {"linux.uml", "ld.so", "bluebox-vmm", UML_BUNDLE_XSTATE};
 
 typedef struct input {
     char *name; /* file name in the bundle */
@@ -220,6 +220,24 @@ static uint64_t plan_hash(const plan *p)
     return h;
 }
 
+/* bluebox-xstate.so, installed beside bluebox-vmm (src/vmm/xstate.c): UML needs it on hosts
+ * with AVX-512 or AMX. Optional, for a bluebox-vmm built without it. Its only library is
+ * the C library, which linux.uml already brings. */
+static int add_xstate(plan *p, const char *vmm_path, bb_error **err)
+{
+    const char *slash = strrchr(vmm_path, '/');
+    _cleanup_free_ char *dir = slash ? xstrndup(vmm_path, (size_t)(slash - vmm_path)) : xstrdup(".");
+    _cleanup_free_ char *path = path_join(*dir ? dir : "/", UML_BUNDLE_XSTATE);
+    _cleanup_elf_info_ elf_info e = {0};
+    struct stat st;
+    if (access(path, F_OK) < 0)
+        return 0;
+    if (inspect_input(path, "the XSAVE shim", &e, &st, err) < 0)
+        return -1;
+    add_input(p, UML_BUNDLE_XSTATE, path, &st, 0644, false);
+    return 0;
+}
+
 static int plan_make(const char *vmm_path, plan *p, bb_error **err)
 {
     const char *kernel = uml_kernel_path();
@@ -258,6 +276,8 @@ static int plan_make(const char *vmm_path, plan *p, bb_error **err)
                        vmm_path, ve.interp ? ve.interp : "(none, static)", UML_BUNDLE_LOADER,
                        UML_BUNDLE_LOADER, UML_BUNDLE_MOUNT);
     add_input(p, "bluebox-vmm", vmm_path, &st, 0755, false);
+    if (add_xstate(p, vmm_path, err) < 0)
+        return bb_prefix(err, "uml backend");
 
     _cleanup_strv_ strv queue = {0};
     _cleanup_strv_ strv needed_by = {0};

@@ -15,6 +15,8 @@
 
 #define UML_BUNDLE_MOUNT  "/.bluebox/vmm"
 #define UML_BUNDLE_LOADER "/.bluebox/vmm/ld.so"
+/* Preloaded into linux.uml when present (src/vmm/xstate.c). */
+#define UML_BUNDLE_XSTATE "bluebox-xstate.so"
 
 /* Make (or find) the bundle for the current inputs under `<home_root>/vmm/` and return its
  * path. Cheap when it exists already: stats and ELF headers only. */

@@ -34,6 +34,8 @@
 #define MEM_DIR         "/.bluebox/mem"
 #define UML_LOG         MEM_DIR "/uml.log"
 #define SERIAL_FD       3
+/* UML_BUNDLE_XSTATE of src/runtime/uml_bundle.h */
+#define XSTATE_SHIM     "bluebox-xstate.so"
 /* The sandbox itself failed (not the workload): podman's own code for "could not run". */
 #define EXIT_VMM 125
 /* Stop reading our stdin while this much is still waiting to go to the guest. */
@@ -226,7 +228,10 @@ static pid_t start_uml(char **argv, const char *dir, int serial, const sigset_t 
         log = open("/dev/null", O_WRONLY | O_CLOEXEC);
     _cleanup_free_ char *ld = xasprintf("LD_LIBRARY_PATH=%s", dir);
     _cleanup_free_ char *tmp = xasprintf("TMPDIR=%s", MEM_DIR);
-    char *envp[] = {ld, tmp, NULL};
+    /* Saves guest FPU state that Debian's UML cannot hold on AVX-512/AMX hosts (xstate.c). */
+    _cleanup_free_ char *shim = xasprintf("%s/" XSTATE_SHIM, dir);
+    _cleanup_free_ char *preload = xasprintf("LD_PRELOAD=%s", shim);
+    char *envp[] = {ld, tmp, access(shim, R_OK) == 0 ? preload : NULL, NULL};
     /* Opened here: the kernel's view of the container has no /dev. */
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     pid_t pid = fork();
