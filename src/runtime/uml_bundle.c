@@ -3,6 +3,7 @@
 #include "uml_bundle.h"
 
 #include <dirent.h>
+#include <cpuid.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -220,9 +221,15 @@ static uint64_t plan_hash(const plan *p)
     return h;
 }
 
-/* bluebox-xstate.so, installed beside bluebox-vmm (src/vmm/xstate.c): UML needs it on hosts
- * with AVX-512 or AMX. Optional, for a bluebox-vmm built without it. Its only library is
- * the C library, which linux.uml already brings. */
+bool uml_needs_xstate_shim(void)
+{
+    unsigned a, b, c, d;
+    /* CPUID.(EAX=0DH,ECX=0):ECX: the XSAVE area of every feature the CPU supports. */
+    return __get_cpuid_count(0xd, 0, &a, &b, &c, &d) && c > UML_XSTATE_BYTES;
+}
+
+/* bluebox-xstate.so, installed beside bluebox-vmm (src/vmm/xstate.c). Its only library is the
+ * C library, which linux.uml already brings. */
 static int add_xstate(plan *p, const char *vmm_path, bb_error **err)
 {
     const char *slash = strrchr(vmm_path, '/');
@@ -230,8 +237,14 @@ static int add_xstate(plan *p, const char *vmm_path, bb_error **err)
     _cleanup_free_ char *path = path_join(*dir ? dir : "/", UML_BUNDLE_XSTATE);
     _cleanup_elf_info_ elf_info e = {0};
     struct stat st;
-    if (access(path, F_OK) < 0)
-        return 0;
+    if (access(path, F_OK) < 0) {
+        if (!uml_needs_xstate_shim())
+            return 0;
+        return bb_fail(err, ENOENT,
+                       "this CPU's XSAVE area is larger than Debian's UML kernel can save, "
+                       "and %s is missing beside bluebox-vmm; reinstall bluebox",
+                       path);
+    }
     if (inspect_input(path, "the XSAVE shim", &e, &st, err) < 0)
         return -1;
     add_input(p, UML_BUNDLE_XSTATE, path, &st, 0644, false);

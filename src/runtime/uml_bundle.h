@@ -9,6 +9,7 @@
  *     falls back to the image's ld.so.cache and may pick the image's libc. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "util/err.h"
@@ -17,6 +18,12 @@
 #define UML_BUNDLE_LOADER "/.bluebox/vmm/ld.so"
 /* Preloaded into linux.uml when present (src/vmm/xstate.c). */
 #define UML_BUNDLE_XSTATE "bluebox-xstate.so"
+/* sizeof(struct _xstate), where Debian 12's UML 6.1 saves a guest thread's FPU state. */
+#define UML_XSTATE_BYTES 832u
+
+/* Whether this CPU's XSAVE area is larger than UML_XSTATE_BYTES: the bundle then must hold
+ * UML_BUNDLE_XSTATE, or every guest process dies. */
+bool uml_needs_xstate_shim(void);
 
 /* Make (or find) the bundle for the current inputs under `<home_root>/vmm/` and return its
  * path. Cheap when it exists already: stats and ELF headers only. */

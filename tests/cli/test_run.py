@@ -94,6 +94,9 @@ class Standin:
         self.vmm = tmp / "bluebox-vmm"
         shutil.copyfile(vmm_source(), self.vmm)
         self.vmm.chmod(0o755)
+        # Part of the bundle on hosts with AVX-512/AMX (src/vmm/xstate.c).
+        if (REPO / "build" / "bluebox-xstate.so").is_file():
+            shutil.copyfile(REPO / "build" / "bluebox-xstate.so", tmp / "bluebox-xstate.so")
         # A private copy of the binary under test: a rebuild by someone else mid-test would
         # change the runtime fingerprint (the guest binary is part of it).
         self.bin = tmp / "bluebox"

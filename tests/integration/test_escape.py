@@ -45,7 +45,8 @@ class Suite:
         self.tmp.mkdir(mode=0o755)
         bindir = self.dir / "bin"
         shutil.copytree(WEAKEN, bindir / "weaken")
-        for prog in (Path(binary), Path(binary).parent / "bluebox-vmm", SUITE):
+        for prog in (Path(binary), Path(binary).parent / "bluebox-vmm",
+                     Path(binary).parent / "bluebox-xstate.so", SUITE):
             shutil.copy2(prog, bindir / prog.name)
         bindir.chmod(0o755)
         self.bin = bindir / "bluebox"

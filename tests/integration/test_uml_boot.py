@@ -66,7 +66,8 @@ def _libs(binary):
 
 def _make_bundle(d):
     """A VMM bundle by hand, as src/runtime/uml_bundle.c makes one: linux.uml with PT_INTERP
-    rewritten in place to /.bluebox/vmm/ld.so, ld.so, the libraries, bluebox-vmm."""
+    rewritten in place to /.bluebox/vmm/ld.so, ld.so, the libraries, bluebox-vmm and the
+    XSAVE shim."""
     d.mkdir()
     kernel = bytearray(LINUX_UML.read_bytes())
     old, new = b"/lib64/ld-linux-x86-64.so.2\0", b"/.bluebox/vmm/ld.so"
@@ -78,6 +79,8 @@ def _make_bundle(d):
     for lib in set(_libs(LINUX_UML) + _libs(BUILD / "bluebox-vmm")):
         shutil.copyfile(lib, d / Path(lib).name)
     shutil.copyfile(BUILD / "bluebox-vmm", d / "bluebox-vmm")
+    # Preloaded into linux.uml on hosts with AVX-512/AMX (src/vmm/xstate.c).
+    shutil.copyfile(BUILD / "bluebox-xstate.so", d / "bluebox-xstate.so")
     for f in d.iterdir():
         f.chmod(0o755)
 
