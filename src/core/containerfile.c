@@ -71,6 +71,11 @@ static void put_files(strbuf *b, containerfile *cf, const bluefile *bf)
     }
 }
 
+bool containerfile_fetches(const bluefile *bf)
+{
+    return bf->packages.n && pkgmgrs[bf->pkgmgr].install_prefix;
+}
+
 void containerfile_render(const bluefile *bf, containerfile *ret)
 {
     containerfile cf = {0};
@@ -79,7 +84,7 @@ void containerfile_render(const bluefile *bf, containerfile *ret)
     sb_printf(&b, "FROM %s\n", bf->base);
     for (size_t i = 0; i < bf->n_env; i++)
         put_env(&b, &bf->env[i]);
-    if (bf->packages.n && pkgmgrs[bf->pkgmgr].install_prefix) {
+    if (containerfile_fetches(bf)) {
         sb_printf(&b, "RUN %s", pkgmgrs[bf->pkgmgr].install_prefix);
         for (size_t i = 0; i < bf->packages.n; i++)
             sb_printf(&b, " %s", bf->packages.v[i]);

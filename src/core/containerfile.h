@@ -2,6 +2,7 @@
  * byte-stable for a given Bluefile, so podman's layer cache stays warm. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "bluefile.h"
@@ -21,6 +22,9 @@ typedef struct {
 } containerfile;
 
 void containerfile_render(const bluefile *bf, containerfile *ret);
+/* Whether the rendered Containerfile has a step that must download: the package install.
+ * Every other step (run:, the blueprint) works on what is already in the image. */
+bool containerfile_fetches(const bluefile *bf);
 void containerfile_clear(containerfile *cf);
 static inline void containerfile_clearp(containerfile *cf)
 {

@@ -1,8 +1,23 @@
 /* Building a sandbox's image with podman. */
 #pragma once
 
+#include <stdbool.h>
+
 #include "core/bluefile.h"
 #include "util/err.h"
+#include "util/strv.h"
+
+typedef struct {
+    const char *containerfile, *context, *tag, *iidfile;
+    bool limits; /* podman can enforce cgroup limits here (limits_enforced) */
+} build_spec;
+
+/* podman build's argv. The build steps (package scripts, run:, runcmd) run in a podman
+ * build container on the host's kernel, not in a VM, so they get what podman build can
+ * take away: all but the capabilities a package manager needs, a process and memory limit,
+ * no network when the sandbox is offline and nothing must be downloaded, no host entries
+ * in /etc/hosts. SECURITY.md, "Build time", says what is left. */
+void build_argv(const bluefile *bf, const build_spec *s, strv *ret);
 
 /* Render the Containerfile into a fresh build context beside the sandbox, run podman build
  * (progress streams to the terminal), and only when it succeeds move the Containerfile,

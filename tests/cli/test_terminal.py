@@ -179,3 +179,50 @@ def test_snapshot_list_on_a_terminal_escapes_file_names(bb):
     assert rc == 0, out
     assert_no_raw_escapes(out)
     assert b"\\x1b]0;PWNED\\x07.tar.gz" in out
+
+
+# A podman whose build prints what a hostile Bluefile's steps would: escapes on stdout and
+# stderr, a UTF-8 character and a CRLF each cut in two by a pause (so they arrive in two
+# reads, and must not be shown as broken bytes).
+PODMAN_BUILD_STUB = r'''#!/usr/bin/python3
+import sys, time
+args = sys.argv[1:]
+if args[:1] != ["build"]:
+    sys.exit(1)
+out, err = sys.stdout.buffer, sys.stderr.buffer
+out.write(b"STEP 2/2: RUN echo \x1b]0;PWNED\x07\nbuilt caf\xc3"); out.flush()
+time.sleep(0.2)
+out.write(b"\xa9 line\r"); out.flush()
+time.sleep(0.2)
+out.write(b"\nend\n"); out.flush()
+err.write(b"warning \xc2\x9b2J \x1b[2J\n"); err.flush()
+for a in args:
+    if a.startswith("--iidfile="):
+        open(a[len("--iidfile="):], "w").write("sha256:" + "ab" * 32)
+'''
+BUILD_OUT = (b"STEP 2/2: RUN echo \x1b]0;PWNED\x07\nbuilt caf\xc3\xa9 line\r\nend\n")
+BUILD_ERR = b"warning \xc2\x9b2J \x1b[2J\n"
+
+
+@pytest.fixture
+def build_stub(bb):
+    stub = bb.tmp / "stubbin" / "podman"
+    stub.write_text(PODMAN_BUILD_STUB)
+    stub.chmod(0o755)
+    bb.write_bluefile("s", "base: localhost/x\n")
+    return bb
+
+
+def test_build_output_on_a_terminal_is_escaped(build_stub):
+    rc, out = run_pty(build_stub, "build", "s")
+    assert_no_raw_escapes(out)
+    assert b"STEP 2/2: RUN echo \\x1b]0;PWNED\\x07\n" in out, out
+    assert "built caf\u00e9 line\r\nend\n".encode() in out, out
+    assert b"warning \\u009b2J \\x1b[2J\n" in out, out
+    assert b"built localhost/bluebox/s:latest" in out, out
+
+
+def test_build_output_piped_is_unchanged(build_stub):
+    rc, out, err = run_piped(build_stub, "build", "s")
+    assert out.startswith(BUILD_OUT), out
+    assert err.startswith(BUILD_ERR), err
