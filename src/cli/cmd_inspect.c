@@ -23,8 +23,9 @@ int cmd_env(cli_args *a, bb_error **err)
         return -1;
     _cleanup_free_ char *out = envout_render(name, data, bf);
     if (cli_show(stdout, out, strlen(out)))
-        fprintf(stderr, "bluebox: control characters are shown escaped; for the exact bytes, "
-                        "pipe the output: eval \"$(bluebox env %s)\"\n",
+        fprintf(stderr,
+                "bluebox: control characters are shown escaped; for the exact bytes, "
+                "pipe the output: eval \"$(bluebox env %s)\"\n",
                 name);
     return 0;
 }

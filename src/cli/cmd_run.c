@@ -81,7 +81,7 @@ int cmd_shell(cli_args *a, bb_error **err)
     b.l.interactive = true;
     b.l.tty = isatty(STDIN_FILENO); /* -t with piped stdin hangs */
     _cleanup_free_ char *posture = boot_posture(&b);
-    fprintf(stderr, "%s\n", posture);
+    cli_showf(stderr, "%s\n", posture); /* it quotes the guest's kernel release */
     return boot_and_wait(&b, err);
 }
 
