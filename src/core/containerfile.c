@@ -71,11 +71,6 @@ static void put_files(strbuf *b, containerfile *cf, const bluefile *bf)
     }
 }
 
-bool containerfile_fetches(const bluefile *bf)
-{
-    return bf->packages.n && pkgmgrs[bf->pkgmgr].install_prefix;
-}
-
 void containerfile_render(const bluefile *bf, containerfile *ret)
 {
     containerfile cf = {0};
@@ -84,11 +79,12 @@ void containerfile_render(const bluefile *bf, containerfile *ret)
     sb_printf(&b, "FROM %s\n", bf->base);
     for (size_t i = 0; i < bf->n_env; i++)
         put_env(&b, &bf->env[i]);
-    if (containerfile_fetches(bf)) {
+    if (bf->packages.n && pkgmgrs[bf->pkgmgr].install_prefix) {
         sb_printf(&b, "RUN %s", pkgmgrs[bf->pkgmgr].install_prefix);
         for (size_t i = 0; i < bf->packages.n; i++)
             sb_printf(&b, " %s", bf->packages.v[i]);
         sb_printf(&b, "%s\n", pkgmgrs[bf->pkgmgr].install_suffix);
+        cf.fetch_end = b.len;
     }
     for (size_t i = 0; i < bf->run.n; i++)
         sb_printf(&b, "RUN %s\n", bf->run.v[i]);

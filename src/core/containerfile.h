@@ -2,7 +2,6 @@
  * byte-stable for a given Bluefile, so podman's layer cache stays warm. */
 #pragma once
 
-#include <stdbool.h>
 #include <stddef.h>
 
 #include "bluefile.h"
@@ -19,12 +18,12 @@ typedef struct {
     char *text;
     cf_file *files;
     size_t n_files;
+    /* The length of text's first part, FROM through the package install: the only part
+     * that must download. 0 when there is no install. */
+    size_t fetch_end;
 } containerfile;
 
 void containerfile_render(const bluefile *bf, containerfile *ret);
-/* Whether the rendered Containerfile has a step that must download: the package install.
- * Every other step (run:, the blueprint) works on what is already in the image. */
-bool containerfile_fetches(const bluefile *bf);
 void containerfile_clear(containerfile *cf);
 static inline void containerfile_clearp(containerfile *cf)
 {

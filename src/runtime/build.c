@@ -56,18 +56,67 @@ void build_argv(const bluefile *bf, const build_spec *s, strv *ret)
     /* podman build fails outright on a limit it cannot enforce. */
     if (s->limits)
         strv_push(&a, xasprintf("--memory=%dm", bf->ram_mib + 256));
-    /* Offline sandboxes build offline, unless a package install must download. */
-    if (bf->network == NET_NONE && !containerfile_fetches(bf))
+    if (!s->network)
         strv_add(&a, "--network=none");
     /* The base image's /etc/hosts, not one naming this host. */
     strv_add(&a, "--no-hosts");
     strv_add(&a, "-f");
     strv_add(&a, s->containerfile);
-    strv_add(&a, "-t");
-    strv_add(&a, s->tag);
+    if (s->tag) {
+        strv_add(&a, "-t");
+        strv_add(&a, s->tag);
+    }
     strv_push(&a, xasprintf("--iidfile=%s", s->iidfile));
     strv_add(&a, s->context);
     *ret = a;
+}
+
+static int podman_build(const bluefile *bf, const build_spec *s, bb_error **err)
+{
+    _cleanup_strv_ strv argv = {0};
+    build_argv(bf, s, &argv);
+    int code = spawn_wait_escaped(argv.v, err);
+    if (code < 0)
+        return -1;
+    if (code != 0)
+        return bb_fail(err, EIO,
+                       "podman build failed (exit %d); the previous image and Containerfile are "
+                       "unchanged",
+                       code);
+    return 0;
+}
+
+/* An offline sandbox whose packages must be downloaded builds in two parts, since podman
+ * build has no network per step (it refuses RUN --network): FROM through the package install
+ * with the network, then the rest (run:, the blueprint) offline, FROM the first part's
+ * image. The Containerfile kept beside the sandbox is the whole one. */
+static int build_in_two(const bluefile *bf, const containerfile *cf, const build_spec *whole,
+                        bb_error **err)
+{
+    _cleanup_free_ char *fetch = path_join(whole->context, "Containerfile.fetch");
+    _cleanup_free_ char *fetch_iid = path_join(whole->context, "fetch-id");
+    if (write_file_atomic(fetch, cf->text, cf->fetch_end, 0644, err) < 0)
+        return -1;
+    build_spec s = *whole;
+    s.containerfile = fetch;
+    s.tag = NULL;
+    s.iidfile = fetch_iid;
+    s.network = true;
+    if (podman_build(bf, &s, err) < 0)
+        return -1;
+    _cleanup_free_ char *id = NULL;
+    if (read_file(fetch_iid, 4096, &id, NULL, err) < 0)
+        return -1;
+    id[strcspn(id, "\r\n")] = '\0';
+    if (!*id || strchr(id, ' '))
+        return bb_fail(err, EIO, "podman build wrote no image id to %s", fetch_iid);
+    _cleanup_free_ char *text = xasprintf("FROM %s\n%s", id, cf->text + cf->fetch_end);
+    _cleanup_free_ char *rest = path_join(whole->context, "Containerfile.offline");
+    if (write_file_atomic(rest, text, strlen(text), 0644, err) < 0)
+        return -1;
+    s = *whole;
+    s.containerfile = rest;
+    return podman_build(bf, &s, err);
 }
 
 int image_build(const char *root, const char *name, const bluefile *bf, bb_error **err)
@@ -90,17 +139,10 @@ int image_build(const char *root, const char *name, const bluefile *bf, bb_error
                            .context = tmpl,
                            .tag = ref,
                            .iidfile = iid,
+                           .network = bf->network != NET_NONE,
                            .limits = limits_enforced()};
-        _cleanup_strv_ strv argv = {0};
-        build_argv(bf, &spec, &argv);
-        int code = spawn_wait_escaped(argv.v, err);
-        if (code < 0)
-            r = -1;
-        else if (code != 0)
-            r = bb_fail(err, EIO,
-                        "podman build failed (exit %d); the previous image and Containerfile "
-                        "are unchanged",
-                        code);
+        r = !spec.network && cf.fetch_end ? build_in_two(bf, &cf, &spec, err)
+                                          : podman_build(bf, &spec, err);
     }
     if (r == 0)
         r = move_into_place(tmpl, dir, err);

@@ -283,12 +283,15 @@ def test_build_steps_with_a_network_do_not_reach_the_hosts_loopback(env, bluebox
                     reason="set BLUEBOX_TEST_DEBIAN=1 (debootstrap image, ~40 s once)")
 def test_apt_installs_work_with_the_build_capabilities(env, bluebox_bin):
     """The capability set is the minimum found for dpkg: setgid bits (FSETID) and file
-    capabilities (SETFCAP) are kept, so the packages work as on a default build."""
+    capabilities (SETFCAP) are kept, so the packages work as on a default build. The sandbox
+    is offline: only the package install gets the network, the run: steps after it none."""
     seen, r = bluebox_build(bluebox_bin, {
         "text": f"base: {env['BLUEBOX_TEST_DEBIAN_IMAGE']}\npkgmgr: apt\nnetwork: none\n"
                 "packages:\n  - cron\n  - iputils-ping\n"
                 f"run:\n  - echo \"BB-crontab $(stat -c %A /usr/bin/crontab)\" # {uuid.uuid4()}\n"
-                f"  - echo \"BB-ping $(getcap /bin/ping | cut -d' ' -f2)\" # {uuid.uuid4()}\n",
+                f"  - echo \"BB-ping $(getcap /bin/ping | cut -d' ' -f2)\" # {uuid.uuid4()}\n"
+                f"  - echo \"BB-netdevs $(ls /sys/class/net | grep -vx lo | wc -l)\" # {uuid.uuid4()}\n",
         "port": 9})
     assert seen["crontab"] == ["-rwxr-sr-x"], r.stdout
     assert seen["ping"] == ["cap_net_raw=ep"], r.stdout
+    assert seen["netdevs"] == ["0"], r.stdout
