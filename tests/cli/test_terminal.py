@@ -34,16 +34,20 @@ blueprint:
 '''
 
 
-def run_pty(bb, *args, env=None, timeout=20):
-    """Run bluebox with stdout and stderr on one raw pseudo-terminal; return (rc, bytes)."""
+def run_pty(bb, *args, env=None, answer=None, timeout=20):
+    """Run bluebox with stdout and stderr on one raw pseudo-terminal; return (rc, bytes).
+    With `answer`, stdin is that terminal too and `answer` is typed into it."""
     master, slave = os.openpty()
     tty.setraw(slave)  # no \n -> \r\n translation: compare the bytes bluebox wrote
     try:
-        p = subprocess.Popen([bb.bin, *[str(a) for a in args]], stdin=subprocess.DEVNULL,
+        p = subprocess.Popen([bb.bin, *[str(a) for a in args]],
+                             stdin=subprocess.DEVNULL if answer is None else slave,
                              stdout=slave, stderr=slave, env=bb._env(env), cwd=bb.tmp,
                              start_new_session=True)
         os.close(slave)
         slave = -1
+        if answer is not None:
+            os.write(master, answer)
         out = b""
         while True:
             r, _, _ = select.select([master], [], [], timeout)
@@ -226,3 +230,16 @@ def test_build_output_piped_is_unchanged(build_stub):
     rc, out, err = run_piped(build_stub, "build", "s")
     assert out.startswith(BUILD_OUT), out
     assert err.startswith(BUILD_ERR), err
+
+
+def test_restore_question_on_a_terminal_is_escaped(bb):
+    """The newest snapshot's file name is quoted in the confirmation question."""
+    bb.new("s")
+    (bb.data("s") / "keep").write_text("x")
+    snaps = bb.snapshots("s")
+    snaps.mkdir(parents=True, exist_ok=True)
+    (snaps / os.fsdecode(TITLE + b".tar.gz")).write_bytes(b"")
+    rc, out = run_pty(bb, "restore", "s", answer=b"n\n")
+    assert rc == 1, out
+    assert_no_raw_escapes(out)
+    assert b"\\x1b]0;PWNED\\x07.tar.gz? [y/N] " in out, out
