@@ -243,3 +243,17 @@ def test_restore_question_on_a_terminal_is_escaped(bb):
     assert rc == 1, out
     assert_no_raw_escapes(out)
     assert b"\\x1b]0;PWNED\\x07.tar.gz? [y/N] " in out, out
+
+
+def test_completion_offers_no_snapshot_name_with_control_characters(bb):
+    """Shells show completion candidates as they are: a file name bluebox could not have
+    made (escapes, a newline) is not offered."""
+    bb.new("s")
+    snaps = bb.snapshots("s")
+    snaps.mkdir(parents=True, exist_ok=True)
+    (snaps / os.fsdecode(TITLE + b".tar.gz")).write_bytes(b"")
+    (snaps / "two\nlines.tar").write_bytes(b"")
+    (snaps / "good.tar.zst").write_bytes(b"")
+    rc, out, _ = run_piped(bb, "__complete", "restore", "s", "")
+    assert rc == 0
+    assert out == b"good\n", out
