@@ -58,8 +58,8 @@ void build_argv(const bluefile *bf, const build_spec *s, strv *ret)
         strv_push(&a, xasprintf("--memory=%dm", bf->ram_mib + 256));
     if (!s->network)
         strv_add(&a, "--network=none");
-    /* The base image's /etc/hosts, not one naming this host. */
-    strv_add(&a, "--no-hosts");
+    /* Not --no-hosts: most base images have no /etc/hosts of their own, and build steps
+     * that use localhost would fail; a bind-mounted one leaves an empty file in the image. */
     strv_add(&a, "-f");
     strv_add(&a, s->containerfile);
     if (s->tag) {

@@ -17,8 +17,7 @@ typedef struct {
 /* podman build's argv. The build steps (package scripts, run:, runcmd) run in a podman
  * build container on the host's kernel, not in a VM, so they get what podman build can
  * take away: all but the capabilities a package manager needs, a process and memory limit,
- * a network only when asked, no host entries in /etc/hosts. SECURITY.md, "Build time",
- * says what is left. */
+ * a network only when asked. SECURITY.md, "Build time", says what is left. */
 void build_argv(const bluefile *bf, const build_spec *s, strv *ret);
 
 /* Render the Containerfile into a fresh build context beside the sandbox, run podman build
