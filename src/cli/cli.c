@@ -2,10 +2,13 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/home.h"
+#include "util/tty.h"
 #include "util/xalloc.h"
 
 #define OPT_YES                                                                                    \
@@ -384,48 +387,34 @@ static int parse_args(const cli_command *c, int argc, char **argv, cli_args *a, 
     return 0;
 }
 
-/* The length of the well-formed UTF-8 sequence at s (shortest form, no surrogates), with its
- * code point; 0 if there is none. */
-static size_t utf8_seq(const unsigned char *s, unsigned *ret_cp)
-{
-    size_t n = *s >= 0xf0 && *s <= 0xf4 ? 4 : *s >= 0xe0 ? 3 : *s >= 0xc2 && *s < 0xe0 ? 2 : 0;
-    if (n == 0)
-        return 0;
-    unsigned cp = *s & (0x7fu >> n);
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3fu);
-    }
-    static const unsigned min[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    *ret_cp = cp;
-    return n;
-}
-
 void cli_print_error(const char *prefix, const char *msg)
 {
-    /* Messages quote untrusted text (Bluefile values, names, what a guest reports): control
-     * characters, C1 ones too (which terminals obey also as UTF-8), and bytes that are not
-     * UTF-8 are shown escaped, so an error is always one line and never drives the terminal. */
+    /* Messages quote untrusted text (Bluefile values, names, what a guest reports): escaped,
+     * newlines too, so an error is always one line and never drives the terminal. */
     _cleanup_sb_ strbuf b = {0};
-    for (const unsigned char *s = (const unsigned char *)msg; *s; s++) {
-        unsigned cp = 0;
-        size_t n = *s >= 0x80 ? utf8_seq(s, &cp) : 1;
-        if (*s == '\n')
-            sb_puts(&b, "\\n");
-        else if (*s == '\t')
-            sb_puts(&b, "\\t");
-        else if (*s < 0x20 || *s == 0x7f || n == 0)
-            sb_printf(&b, "\\x%02x", *s);
-        else if (n > 1 && cp < 0xa0)
-            sb_printf(&b, "\\u%04x", cp);
-        else
-            sb_putn(&b, (const char *)s, n);
-        s += n > 1 ? n - 1 : 0;
-    }
+    tty_escape(&b, msg, strlen(msg), 0);
     fprintf(stderr, "bluebox: %s%s\n", prefix ? prefix : "", b.s ? b.s : "");
+}
+
+bool cli_show(FILE *f, const char *text, size_t len)
+{
+    if (!isatty(fileno(f))) {
+        fwrite(text, 1, len, f);
+        return false;
+    }
+    _cleanup_sb_ strbuf b = {0};
+    bool escaped = tty_escape(&b, text, len, TTY_KEEP_LINES);
+    fwrite(b.s ? b.s : "", 1, b.len, f);
+    return escaped;
+}
+
+bool cli_showf(FILE *f, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    _cleanup_free_ char *text = xvasprintf(fmt, ap);
+    va_end(ap);
+    return cli_show(f, text, strlen(text));
 }
 
 static int print_error(bb_error *e)

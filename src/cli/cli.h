@@ -2,6 +2,8 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
 
 #include "util/err.h"
 
@@ -59,6 +61,12 @@ int cli_main(int argc, char **argv);
 void cli_print_root_help(void);
 /* Print "bluebox: <prefix><msg>" on stderr, control characters escaped. */
 void cli_print_error(const char *prefix, const char *msg);
+/* Write text that holds untrusted bytes (a Bluefile's values, a guest's output, archive
+ * names) to f: byte-exact when f is not a terminal, through tty_escape (lines kept) when it
+ * is. Returns whether anything was shown escaped. */
+bool cli_show(FILE *f, const char *text, size_t len);
+/* cli_show of a formatted string. */
+bool cli_showf(FILE *f, const char *fmt, ...) _printf_(2, 3);
 void cli_print_command_help(const cli_command *c);
 
 struct boot;

@@ -84,7 +84,7 @@ static int list_snapshots(const char *root, const char *name, bb_error **err)
         gmtime_r(&l.v[i].mtime.tv_sec, &tm);
         strftime(when, sizeof when, "%Y-%m-%d %H:%M:%SZ", &tm);
         const char *file = strrchr(l.v[i].path, '/') + 1;
-        printf("%-40s %12" PRIu64 "  %s\n", file, l.v[i].size, when);
+        cli_showf(stdout, "%-40s %12" PRIu64 "  %s\n", file, l.v[i].size, when);
     }
     return 0;
 }
@@ -164,7 +164,7 @@ static int take_snapshot(cli_args *a, const char *name, const char *label, snap_
     }
     remove_other_suffixes(a->root, name, label, file);
     warn_skipped(&t, "archived");
-    printf("%s\n", file);
+    cli_showf(stdout, "%s\n", file);
     return 0;
 }
 
@@ -213,7 +213,7 @@ int cmd_restore(cli_args *a, bb_error **err)
     data_tally t;
     if (run_job(a->root, name, &j, &t, err) < 0)
         return -1;
-    printf("restored %s from %s\n", name, archive);
+    cli_showf(stdout, "restored %s from %s\n", name, archive);
     return 0;
 }
 
@@ -244,7 +244,7 @@ static int data_export(cli_args *a, const char *name, const char *dest, bb_error
     if (run_job(a->root, name, &j, &t, err) < 0)
         return -1;
     warn_skipped(&t, "exported");
-    printf("exported %s's /data to %s\n", name, dest);
+    cli_showf(stdout, "exported %s's /data to %s\n", name, dest);
     return 0;
 }
 
@@ -264,7 +264,7 @@ static int data_import(cli_args *a, const char *name, const char *src, bb_error 
     if (run_job(a->root, name, &j, &t, err) < 0)
         return -1;
     warn_skipped(&t, "imported");
-    printf("imported %s into %s's /data\n", src, name);
+    cli_showf(stdout, "imported %s into %s's /data\n", src, name);
     return 0;
 }
 

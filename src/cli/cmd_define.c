@@ -113,7 +113,7 @@ int cmd_build(cli_args *a, bb_error **err)
     _cleanup_containerfile_ containerfile cf = {0};
     containerfile_render(bf, &cf);
     if (cli_flag(a, "dry-run")) {
-        fputs(cf.text, stdout);
+        cli_show(stdout, cf.text, strlen(cf.text));
         return 0;
     }
     _cleanup_close_ int lock = home_lock(a->root, name, err);
@@ -139,8 +139,8 @@ static void print_row(int w, const char *name, const char *state, const bluefile
         snprintf(timeout, sizeof timeout, "%ds", bf->timeout_seconds);
     else
         strcpy(timeout, "-");
-    printf("%-*s%-12s%-5s%-7s%-7s%-6s%-8s%s\n", w, name, state, cpus, ram,
-           bf_network_name(bf->network), bf->readonly ? "yes" : "no", timeout, bf->base);
+    cli_showf(stdout, "%-*s%-12s%-5s%-7s%-7s%-6s%-8s%s\n", w, name, state, cpus, ram,
+              bf_network_name(bf->network), bf->readonly ? "yes" : "no", timeout, bf->base);
 }
 
 int cmd_ls(cli_args *a, bb_error **err)
@@ -162,7 +162,7 @@ int cmd_ls(cli_args *a, bb_error **err)
         _cleanup_(bluefile_freep) bluefile *bf = NULL;
         _cleanup_error_ bb_error *e = NULL;
         if (bluefile_load(path, &bf, &e) < 0) {
-            printf("%-*sinvalid Bluefile\n", w, names.v[i]);
+            cli_showf(stdout, "%-*sinvalid Bluefile\n", w, names.v[i]);
             continue;
         }
         print_row(w, names.v[i], path_exists(run) ? "up" : "-", bf);

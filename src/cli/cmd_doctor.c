@@ -11,9 +11,10 @@ int cmd_doctor(cli_args *a, bb_error **err)
     size_t n = 0, broken = 0;
     doctor_run(a->root, &r, &n);
     for (size_t i = 0; i < n; i++) {
-        printf("%s  %-17s %s\n", tag[r[i].level], r[i].name, r[i].detail);
+        /* Details quote what podman and a probe guest reported. */
+        cli_showf(stdout, "%s  %-17s %s\n", tag[r[i].level], r[i].name, r[i].detail);
         if (r[i].fix)
-            printf("          fix: %s\n", r[i].fix);
+            cli_showf(stdout, "          fix: %s\n", r[i].fix);
         broken += r[i].level == CHECK_FAIL;
     }
     doctor_free(r, n);

@@ -22,7 +22,11 @@ int cmd_env(cli_args *a, bb_error **err)
     if (bluefile_load(path, &bf, err) < 0)
         return -1;
     _cleanup_free_ char *out = envout_render(name, data, bf);
-    fputs(out, stdout);
+    if (cli_show(stdout, out, strlen(out)))
+        fprintf(stderr,
+                "bluebox: control characters are shown escaped; for the exact bytes, "
+                "pipe the output: eval \"$(bluebox env %s)\"\n",
+                name);
     return 0;
 }
 
@@ -46,6 +50,6 @@ int cmd_logs(cli_args *a, bb_error **err)
     size_t len = 0;
     if (runlog_tail(path, lines, &text, &len, err) < 0)
         return -1;
-    fwrite(text, 1, len, stdout);
+    cli_show(stdout, text, len);
     return 0;
 }

@@ -15,8 +15,9 @@
 void print_isolated(const boot *b)
 {
     _cleanup_free_ char *posture = boot_posture(b);
-    printf("isolated: host %s, guest %s (%s)\n%s\n", b->iso.baseline.release, b->iso.guest.release,
-           b->b->name, posture);
+    /* The guest's kernel release is what the guest reported. */
+    cli_showf(stdout, "isolated: host %s, guest %s (%s)\n%s\n", b->iso.baseline.release,
+              b->iso.guest.release, b->b->name, posture);
 }
 
 void cli_say_rechecked(const boot *b)
@@ -24,8 +25,8 @@ void cli_say_rechecked(const boot *b)
     if (b->was == ISO_CHANGED)
         fprintf(stderr, "bluebox: re-verified isolation (runtime changed since last check)\n");
     else if (b->was == ISO_NOT_VERIFIED)
-        fprintf(stderr, "bluebox: verified isolation: host %s, guest %s (%s)\n",
-                b->iso.baseline.release, b->iso.guest.release, b->b->name);
+        cli_showf(stderr, "bluebox: verified isolation: host %s, guest %s (%s)\n",
+                  b->iso.baseline.release, b->iso.guest.release, b->b->name);
 }
 
 /* Boot b->l.cmd, wait, log. A run is timed and its output tee'd into the log; a shell's
@@ -80,7 +81,7 @@ int cmd_shell(cli_args *a, bb_error **err)
     b.l.interactive = true;
     b.l.tty = isatty(STDIN_FILENO); /* -t with piped stdin hangs */
     _cleanup_free_ char *posture = boot_posture(&b);
-    fprintf(stderr, "%s\n", posture);
+    cli_showf(stderr, "%s\n", posture); /* it quotes the guest's kernel release */
     return boot_and_wait(&b, err);
 }
 

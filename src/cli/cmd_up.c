@@ -83,7 +83,7 @@ int cmd_up(cli_args *a, bb_error **err)
         return -1;
     }
     _cleanup_free_ char *posture = boot_posture(&b);
-    printf("up %s (ready in %.2fs)\n%s\n", name, secs, posture);
+    cli_showf(stdout, "up %s (ready in %.2fs)\n%s\n", name, secs, posture);
     return 0;
 }
 

@@ -77,7 +77,9 @@ static void offer_snapshots(const char *name)
     if (n)
         qsort(v, n, sizeof *v, snap_newest_first);
     for (size_t i = 0; i < n; i++) {
-        offer(v[i].label);
+        /* Only what bluebox could have named: a file name is shown by the shell, raw. */
+        if (name_valid(v[i].label))
+            offer(v[i].label);
         free(v[i].label);
     }
     free(v);

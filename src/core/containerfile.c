@@ -84,6 +84,7 @@ void containerfile_render(const bluefile *bf, containerfile *ret)
         for (size_t i = 0; i < bf->packages.n; i++)
             sb_printf(&b, " %s", bf->packages.v[i]);
         sb_printf(&b, "%s\n", pkgmgrs[bf->pkgmgr].install_suffix);
+        cf.fetch_end = b.len;
     }
     for (size_t i = 0; i < bf->run.n; i++)
         sb_printf(&b, "RUN %s\n", bf->run.v[i]);

@@ -18,6 +18,9 @@ typedef struct {
     char *text;
     cf_file *files;
     size_t n_files;
+    /* The length of text's first part, FROM through the package install: the only part
+     * that must download. 0 when there is no install. */
+    size_t fetch_end;
 } containerfile;
 
 void containerfile_render(const bluefile *bf, containerfile *ret);

@@ -34,7 +34,11 @@ int prompt_confirm(bool yes, const char *question, bb_error **err)
         return 0;
     if (!stdin_is_interactive())
         return bb_fail(err, EPERM, "refusing without a terminal; pass --yes to confirm");
-    fprintf(stderr, "%s [y/N] ", question);
+    /* The question quotes names and paths (a snapshot's file name, say) that may hold
+     * control characters; a person reads it on a terminal. */
+    _cleanup_sb_ strbuf q = {0};
+    tty_escape(&q, question, strlen(question), 0);
+    fprintf(stderr, "%s [y/N] ", q.s ? q.s : "");
     fflush(stderr);
     _cleanup_free_ char *answer = NULL;
     if (prompt_read_line(&answer) > 0 && (streq(answer, "y") || streq(answer, "Y")))

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "tty.h"
 #include "xalloc.h"
 
 extern char **environ;
@@ -45,6 +46,116 @@ int spawn_wait(char *const argv[], bb_error **err)
 int spawn_quiet(char *const argv[], bb_error **err)
 {
     return run(argv, true, err);
+}
+
+/* How much of s[0..n) can be escaped now: all but an unfinished UTF-8 sequence or a \r at
+ * the end, which the next read may complete (a sequence or a \r\n cut in two would be shown
+ * escaped). */
+static size_t complete_prefix(const char *text, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    if (n && s[n - 1] == '\r')
+        return n - 1;
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        unsigned char c = s[n - back];
+        if ((c & 0xc0) != 0x80) {
+            size_t want = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+            return want > back ? n - back : n;
+        }
+    }
+    return n;
+}
+
+typedef struct {
+    int in, out;  /* the pipe's read end (-1 once closed) and our fd */
+    strbuf carry; /* held back by complete_prefix */
+} relay;
+
+static void relay_flush(relay *r, bool all)
+{
+    size_t n = all ? r->carry.len : complete_prefix(r->carry.s, r->carry.len);
+    _cleanup_sb_ strbuf b = {0};
+    tty_escape(&b, r->carry.s, n, TTY_KEEP_LINES);
+    for (size_t off = 0; off < b.len;) {
+        ssize_t w = write(r->out, b.s + off, b.len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break; /* our terminal is gone: keep draining so the program is not blocked */
+        off += (size_t)w;
+    }
+    memmove(r->carry.s, r->carry.s + n, r->carry.len - n);
+    r->carry.len -= n;
+    r->carry.s[r->carry.len] = '\0';
+}
+
+int spawn_wait_escaped(char *const argv[], bb_error **err)
+{
+    relay r[2] = {{.in = -1, .out = STDOUT_FILENO}, {.in = -1, .out = STDERR_FILENO}};
+    if (!isatty(r[0].out) && !isatty(r[1].out))
+        return spawn_wait(argv, err);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    int ends[2][2] = {{-1, -1}, {-1, -1}};
+    for (int i = 0; i < 2; i++) {
+        if (!isatty(r[i].out))
+            continue;
+        if (pipe2(ends[i], O_CLOEXEC) < 0) {
+            int e = errno;
+            for (int k = 0; k < i; k++)
+                if (ends[k][0] >= 0) {
+                    close(ends[k][0]);
+                    close(ends[k][1]);
+                }
+            posix_spawn_file_actions_destroy(&fa);
+            return bb_fail_errno(err, e, "cannot make a pipe");
+        }
+        posix_spawn_file_actions_adddup2(&fa, ends[i][1], r[i].out);
+        r[i].in = ends[i][0];
+        sb_puts(&r[i].carry, "");
+    }
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    for (int i = 0; i < 2; i++)
+        if (ends[i][1] >= 0)
+            close(ends[i][1]);
+    if (rc != 0) {
+        for (int i = 0; i < 2; i++) {
+            if (r[i].in >= 0)
+                close(r[i].in);
+            free(r[i].carry.s);
+        }
+        return bb_fail_errno(err, rc, "cannot run %s", argv[0]);
+    }
+    while (r[0].in >= 0 || r[1].in >= 0) {
+        struct pollfd p[2] = {{.fd = r[0].in, .events = POLLIN}, {.fd = r[1].in, .events = POLLIN}};
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        for (int i = 0; i < 2; i++) {
+            if (r[i].in < 0 || !p[i].revents)
+                continue;
+            char buf[16384];
+            ssize_t n = read_or_close(&r[i].in, buf, sizeof buf);
+            if (n > 0)
+                sb_putn(&r[i].carry, buf, (size_t)n);
+            relay_flush(&r[i], r[i].in < 0);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        if (r[i].in >= 0)
+            close(r[i].in);
+        free(r[i].carry.s);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR)
+            return bb_fail_errno(err, errno, "cannot wait for %s", argv[0]);
+    }
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
 
 #define CAPTURE_MAX (1u << 20)

@@ -11,6 +11,11 @@
 int spawn_wait(char *const argv[], bb_error **err);
 /* Like spawn_wait with stdout and stderr sent to /dev/null. */
 int spawn_quiet(char *const argv[], bb_error **err);
+/* Like spawn_wait, but what the program writes to stdout and stderr passes through
+ * tty_escape (lines kept) on its way to ours when ours is a terminal, and unchanged when it
+ * is not. For programs whose output quotes untrusted text (podman build echoes the
+ * Bluefile's steps and prints what they print). */
+int spawn_wait_escaped(char *const argv[], bb_error **err);
 /* Run argv and collect its stdout and stderr (each kept to at most 1 MiB; the rest is read
  * and dropped). stdin is /dev/null. Returns the exit code as spawn_wait does. */
 int spawn_capture(char *const argv[], char **ret_out, char **ret_err, bb_error **err);

@@ -159,3 +159,139 @@ def test_debian_apt_build(env, user):
     finally:
         podman("rmi", "-f", tag, user=user, check=False)
         shutil.rmtree(d)
+
+
+# ---- bluebox build: what the build steps get (issue 12, finding 9) ---------------------
+
+# Runs as a runcmd step of the build. It prints what it has and what it can reach, one
+# "BB-<what> <value>" line each, so the test reads them from the build's output.
+BUILD_PROBE = r'''#!/bin/sh
+grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status | sed 's/^/BB-/; s/:\t/ /'
+echo "BB-nproc $(ulimit -u)"
+mem=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max)
+echo "BB-memory $mem"
+ifaces=$(ip -o link | awk -F': ' '$2 != "lo" {print $2}' | tr '\n' ' ')
+echo "BB-ifaces ${ifaces:-none}"
+gw=$(ip route | awk '/^default/ {print $3; exit}')
+for addr in 127.0.0.1 $gw "$@"; do
+    if echo | nc -w 2 "$addr" "$BB_PORT" 2>/dev/null | grep -q host-secret; then
+        echo "BB-reached $addr"
+    fi
+done
+echo "BB-done"
+'''
+
+
+class HostSecret:
+    """A TCP server on the host that hands out a secret to whoever connects."""
+
+    def __init__(self, bind):
+        import socket
+        import threading
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((bind, 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.hits = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.hits += 1
+            c.sendall(b"host-secret\n")
+            c.close()
+
+    def close(self):
+        self.sock.close()
+
+
+def host_addresses():
+    out = subprocess.run(["ip", "-o", "-4", "addr"], capture_output=True, text=True).stdout
+    return [line.split()[3].split("/")[0] for line in out.splitlines()
+            if " lo " not in line]
+
+
+def bluebox_build(bluebox_bin, bluefile, probe_args=()):
+    """`bluebox build` of a fresh sandbox; returns ({what: value} from BB- lines, result)."""
+    home = Path(tempfile.mkdtemp(prefix="bluebox-it-home-", dir="/var/tmp"))
+    name = f"it-{uuid.uuid4().hex[:8]}"
+    e = dict(os.environ, BLUEBOX_HOME=str(home))
+    try:
+        assert subprocess.run([bluebox_bin, "new", name], env=e, capture_output=True).returncode == 0
+        # The nonce keeps podman's layer cache from skipping the probe step.
+        runcmd = f"BB_PORT={bluefile['port']} sh /bb-probe {' '.join(probe_args)} # {uuid.uuid4()}"
+        text = bluefile["text"] + (
+            "blueprint:\n  write_files:\n    - path: /bb-probe\n      content: |\n"
+            + "".join(f"        {line}\n" for line in BUILD_PROBE.splitlines())
+            + f"      mode: \"0755\"\n  runcmd:\n    - '{runcmd}'\n")
+        (home / "sandboxes" / name / "Bluefile").write_text(text)
+        r = subprocess.run([bluebox_bin, "build", name], env=e, capture_output=True, text=True,
+                           timeout=600)
+        assert f"built localhost/bluebox/{name}:latest" in r.stdout, r
+        seen = {}
+        for line in r.stdout.splitlines():
+            if line.startswith("BB-"):
+                what, _, value = line[3:].partition(" ")
+                seen.setdefault(what, []).append(value)
+        assert "done" in seen, r.stdout
+        return seen, r
+    finally:
+        podman("rmi", "-f", f"localhost/bluebox/{name}:latest", check=False)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+BUILD_CAPEFF = "00000000800000db"  # CHOWN DAC_OVERRIDE FOWNER FSETID SETGID SETUID SETFCAP
+
+
+def test_build_steps_of_an_offline_sandbox_are_confined(env, bluebox_bin):
+    server = HostSecret("0.0.0.0")
+    try:
+        seen, r = bluebox_build(bluebox_bin, {
+            "text": f"base: {env['BLUEBOX_TEST_IMAGE']}\npkgmgr: apk\nnetwork: none\nram_mib: 512\n",
+            "port": server.port}, host_addresses())
+    finally:
+        server.close()
+    assert seen["CapEff"] == [BUILD_CAPEFF], r.stdout
+    assert seen["CapBnd"] == [BUILD_CAPEFF], r.stdout
+    # podman build refuses --security-opt=no-new-privileges ("not supported"): documented.
+    assert seen["NoNewPrivs"] == ["0"], r.stdout
+    assert seen["nproc"] == ["1024"], r.stdout
+    assert seen["memory"] == [str(768 * 1024 * 1024)], r.stdout
+    assert seen["ifaces"] == ["none"], r.stdout
+    assert "reached" not in seen and server.hits == 0, r.stdout
+
+
+def test_build_steps_with_a_network_do_not_reach_the_hosts_loopback(env, bluebox_bin):
+    server = HostSecret("127.0.0.1")
+    try:
+        seen, r = bluebox_build(bluebox_bin, {
+            "text": f"base: {env['BLUEBOX_TEST_IMAGE']}\npkgmgr: apk\nnetwork: bridge\n",
+            "port": server.port}, ["host.containers.internal", *host_addresses()])
+    finally:
+        server.close()
+    assert seen["CapEff"] == [BUILD_CAPEFF], r.stdout
+    assert seen["ifaces"] != ["none"], r.stdout  # it has a network: the check below means something
+    assert "reached" not in seen and server.hits == 0, r.stdout
+
+
+@pytest.mark.skipif(os.environ.get("BLUEBOX_TEST_DEBIAN") != "1",
+                    reason="set BLUEBOX_TEST_DEBIAN=1 (debootstrap image, ~40 s once)")
+def test_apt_installs_work_with_the_build_capabilities(env, bluebox_bin):
+    """The capability set is the minimum found for dpkg: setgid bits (FSETID) and file
+    capabilities (SETFCAP) are kept, so the packages work as on a default build. The sandbox
+    is offline: only the package install gets the network, the run: steps after it none."""
+    seen, r = bluebox_build(bluebox_bin, {
+        "text": f"base: {env['BLUEBOX_TEST_DEBIAN_IMAGE']}\npkgmgr: apt\nnetwork: none\n"
+                "packages:\n  - cron\n  - iputils-ping\n"
+                f"run:\n  - echo \"BB-crontab $(stat -c %A /usr/bin/crontab)\" # {uuid.uuid4()}\n"
+                f"  - echo \"BB-ping $(getcap /bin/ping | cut -d' ' -f2)\" # {uuid.uuid4()}\n"
+                f"  - echo \"BB-netdevs $(ls /sys/class/net | grep -vx lo | wc -l)\" # {uuid.uuid4()}\n",
+        "port": 9})
+    assert seen["crontab"] == ["-rwxr-sr-x"], r.stdout
+    assert seen["ping"] == ["cap_net_raw=ep"], r.stdout
+    assert seen["netdevs"] == ["0"], r.stdout

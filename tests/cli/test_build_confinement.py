@@ -1,0 +1,87 @@
+"""The podman build that `bluebox build` runs is confined (issue 12, finding 9).
+
+Build steps (package scripts, run:, runcmd) run on the host's kernel in a podman build
+container, not in the sandbox's VM. These tests read the argv the stand-in podman recorded
+(tests/cli/standin_podman.py) for a real `bluebox build`: capabilities cut to what a package
+manager needs, a process limit, a memory limit (as root, where podman enforces it), and no
+network for an offline sandbox (but for its package install).
+tests/integration/test_podman_build.py checks the same flags against the real podman.
+"""
+import pytest
+
+from test_run import NAME, Standin
+
+BUILD_CAPS = "CHOWN,DAC_OVERRIDE,FOWNER,FSETID,SETUID,SETGID,SETFCAP"
+
+
+@pytest.fixture
+def sb(bb):
+    s = Standin(bb)
+    yield s
+    s.cleanup()
+
+
+def builds(sb, extra):
+    """`bluebox build` of a fresh sandbox; the argv of each podman build it ran."""
+    sb.sandbox(extra="ram_mib: 512\n" + extra, built=False)
+    r = sb.run("build", NAME)
+    assert r.rc == 0, r
+    return [c for c in sb.calls() if c[:1] == ["build"]]
+
+
+def options(argv):
+    return [a for a in argv if a.startswith("-")]
+
+
+def assert_confined(argv):
+    opts = options(argv)
+    assert "--cap-drop=all" in opts, argv
+    assert [o for o in opts if o.startswith("--cap-add")] == [f"--cap-add={BUILD_CAPS}"], argv
+    assert "--ulimit=nproc=1024:1024" in opts, argv
+    assert "--memory=768m" in opts, argv  # the tests run as root: podman enforces it
+    assert "--pull=never" in opts, argv
+    for bad in ("--privileged", "--network=host", "--userns=host", "--pid=host",
+                "--ipc=host", "--security-opt=seccomp=unconfined"):
+        assert bad not in opts, argv
+    assert not [o for o in opts if o.startswith(("-v", "--volume", "--device", "--secret",
+                                                 "--ssh"))], argv
+
+
+def network_of(argv):
+    return [o for o in options(argv) if o.startswith("--network")]
+
+
+@pytest.mark.parametrize("extra, network", [
+    ("", ["--network=none"]),
+    ("run:\n  - echo hi\nblueprint:\n  runcmd:\n    - echo there\n", ["--network=none"]),
+    ("network: bridge\n", []),
+    ("network: bridge\npackages:\n  - jq\nrun:\n  - echo hi\n", []),
+], ids=["offline", "offline-run-steps", "bridge", "bridge-packages"])
+def test_build_is_confined(sb, extra, network):
+    b = builds(sb, extra)
+    assert len(b) == 1, b
+    assert_confined(b[0])
+    assert network_of(b[0]) == network, b[0]
+    assert "-t" in b[0], b[0]
+
+
+def test_offline_sandbox_with_packages_downloads_in_a_first_part_only(sb):
+    """podman build has no per-step network: the package install is built on its own with
+    the network, then run: and the blueprint FROM its image with --network=none."""
+    b = builds(sb, "packages:\n  - jq\nrun:\n  - echo hi\nblueprint:\n  runcmd:\n"
+                   "    - echo there\n")
+    assert len(b) == 2, b
+    for argv in b:
+        assert_confined(argv)
+    fetch, rest = b
+    assert network_of(fetch) == [] and "-t" not in fetch, fetch
+    assert network_of(rest) == ["--network=none"] and "-t" in rest, rest
+    fetch_file = fetch[fetch.index("-f") + 1]
+    rest_file = rest[rest.index("-f") + 1]
+    assert fetch_file.endswith("/Containerfile.fetch") and rest_file.endswith(
+        "/Containerfile.offline"), b
+    # What each part held (the build directory is gone; the kept Containerfile is whole).
+    whole = sb.bb.containerfile(NAME).read_text()
+    assert "RUN apk add --no-cache jq\n" in whole and whole.endswith("WORKDIR /data\n")
+    head, _, tail = whole.partition("RUN apk add --no-cache jq\n")
+    assert "RUN echo hi\n" in tail and "RUN echo there\n" in tail and "RUN echo" not in head
