@@ -75,8 +75,8 @@ static void tighten(void **s)
     char base[] = "/tmp/bb-home-XXXXXX";
     assert_non_null(mkdtemp(base));
     char p[256];
-    static const char *const made[] = {"", "/data", "/data/box", "/snapshots", "/logs",
-                                       "/run", "/sandboxes", "/other", "/vmm"};
+    static const char *const made[] = {"",     "/data",      "/data/box", "/snapshots", "/logs",
+                                       "/run", "/sandboxes", "/other",    "/vmm"};
     for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) {
         snprintf(p, sizeof p, "%s%s", base, made[i]);
         mkdir(p, 0755);

@@ -167,7 +167,7 @@ typedef enum {
     F_FCHMODAT2_SUID,
     F_CHMOD_PLAIN,
     F_CHMOD_STICKY,
-    F_CHMOD_HIGH_BITS,  /* 0x10000|04755: the kernel reads the low 16 bits */
+    F_CHMOD_HIGH_BITS, /* 0x10000|04755: the kernel reads the low 16 bits */
     F_OPEN_CREAT_SUID,
     F_OPENAT_CREAT_SGID,
     F_CREAT_SUID,
@@ -238,7 +238,7 @@ static int fs_probe(fprobe p, const char *f)
     case F_OPEN_CREAT_PLAIN: {
         char path[256];
         snprintf(path, sizeof path, "%s.new%d", f, p);
-        long fd = p == F_OPEN_CREAT_SUID    ? syscall(SYS_open, path, O_WRONLY | O_CREAT, 04755)
+        long fd = p == F_OPEN_CREAT_SUID     ? syscall(SYS_open, path, O_WRONLY | O_CREAT, 04755)
                   : p == F_OPENAT_CREAT_SGID ? openat(AT_FDCWD, path, O_WRONLY | O_CREAT, 02755)
                   : p == F_CREAT_SUID        ? syscall(SYS_creat, path, 04755)
                                              : open(path, O_WRONLY | O_CREAT, 0644);
@@ -355,24 +355,24 @@ static int fs_probe_in_child(fprobe p, bool locked, bool *ret_tainted)
 
 static const struct {
     fprobe p;
-    int locked; /* the errno under the lock (0: allowed) */
+    int locked;  /* the errno under the lock (0: allowed) */
     bool taints; /* unlocked, the probe leaves a file with privilege */
 } fs_cases[] = {
-    {F_CHMOD_SUID, EPERM, true},         {F_CHMOD_SGID, EPERM, true},
-    {F_FCHMOD_SUID, EPERM, true},        {F_FCHMODAT_SUID, EPERM, true},
-    {F_FCHMODAT2_SUID, EPERM, true},     {F_CHMOD_PLAIN, 0, false},
-    {F_CHMOD_STICKY, 0, false},          {F_CHMOD_HIGH_BITS, EPERM, true},
-    {F_OPEN_CREAT_SUID, EPERM, true},    {F_OPENAT_CREAT_SGID, EPERM, true},
-    {F_CREAT_SUID, EPERM, true},         {F_TMPFILE_SUID, EPERM, false},
-    {F_OPEN_CREAT_PLAIN, 0, false},      {F_OPEN_NOCREAT_SUID, 0, false},
-    {F_MKNOD_SUID, EPERM, true},         {F_MKNODAT_FIFO, 0, false},
-    {F_CHOWN_OTHER, EPERM, true},        {F_CHOWN_OTHER_GID, EPERM, true},
-    {F_LCHOWN_OTHER, EPERM, true},       {F_FCHOWN_OTHER, EPERM, true},
-    {F_FCHOWNAT_OTHER, EPERM, true},     {F_CHOWN_HIGH_WORD, EPERM, true},
-    {F_CHOWN_SELF, 0, false},            {F_CHOWN_UNCHANGED, 0, false},
-    {F_OPENAT2, ENOSYS, false},          {F_SETXATTR_CAP, EPERM, false},
-    {F_SETUID, EPERM, false},            {F_SETRESUID, EPERM, false},
-    {F_SETFSUID, EPERM, false},          {F_IO_URING, ENOSYS, false},
+    {F_CHMOD_SUID, EPERM, true},      {F_CHMOD_SGID, EPERM, true},
+    {F_FCHMOD_SUID, EPERM, true},     {F_FCHMODAT_SUID, EPERM, true},
+    {F_FCHMODAT2_SUID, EPERM, true},  {F_CHMOD_PLAIN, 0, false},
+    {F_CHMOD_STICKY, 0, false},       {F_CHMOD_HIGH_BITS, EPERM, true},
+    {F_OPEN_CREAT_SUID, EPERM, true}, {F_OPENAT_CREAT_SGID, EPERM, true},
+    {F_CREAT_SUID, EPERM, true},      {F_TMPFILE_SUID, EPERM, false},
+    {F_OPEN_CREAT_PLAIN, 0, false},   {F_OPEN_NOCREAT_SUID, 0, false},
+    {F_MKNOD_SUID, EPERM, true},      {F_MKNODAT_FIFO, 0, false},
+    {F_CHOWN_OTHER, EPERM, true},     {F_CHOWN_OTHER_GID, EPERM, true},
+    {F_LCHOWN_OTHER, EPERM, true},    {F_FCHOWN_OTHER, EPERM, true},
+    {F_FCHOWNAT_OTHER, EPERM, true},  {F_CHOWN_HIGH_WORD, EPERM, true},
+    {F_CHOWN_SELF, 0, false},         {F_CHOWN_UNCHANGED, 0, false},
+    {F_OPENAT2, ENOSYS, false},       {F_SETXATTR_CAP, EPERM, false},
+    {F_SETUID, EPERM, false},         {F_SETRESUID, EPERM, false},
+    {F_SETFSUID, EPERM, false},       {F_IO_URING, ENOSYS, false},
 };
 
 static void fs_unlocked_control(void **s)
