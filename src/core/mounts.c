@@ -61,6 +61,7 @@ typedef struct {
     const char *what;
 } guard;
 
+/* In order: the first match names the refusal, so a home comes before what lies in it. */
 static const guard guards[] = {
     {"/etc", NULL, NULL, THE_TREE, "the host's configuration and password hashes"},
     {"/proc", NULL, NULL, THE_TREE, "the host kernel's view of every process"},
@@ -78,6 +79,11 @@ static const guard guards[] = {
      "your podman storage (every image and container)"},
     {NULL, "XDG_DATA_HOME", "/containers", THE_TREE,
      "your podman storage (every image and container)"},
+    {NULL, "HOME", "/.config/containers", THE_TREE,
+     "your podman configuration (it decides how every container, sandboxes included, runs)"},
+    {NULL, "HOME", "/.config/systemd", THE_TREE, "your systemd user units"},
+    {NULL, "HOME", "/.ssh", THE_TREE, "your SSH keys and authorized_keys"},
+    {NULL, "HOME", "/.gnupg", THE_TREE, "your GnuPG keys"},
     {"/usr", NULL, NULL, RW_TREE, "the host's programs and libraries"},
     {"/bin", NULL, NULL, RW_TREE, "the host's programs"},
     {"/sbin", NULL, NULL, RW_TREE, "the host's programs"},

@@ -34,7 +34,10 @@ static int setup(void **s)
                           "userhome/.local",
                           "userhome/.local/share",
                           "userhome/.local/share/containers",
-                          "userhome/.local/share/containers/storage"};
+                          "userhome/.local/share/containers/storage",
+                          "userhome/.ssh",
+                          "userhome/.config",
+                          "userhome/.config/containers"};
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", base, dirs[i]);
         mkdir(p, 0755);
@@ -163,6 +166,9 @@ static void host_trees_refused(void **s)
     REFUSED("  - {host: @/userhome/.local/share/containers/storage, guest: /c}\n",
             "podman storage");
     REFUSED("  - {host: /home, guest: /h}\n", "every user's home");
+    REFUSED("  - {host: @/userhome/.ssh, guest: /s}\n", "your SSH keys");
+    REFUSED("  - {host: @/userhome/.config, guest: /c}\n",
+            "it holds @/userhome/.config/containers");
     /* BLUEBOX_HOME itself, inside it (any part) and above it; read-only too: it holds the
      * agent tokens and every sandbox's state */
     REFUSED("  - {host: @/home, guest: /h}\n", "bluebox's own home");
