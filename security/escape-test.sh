@@ -264,6 +264,19 @@ cat /data/esc-abs /data/esc-rel /data/esc-dir/secret /rw/esc-abs /rw/esc-rel 2>/
 echo "== dotdot"
 cat /data/../../../..$S /rw/../../../..$S /ro/../../..$S 2>/dev/null
 ls -a /data/../../.. /rw/../.. 2>/dev/null | grep -qx "$(basename "$OUTSIDE")" && echo "VISIBLE via .."
+echo "== setuid"
+cp /bin/busybox /tmp/esc-suid-src 2>/dev/null && chown 1234:1234 /tmp/esc-suid-src 2>/dev/null
+chmod 6755 /tmp/esc-suid-src 2>/dev/null
+for d in /data /rw; do
+    [ -d "\$d" ] && [ -w "\$d" ] || continue
+    cp /bin/busybox "\$d/esc-suid" && chown 0:0 "\$d/esc-suid" 2>/dev/null
+    chmod 4755 "\$d/esc-suid" 2>/dev/null && echo "SET setuid on \$d/esc-suid"
+    cp /bin/busybox "\$d/esc-sgid" && chmod 2755 "\$d/esc-sgid" 2>/dev/null && echo "SET setgid on \$d/esc-sgid"
+    : > "\$d/esc-owner" && chown 1234:1234 "\$d/esc-owner" 2>/dev/null && echo "SET owner 1234 on \$d/esc-owner"
+    mkdir -p "\$d/esc-sgid-dir" && chmod g+s "\$d/esc-sgid-dir" 2>/dev/null && echo "SET setgid on \$d/esc-sgid-dir"
+    mkfifo -m 4755 "\$d/esc-fifo" 2>/dev/null && echo "MADE \$d/esc-fifo with mode 4755"
+    cp -p /tmp/esc-suid-src "\$d/esc-cp-p" 2>/dev/null && echo "COPIED a setuid file to \$d/esc-cp-p"
+done
 echo "== ro-root"
 for f in /esc-root /etc/esc-root /usr/esc-root; do
     (: > "\$f") 2>/dev/null && echo "WROTE \$f"
@@ -330,7 +343,7 @@ section() { awk -v s="== $1" '$0 == s { on = 1; next } /^== / { on = 0 } on' "$W
 hits() { section "$1" | grep -E "$2" | head -n 8 | paste -sd ';' | sed 's/;/; /g'; }
 has_secret() { section "$1" | grep -qF "$SECRET"; }
 
-GUEST_CHECKS=(kernel host-files symlinks dotdot ro-root ro-mount vmm-fs agent-binary dev-kvm token loopback)
+GUEST_CHECKS=(kernel host-files symlinks dotdot setuid ro-root ro-mount vmm-fs agent-binary dev-kvm token loopback)
 if want_any "${GUEST_CHECKS[@]}" data-snapshot data-export data-restore data-reset data-destroy; then
     in_guest sh -c "$(probe_script)" >"$WORK/probe.out"
     grep -qx '== end' "$WORK/probe.out" || {
@@ -387,6 +400,26 @@ check_dotdot() {
     fi
 }
 
+# What the guest wrote through hostfs carries no privilege on the host: no setuid or setgid
+# bit, no owner or group but the one bluebox gave the sandbox's /data (you under standard,
+# the subordinate UID under strict). The guest tried chown 0:0 + chmod 4755, chmod 2755,
+# chown 1234, a setgid directory, mkfifo -m 4755 and cp -p of a setuid file, in /data and
+# the rw mount.
+check_setuid() {
+    local data=$BLUEBOX_HOME/data/$A uid gid bad
+    uid=$(stat -c %u "$data") gid=$(stat -c %g "$data")
+    if [ ! -e "$data/esc-suid" ] || { [ -n "$RW_MOUNT" ] && [ ! -e "$WORK/rw/esc-suid" ]; }; then
+        fail setuid "the guest's files did not reach the host, nothing was tested"
+        return
+    fi
+    bad=$(find "$data" ${RW_MOUNT:+"$WORK/rw"} \( -perm /6000 -o ! -uid "$uid" -o ! -gid "$gid" \) \
+        -printf '%p %m %U:%G\n' 2>&1 | head -n 6 | paste -sd ';' | sed 's/;/; /g')
+    if [ -n "$bad" ]; then
+        fail setuid "guest-written host files carry privilege (want owner $uid:$gid, no setuid/setgid): $bad"
+    else
+        pass setuid "guest chmod/chown/mkfifo/cp -p leave no setuid, setgid or foreign owner on the host (owner $uid:$gid)"
+    fi
+}
 
 # A check that fails when the guest's probe printed a line matching PATTERN in its section.
 check_no_hits() { # ID PATTERN FAIL-PREFIX PASS-MESSAGE
@@ -641,6 +674,7 @@ want loopback && check_loopback
 want host-files && check_host_files
 want symlinks && check_symlinks
 want dotdot && check_dotdot
+want setuid && check_setuid
 want ro-root && check_no_hits ro-root '^WROTE' "the read-only root took a write" \
     "readonly: true refuses writes, also after a remount in the guest"
 want ro-mount && check_ro_mount

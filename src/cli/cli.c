@@ -435,6 +435,8 @@ static int run_command(const cli_command *c, int argc, char **argv)
     }
     if (r == 0 && home_root(&root, &err) < 0)
         r = -1;
+    if (r == 0)
+        home_tighten(root);
     a.root = root;
     if (r == 0)
         r = c->run(&a, &err);

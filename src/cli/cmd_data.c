@@ -138,7 +138,7 @@ static int take_snapshot(cli_args *a, const char *name, const char *label, snap_
     _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
     if (!is_dir(data))
         return bb_fail(err, ENOENT, "%s has no /data at %s", name, data);
-    if (mkdir_p(dir, 0755, err) < 0 || snapshots_cleanup(a->root, name, err) < 0)
+    if (mkdir_p(dir, HOME_DIR_MODE, err) < 0 || snapshots_cleanup(a->root, name, err) < 0)
         return -1;
     _cleanup_free_ char *file = xasprintf("%s/%s%s", dir, label, compress_suffix(c));
     _cleanup_free_ char *partial = xasprintf("%s.partial", file);

@@ -7,6 +7,7 @@
 #include "core/bluefile.h"
 #include "core/containerfile.h"
 #include "core/home.h"
+#include "core/mounts.h"
 #include "core/prompt.h"
 #include "core/sandbox.h"
 #include "runtime/boot.h"
@@ -116,6 +117,8 @@ int cmd_build(cli_args *a, bb_error **err)
         cli_show(stdout, cf.text, strlen(cf.text));
         return 0;
     }
+    if (mounts_check_host(a->root, bf, err) < 0)
+        return -1;
     _cleanup_close_ int lock = home_lock(a->root, name, err);
     if (lock < 0 || image_build(a->root, name, bf, err) < 0)
         return -1;

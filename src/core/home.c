@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "util/fs.h"
 #include "util/xalloc.h"
@@ -77,6 +78,29 @@ char *home_path_of(const char *root, home_path which, const char *name)
     abort();
 }
 
+/* Owner-only, if it is a directory of ours that is not sticky. */
+static void tighten_one(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && !(st.st_mode & S_ISVTX) &&
+        (st.st_mode & 077))
+        (void)fchmod(fd, st.st_mode & 07700);
+    close(fd);
+}
+
+void home_tighten(const char *root)
+{
+    static const char *const subdirs[] = {"data", "snapshots", "logs", "run", "locks", "sandboxes"};
+    tighten_one(root);
+    for (size_t i = 0; i < ELEMENTSOF(subdirs); i++) {
+        _cleanup_free_ char *p = path_join(root, subdirs[i]);
+        tighten_one(p);
+    }
+}
+
 int home_require(const char *root, const char *name, bb_error **err)
 {
     if (name_check(name, "sandbox name", err) < 0)
@@ -112,7 +136,7 @@ int home_list(const char *root, strv *ret, bb_error **err)
 int home_lock(const char *root, const char *name, bb_error **err)
 {
     _cleanup_free_ char *dir = path_join(root, "locks");
-    if (mkdir_p(dir, 0700, err) < 0)
+    if (mkdir_p(dir, HOME_DIR_MODE, err) < 0)
         return -1;
     _cleanup_free_ char *path = xasprintf("%s/%s.lock", dir, name);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);

@@ -26,6 +26,15 @@ typedef enum {
     HP_RUN,           /* run/<name>.json */
 } home_path;
 
+/* BLUEBOX_HOME and the directories under it that hold sandboxes' files (data, snapshots,
+ * logs, run state, locks, Bluefiles) are owner-only: under root podman a guest's /data is
+ * host root's, and nothing in it is any other user's business. HOME_DIR_MODE is what they
+ * are created with; home_tighten() takes group and other bits off ones an older bluebox
+ * made 0755. It never creates anything, skips what is missing, not ours or sticky (a
+ * BLUEBOX_HOME of /tmp is left alone), and never fails: the command goes on either way. */
+#define HOME_DIR_MODE 0700
+void home_tighten(const char *root);
+
 /* Build a path for a sandbox (the name must already be valid). */
 char *home_path_of(const char *root, home_path which, const char *name);
 /* Fail unless the sandbox exists, with a hint to create it. */

@@ -73,7 +73,7 @@ int sandbox_new(const char *root, const char *name, const char *example, int *re
         return unknown_example(example, err);
     _cleanup_free_ char *parent = path_join(root, "sandboxes");
     _cleanup_free_ char *datap = path_join(root, "data");
-    if (mkdir_p(parent, 0755, err) < 0 || mkdir_p(datap, 0755, err) < 0)
+    if (mkdir_p(parent, HOME_DIR_MODE, err) < 0 || mkdir_p(datap, HOME_DIR_MODE, err) < 0)
         return -1;
     _cleanup_free_ char *dir = home_path_of(root, HP_SANDBOX, name);
     if (mkdir(dir, 0755) < 0) {
@@ -138,7 +138,7 @@ int sandbox_rename(const char *root, const char *old, const char *new, bb_error 
     }
     if (r == 0) {
         _cleanup_free_ char *logs = path_join(root, "logs");
-        if (path_exists(from[2]) && mkdir_p(logs, 0755, err) < 0)
+        if (path_exists(from[2]) && mkdir_p(logs, HOME_DIR_MODE, err) < 0)
             r = -1;
     }
     for (; r == 0 && done < ELEMENTSOF(moved); done++) {

@@ -89,7 +89,7 @@ int data_prepare(const char *root, const char *name, const bluefile *bf, const c
     _cleanup_free_ char *data = home_path_of(root, HP_DATA, name);
     uid_t uid;
     gid_t gid;
-    if (mkdir_p(data, 0755, err) < 0 || data_owner(bf->isolation, &uid, &gid, err) < 0)
+    if (mkdir_p(data, HOME_DIR_MODE, err) < 0 || data_owner(bf->isolation, &uid, &gid, err) < 0)
         return -1;
     struct stat st;
     if (lstat(data, &st) < 0)

@@ -15,6 +15,7 @@
 
 #include "backend.h"
 #include "core/bluefile.h"
+#include "core/home.h"
 #include "dataown.h"
 #include "isolation.h"
 #include "posture.h"
@@ -185,7 +186,7 @@ static void check_static(report *r)
 static void check_home(report *r, const char *root)
 {
     _cleanup_error_ bb_error *e = NULL;
-    if (mkdir_p(root, 0755, &e) < 0 || access(root, W_OK) < 0) {
+    if (mkdir_p(root, HOME_DIR_MODE, &e) < 0 || access(root, W_OK) < 0) {
         add(r, "bluebox home", CHECK_FAIL, xasprintf("%s is not writable", root),
             xstrdup("fix its permissions, or set BLUEBOX_HOME"));
         return;

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/home.h"
 #include "fingerprint.h"
 #include "util/fs.h"
 #include "util/spawn.h"
@@ -166,7 +167,7 @@ int isolation_remember(const backend *b, const launch *l, const isolation_result
     _cleanup_free_ char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(j);
     _cleanup_free_ char *path = cache_path(l->root);
-    if (mkdir_p(l->root, 0755, err) < 0 ||
+    if (mkdir_p(l->root, HOME_DIR_MODE, err) < 0 ||
         write_file_atomic(path, text, strlen(text), 0644, err) < 0)
         return bb_prefix(err, "cannot record the isolation check");
     return 0;

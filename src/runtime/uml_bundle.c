@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/home.h"
 #include "util/elf.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
@@ -425,7 +426,8 @@ int uml_bundle_ensure(const char *home_root, const char *vmm_path, char **ret_di
     _cleanup_free_ char *parent = path_join(home_root, "vmm");
     _cleanup_free_ char *dir = xasprintf("%s/uml-%016llx", parent, (unsigned long long)p.hash);
     if (!is_dir(dir)) {
-        if (mkdir_p(parent, 0755, err) < 0 || build(&p, parent, dir, err) < 0)
+        if (mkdir_p(home_root, HOME_DIR_MODE, err) < 0 || mkdir_p(parent, 0755, err) < 0 ||
+            build(&p, parent, dir, err) < 0)
             return -1;
     }
     *ret_dir = steal_pointer(&dir);

@@ -12,5 +12,7 @@
 int jail_enter(const char **what);
 /* In every process of ours: drop CAP_SYS_ADMIN, CAP_NET_ADMIN (up only) and CAP_SETPCAP (effective,
  * permitted, inheritable and bounding: the VMM ends with exactly the launch's six) and install the
- * filter that refuses mount, namespace, module and kexec syscalls. Idempotent. */
+ * filter that refuses mount, namespace, module and kexec syscalls, and any mode or owner
+ * change that would give a host file privilege (setuid/setgid bits, other owners, xattrs).
+ * Idempotent. */
 int jail_lock(const char **what);

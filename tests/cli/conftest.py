@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+# The directories of BLUEBOX_HOME that bluebox keeps owner-only (src/core/home.c).
+PRIVATE_DIRS = ("data", "snapshots", "logs", "run", "locks", "sandboxes")
+
 REPO = Path(__file__).resolve().parents[2]
 BLUEBOX_BIN = os.environ.get("BLUEBOX_BIN") or str(REPO / "build" / "bluebox")
 EXAMPLES_DIR = REPO / "examples"
@@ -152,10 +155,19 @@ class Bluebox:
 
     # ---- setup helpers -------------------------------------------------------------
 
+    def mkdir(self, path):
+        """Make a directory under BLUEBOX_HOME as bluebox does: the home and the directories
+        directly in it owner-only (bluebox tightens looser ones on every command)."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        for d in (self.home, *(self.home / n for n in PRIVATE_DIRS)):
+            if d.is_dir() and not d.is_symlink():
+                d.chmod(0o700)
+
     def write_bluefile(self, name, text):
         """Write a Bluefile directly (no `new`), creating only the sandbox directory."""
         path = self.bluefile(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.mkdir(path.parent)
         path.write_bytes(text.encode() if isinstance(text, str) else text)
         return path
 
@@ -167,7 +179,7 @@ class Bluebox:
     def mark_up(self, name):
         """Pretend the sandbox is up, the way the runtime records it."""
         p = self.run_file(name)
-        p.parent.mkdir(parents=True, exist_ok=True)
+        self.mkdir(p.parent)
         p.write_text('{"name": "%s"}\n' % name)
 
     def podman_calls(self):

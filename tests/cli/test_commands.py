@@ -40,6 +40,25 @@ def test_new_prints_bluefile_path_and_creates_data(bb):
     assert list(bb.data("demo").iterdir()) == []
 
 
+def test_new_makes_the_home_owner_only(bb):
+    # Under root podman a guest's /data is host root's; no other user may reach into it.
+    bb.new("demo")
+    for d in (bb.home, bb.home / "data", bb.home / "sandboxes"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+
+
+def test_an_older_homes_directories_are_tightened_on_use(bb):
+    bb.new("demo")
+    older = [bb.home, *(bb.home / d for d in ("data", "snapshots", "logs", "run"))]
+    for d in older:
+        d.mkdir(exist_ok=True)
+        d.chmod(0o755)
+    assert bb.run("ls").rc == 0
+    for d in older:
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+    assert bb.data("demo").is_dir()
+
+
 def test_new_template_parses_and_says_network_none(bb):
     bb.new("demo")
     text = bb.bluefile("demo").read_text()
@@ -438,9 +457,9 @@ def full(bb):
     bb.new("old")
     bb.bluefile("old").write_text("cpus: 3\n")
     (bb.data("old") / "work.txt").write_text("data\n")
-    bb.log("old").parent.mkdir(parents=True, exist_ok=True)
+    bb.mkdir(bb.log("old").parent)
     bb.log("old").write_text("=== run\n")
-    bb.snapshots("old").mkdir(parents=True)
+    bb.mkdir(bb.snapshots("old"))
     (bb.snapshots("old") / "20240101T000000Z.tar.gz").write_bytes(b"snap")
     return bb
 

@@ -563,6 +563,35 @@ def test_bluefile_settings_reach_the_argv(sb, tmp_path):
     assert "--privileged" not in argv
 
 
+@pytest.mark.parametrize("cmd", [["build"], ["run", "--", "true"], ["shell"], ["up"]],
+                         ids=["build", "run", "shell", "up"])
+@pytest.mark.parametrize("host,words", [
+    ("/", "the host's whole filesystem"),
+    ("/var/run", "podman's among them"),
+    ("{home}", "your home directory"),
+    ("{tmp}", "bluebox's own home"),
+    ("{bbhome}/sandboxes", "bluebox's own home"),
+], ids=["root", "var-run", "user-home", "above-bluebox-home", "in-bluebox-home"])
+def test_mounts_that_hand_over_the_host_are_refused(sb, tmp_path, cmd, host, words):
+    host = host.format(home=sb.bb.user_home, tmp=tmp_path, bbhome=sb.bb.home)
+    sb.sandbox(extra=f"mounts:\n  - host: {host}\n    guest: /mnt/h\n", built=cmd[0] != "build")
+    r = sb.run(cmd[0], NAME, *cmd[1:])
+    assert r.rc == 1, r
+    msg = r.etext
+    assert msg.count("\n") == 1 and f"mount {host} -> /mnt/h is refused" in msg, r
+    assert words in msg and "Mount a project directory" in msg, r
+    assert not [c for c in sb.calls() if c[:1] in (["run"], ["build"], ["create"])], sb.calls()
+
+
+def test_a_project_directory_in_the_home_is_mounted(sb):
+    src = sb.bb.user_home / "src" / "proj"
+    src.mkdir(parents=True)
+    sb.sandbox(extra=f"mounts:\n  - host: {src}\n    guest: /p\n    mode: rw\n")
+    r = sb.run("run", NAME, "--", "true")
+    assert r.rc == 0, r
+    assert f"{src}:/p:rw" in volumes(before_image(sb.only_workload()))
+
+
 # ---- isolation and its cache -----------------------------------------------------------
 
 def test_first_run_verifies_and_records_the_cache(sb):

@@ -401,3 +401,81 @@ blueprint:
     assert r.stdout.decode().splitlines() == [
         "agent", "/home/agent", "/bin/bash", "hi", "data-root-only",
         "it's $HOME \"quoted\"", "640", "provisioned"], r
+
+
+# ---- guest-written host files carry no privilege (issue 12, finding 1) -----------------
+
+# What a hostile guest root tries through hostfs, in /data and an rw mount. Each line that
+# gets through prints SET; each refusal prints the guest's error.
+PLANT = """
+for d in /data /rw; do
+    [ -d $d ] || continue
+    cp /bin/busybox $d/suid && chown 0:0 $d/suid && chmod 4755 $d/suid && echo SET $d/suid
+    cp /bin/busybox $d/sgid && chmod 2755 $d/sgid && echo SET $d/sgid
+    touch $d/owner && chown 1234:1234 $d/owner && echo SET $d/owner
+    touch $d/group && chgrp 1234 $d/group && echo SET $d/group
+    mkdir $d/dir && chmod g+s $d/dir && echo SET $d/dir
+done
+"""
+
+
+def privileged(paths):
+    """Files under paths with a setuid/setgid bit or an owner other than the data dir's."""
+    bad = []
+    for top in paths:
+        want = (top.stat().st_uid, top.stat().st_gid)
+        for p in [top, *top.rglob("*")]:
+            st = p.lstat()
+            if st.st_mode & 0o6000 or (st.st_uid, st.st_gid) != want:
+                bad.append(f"{p} {oct(st.st_mode)} {st.st_uid}:{st.st_gid}")
+    return bad
+
+
+@UML
+@pytest.mark.parametrize("isolation", ["standard", "strict"])
+def test_uml_guest_cannot_plant_privileged_host_files(home, isolation):
+    """Guest root's chown 0:0 + chmod 4755, chmod 2755, chown/chgrp to another id and a
+    setgid directory, in /data and (standard) an rw mount: each refused with EPERM by the
+    VMM's seccomp filter, nothing privileged on the host; the guest's ordinary chmod and
+    chown to itself still work."""
+    rw = Path(tempfile.mkdtemp(prefix="bluebox-it-rw-", dir="/var/tmp"))
+    try:
+        mounts = f"mounts:\n  - {{host: {rw}, guest: /rw, mode: rw}}\n" if isolation == "standard" else ""
+        name = home.sandbox(f"umlsuid-{isolation}-{os.getpid()}",
+                            f"base: {IMAGE}\nbackend: uml\nram_mib: 256\nisolation: {isolation}\n"
+                            + mounts)
+        assert home("build", name).returncode == 0
+        r = home("run", name, "--", "sh", "-c", PLANT)
+        out, err = r.stdout.decode(), r.stderr.decode()
+        assert "SET" not in out, r
+        assert err.count("Operation not permitted") == (10 if mounts else 5), r
+        tops = [home.data(name)] + ([rw] if mounts else [])
+        assert (home.data(name) / "suid").is_file()
+        assert privileged(tops) == []
+        # what a package manager does to its own files still works
+        r = home("run", name, "--", "sh", "-c",
+                 "touch /data/f && chown 0:0 /data/f && chown 0 /data/f && chmod 1777 /data/f"
+                 " && chmod 0640 /data/f && mkdir -m 0750 /data/d && stat -c %a /data/f /data/d")
+        assert (r.returncode, r.stdout) == (0, b"640\n750\n"), r
+    finally:
+        shutil.rmtree(rw, ignore_errors=True)
+
+
+@UML
+def test_uml_home_directories_are_owner_only(home, uml_box):
+    r = home("run", uml_box, "--", "true")
+    assert r.returncode == 0, r
+    r = home("snapshot", uml_box, "s1", "-y")
+    assert r.returncode == 0, r
+    root = home.dir / "home"
+    for d in (root, root / "data", root / "logs", root / "snapshots", root / "sandboxes"):
+        assert d.stat().st_mode & 0o777 == 0o700, d
+
+
+def test_build_refuses_a_mount_of_the_host_root(home):
+    name = home.sandbox(f"rootmnt-{os.getpid()}",
+                        f"base: {IMAGE}\nmounts:\n  - {{host: /, guest: /host}}\n")
+    r = home("build", name)
+    assert r.returncode == 1, r
+    assert b"mount / -> /host is refused: it is the host's whole filesystem" in r.stderr, r
+    assert podman("image", "exists", f"localhost/bluebox/{name}", check=False).returncode != 0

@@ -1,9 +1,13 @@
 /* Unit tests for names and the home layout. */
 #include "unit.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/home.h"
+#include "util/fs.h"
 #include "util/strv.h"
 
 static void names(void **s)
@@ -54,11 +58,63 @@ static void root_and_paths(void **s)
     free(root);
 }
 
+static mode_t mode_of(const char *base, const char *sub)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s", base, sub);
+    struct stat st;
+    assert_int_equal(lstat(p, &st), 0);
+    return st.st_mode & 07777;
+}
+
+/* A home an older bluebox made 0755 becomes owner-only on use; what is not one of its
+ * directories, and a sticky directory, are left alone. */
+static void tighten(void **s)
+{
+    (void)s;
+    char base[] = "/tmp/bb-home-XXXXXX";
+    assert_non_null(mkdtemp(base));
+    char p[256];
+    static const char *const made[] = {"",     "/data",      "/data/box", "/snapshots", "/logs",
+                                       "/run", "/sandboxes", "/other",    "/vmm"};
+    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) {
+        snprintf(p, sizeof p, "%s%s", base, made[i]);
+        mkdir(p, 0755);
+        assert_int_equal(chmod(p, 0755), 0);
+    }
+    snprintf(p, sizeof p, "%s/locks", base);
+    assert_int_equal(mkdir(p, 01777), 0);
+    assert_int_equal(chmod(p, 01777), 0);
+    home_tighten(base);
+    assert_int_equal(mode_of(base, "."), 0700);
+    static const char *const tight[] = {"data", "snapshots", "logs", "run", "sandboxes"};
+    for (size_t i = 0; i < sizeof tight / sizeof tight[0]; i++)
+        assert_int_equal(mode_of(base, tight[i]), 0700);
+    assert_int_equal(mode_of(base, "data/box"), 0755); /* the guest's /data: podman's view */
+    assert_int_equal(mode_of(base, "other"), 0755);
+    assert_int_equal(mode_of(base, "vmm"), 0755);
+    assert_int_equal(mode_of(base, "locks"), 01777); /* sticky: not a directory of ours */
+    /* A symlink in place of a directory is not followed. */
+    snprintf(p, sizeof p, "%s/logs", base);
+    assert_int_equal(rmdir(p), 0);
+    char target[256];
+    snprintf(target, sizeof target, "%s/other", base);
+    assert_int_equal(symlink(target, p), 0);
+    home_tighten(base);
+    assert_int_equal(mode_of(base, "other"), 0755);
+    /* Missing directories are not created. */
+    snprintf(p, sizeof p, "%s/nothing", base);
+    home_tighten(p);
+    assert_int_equal(access(p, F_OK), -1);
+    assert_int_equal(rm_rf(base, NULL), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(names),
         cmocka_unit_test(root_and_paths),
+        cmocka_unit_test(tighten),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,11 +10,18 @@
 #include <stdbool.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/fs.h"
 #include "vmm/jail.h"
 
 #ifndef __X32_SYSCALL_BIT
@@ -146,11 +153,273 @@ static void locked_refuses(void **s)
     assert_int_equal(probe_in_child(P_FORK, true), 0);
 }
 
+/* ---- host files carry no privilege: what hostfs would do for a hostile guest ---------- */
+
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452
+#endif
+
+typedef enum {
+    F_CHMOD_SUID,
+    F_CHMOD_SGID,
+    F_FCHMOD_SUID,
+    F_FCHMODAT_SUID,
+    F_FCHMODAT2_SUID,
+    F_CHMOD_PLAIN,
+    F_CHMOD_STICKY,
+    F_CHMOD_HIGH_BITS, /* 0x10000|04755: the kernel reads the low 16 bits */
+    F_OPEN_CREAT_SUID,
+    F_OPENAT_CREAT_SGID,
+    F_CREAT_SUID,
+    F_TMPFILE_SUID,
+    F_OPEN_CREAT_PLAIN,
+    F_OPEN_NOCREAT_SUID, /* the mode is ignored without O_CREAT */
+    F_MKNOD_SUID,
+    F_MKNODAT_FIFO,
+    F_CHOWN_OTHER,
+    F_CHOWN_OTHER_GID,
+    F_LCHOWN_OTHER,
+    F_FCHOWN_OTHER,
+    F_FCHOWNAT_OTHER,
+    F_CHOWN_HIGH_WORD, /* uid 1234 with bit 32 set: the kernel reads the low 32 bits */
+    F_CHOWN_SELF,
+    F_CHOWN_UNCHANGED,
+    F_OPENAT2,
+    F_SETXATTR_CAP,
+    F_SETUID,
+    F_SETRESUID,
+    F_SETFSUID,
+    F_IO_URING,
+    F_COUNT
+} fprobe;
+
+static char fsdir[64];
+
+static int fs_setup(void **s)
+{
+    (void)s;
+    strcpy(fsdir, "/tmp/bb-jail-XXXXXX");
+    return mkdtemp(fsdir) ? 0 : -1;
+}
+
+static int fs_teardown(void **s)
+{
+    (void)s;
+    return rm_rf(fsdir, NULL);
+}
+
+static int fs_probe(fprobe p, const char *f)
+{
+    switch (p) {
+    case F_CHMOD_SUID:
+        return result(chmod(f, 04755));
+    case F_CHMOD_SGID:
+        return result(chmod(f, 02755));
+    case F_FCHMOD_SUID:
+    case F_FCHOWN_OTHER: {
+        int fd = open(f, O_RDONLY | O_CLOEXEC);
+        int r = result(p == F_FCHMOD_SUID ? fchmod(fd, 04755) : fchown(fd, 1234, 1234));
+        close(fd);
+        return r;
+    }
+    case F_FCHMODAT_SUID:
+        return result(fchmodat(AT_FDCWD, f, 06755, 0));
+    case F_FCHMODAT2_SUID:
+        return result(syscall(SYS_fchmodat2, AT_FDCWD, f, 04755, 0));
+    case F_CHMOD_PLAIN:
+        return result(chmod(f, 0700));
+    case F_CHMOD_STICKY:
+        return result(chmod(f, 01777));
+    case F_CHMOD_HIGH_BITS:
+        return result(syscall(SYS_chmod, f, 0x10000UL | 04755));
+    case F_OPEN_CREAT_SUID:
+    case F_OPENAT_CREAT_SGID:
+    case F_CREAT_SUID:
+    case F_OPEN_CREAT_PLAIN: {
+        char path[256];
+        snprintf(path, sizeof path, "%s.new%d", f, p);
+        long fd = p == F_OPEN_CREAT_SUID     ? syscall(SYS_open, path, O_WRONLY | O_CREAT, 04755)
+                  : p == F_OPENAT_CREAT_SGID ? openat(AT_FDCWD, path, O_WRONLY | O_CREAT, 02755)
+                  : p == F_CREAT_SUID        ? syscall(SYS_creat, path, 04755)
+                                             : open(path, O_WRONLY | O_CREAT, 0644);
+        int r = result(fd);
+        if (fd >= 0)
+            close((int)fd);
+        return r;
+    }
+    case F_TMPFILE_SUID: {
+        int fd = open(fsdir, O_TMPFILE | O_WRONLY, 04755);
+        int r = result(fd);
+        if (fd >= 0)
+            close(fd);
+        return r == EOPNOTSUPP ? -2 : r;
+    }
+    case F_OPEN_NOCREAT_SUID: {
+        long fd = syscall(SYS_open, f, O_RDONLY, 04755);
+        int r = result(fd);
+        if (fd >= 0)
+            close((int)fd);
+        return r;
+    }
+    case F_MKNOD_SUID: {
+        char path[256];
+        snprintf(path, sizeof path, "%s.node", f);
+        return result(mknod(path, S_IFREG | 04755, 0));
+    }
+    case F_MKNODAT_FIFO: {
+        char path[256];
+        snprintf(path, sizeof path, "%s.fifo", f);
+        return result(mknodat(AT_FDCWD, path, S_IFIFO | 0600, 0));
+    }
+    case F_CHOWN_OTHER:
+        return result(chown(f, 1234, (gid_t)-1));
+    case F_CHOWN_OTHER_GID:
+        return result(chown(f, (uid_t)-1, 1234));
+    case F_LCHOWN_OTHER:
+        return result(lchown(f, 1234, 1234));
+    case F_FCHOWNAT_OTHER:
+        return result(fchownat(AT_FDCWD, f, 1234, 1234, 0));
+    case F_CHOWN_HIGH_WORD:
+        return result(syscall(SYS_chown, f, (1UL << 32) | 1234, -1L));
+    case F_CHOWN_SELF:
+        return result(chown(f, getuid(), getgid()));
+    case F_CHOWN_UNCHANGED:
+        return result(chown(f, (uid_t)-1, (gid_t)-1));
+    case F_OPENAT2: {
+        struct open_how how = {.flags = O_RDONLY};
+        long fd = syscall(SYS_openat2, AT_FDCWD, f, &how, sizeof how);
+        if (fd >= 0)
+            close((int)fd);
+        return result(fd);
+    }
+    case F_SETXATTR_CAP: {
+        static const char cap[20] = {0x01, 0x00, 0x00, 0x02}; /* VFS_CAP_REVISION_2, empty */
+        return result(setxattr(f, "security.capability", cap, sizeof cap, 0));
+    }
+    case F_SETUID:
+        return result(syscall(SYS_setuid, 1234));
+    case F_SETRESUID:
+        return result(syscall(SYS_setresuid, 1234, 1234, 1234));
+    case F_SETFSUID:
+        /* setfsuid reports failure only by keeping the old fsuid */
+        syscall(SYS_setfsuid, 1234);
+        return syscall(SYS_setfsuid, -1) == 1234 ? 0 : EPERM;
+    case F_IO_URING: {
+        char params[120] = {0};
+        long fd = syscall(__NR_io_uring_setup, 1, params);
+        if (fd >= 0)
+            close((int)fd);
+        return result(fd);
+    }
+    default:
+        return -1;
+    }
+}
+
+/* The probe on a fresh file of its own (mode 0644, ours), in a child, locked or not. Also
+ * reports whether the file ended up with S_ISUID/S_ISGID or another owner. */
+static int fs_probe_in_child(fprobe p, bool locked, bool *ret_tainted)
+{
+    char f[128];
+    snprintf(f, sizeof f, "%s/f%d-%d", fsdir, p, locked);
+    int fd = open(f, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        const char *what = "";
+        if (locked && jail_lock(&what) < 0)
+            _exit(255);
+        int r = fs_probe(p, f);
+        _exit(r == -2 ? 254 : r);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 255);
+    *ret_tainted = false;
+    struct stat sb;
+    const char *suffix[] = {"", ".new", ".node"};
+    for (size_t i = 0; i < 3; i++) {
+        char path[256];
+        if (i == 1)
+            snprintf(path, sizeof path, "%s.new%d", f, p);
+        else
+            snprintf(path, sizeof path, "%s%s", f, suffix[i]);
+        if (lstat(path, &sb) == 0 &&
+            ((sb.st_mode & (S_ISUID | S_ISGID)) || sb.st_uid != getuid() || sb.st_gid != getgid()))
+            *ret_tainted = true;
+    }
+    return WEXITSTATUS(st) == 254 ? -2 : WEXITSTATUS(st);
+}
+
+static const struct {
+    fprobe p;
+    int locked;  /* the errno under the lock (0: allowed) */
+    bool taints; /* unlocked, the probe leaves a file with privilege */
+} fs_cases[] = {
+    {F_CHMOD_SUID, EPERM, true},      {F_CHMOD_SGID, EPERM, true},
+    {F_FCHMOD_SUID, EPERM, true},     {F_FCHMODAT_SUID, EPERM, true},
+    {F_FCHMODAT2_SUID, EPERM, true},  {F_CHMOD_PLAIN, 0, false},
+    {F_CHMOD_STICKY, 0, false},       {F_CHMOD_HIGH_BITS, EPERM, true},
+    {F_OPEN_CREAT_SUID, EPERM, true}, {F_OPENAT_CREAT_SGID, EPERM, true},
+    {F_CREAT_SUID, EPERM, true},      {F_TMPFILE_SUID, EPERM, false},
+    {F_OPEN_CREAT_PLAIN, 0, false},   {F_OPEN_NOCREAT_SUID, 0, false},
+    {F_MKNOD_SUID, EPERM, true},      {F_MKNODAT_FIFO, 0, false},
+    {F_CHOWN_OTHER, EPERM, true},     {F_CHOWN_OTHER_GID, EPERM, true},
+    {F_LCHOWN_OTHER, EPERM, true},    {F_FCHOWN_OTHER, EPERM, true},
+    {F_FCHOWNAT_OTHER, EPERM, true},  {F_CHOWN_HIGH_WORD, EPERM, true},
+    {F_CHOWN_SELF, 0, false},         {F_CHOWN_UNCHANGED, 0, false},
+    {F_OPENAT2, ENOSYS, false},       {F_SETXATTR_CAP, EPERM, false},
+    {F_SETUID, EPERM, false},         {F_SETRESUID, EPERM, false},
+    {F_SETFSUID, EPERM, false},       {F_IO_URING, ENOSYS, false},
+};
+
+static void fs_unlocked_control(void **s)
+{
+    (void)s;
+    if (geteuid() != 0)
+        skip();
+    /* Root without the lock does all of it, so the refusals below are the filter's. */
+    for (size_t i = 0; i < ELEMENTSOF(fs_cases); i++) {
+        bool tainted;
+        int r = fs_probe_in_child(fs_cases[i].p, false, &tainted);
+        if (r == -2)
+            continue; /* O_TMPFILE unsupported on this filesystem */
+        if (fs_cases[i].p == F_SETXATTR_CAP || fs_cases[i].p == F_IO_URING)
+            continue; /* may be off or unsupported here; the lock must refuse it regardless */
+        if (r != 0)
+            fail_msg("probe %d failed unlocked: %s", fs_cases[i].p, strerror(r));
+        if (tainted != fs_cases[i].taints)
+            fail_msg("probe %d unlocked: tainted %d", fs_cases[i].p, tainted);
+    }
+}
+
+static void fs_locked_refuses(void **s)
+{
+    (void)s;
+    if (geteuid() != 0)
+        skip();
+    for (size_t i = 0; i < ELEMENTSOF(fs_cases); i++) {
+        bool tainted;
+        int r = fs_probe_in_child(fs_cases[i].p, true, &tainted);
+        if (r == -2)
+            continue;
+        if (r != fs_cases[i].locked)
+            fail_msg("probe %d under the lock: got %s, want %s", fs_cases[i].p,
+                     r ? strerror(r) : "success", strerror(fs_cases[i].locked));
+        if (tainted)
+            fail_msg("probe %d under the lock left a privileged file", fs_cases[i].p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(unlocked_control),
         cmocka_unit_test(locked_refuses),
+        cmocka_unit_test_setup_teardown(fs_unlocked_control, fs_setup, fs_teardown),
+        cmocka_unit_test_setup_teardown(fs_locked_refuses, fs_setup, fs_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

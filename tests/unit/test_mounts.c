@@ -19,8 +19,25 @@ static int setup(void **s)
     if (!mkdtemp(base))
         return -1;
     char p[256];
-    const char *dirs[] = {"home", "home/data",   "home/data/box", "home/data/other",
-                          "proj", "proj/config", "elsewhere",     "elsewhere/inner"};
+    const char *dirs[] = {"home",
+                          "home/data",
+                          "home/data/box",
+                          "home/data/other",
+                          "home/sandboxes",
+                          "proj",
+                          "proj/config",
+                          "elsewhere",
+                          "elsewhere/inner",
+                          "userhome",
+                          "userhome/src",
+                          "userhome/src/proj",
+                          "userhome/.local",
+                          "userhome/.local/share",
+                          "userhome/.local/share/containers",
+                          "userhome/.local/share/containers/storage",
+                          "userhome/.ssh",
+                          "userhome/.config",
+                          "userhome/.config/containers"};
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", base, dirs[i]);
         mkdir(p, 0755);
@@ -29,13 +46,32 @@ static int setup(void **s)
     /* A symlink that leads into another sandbox's /data. */
     snprintf(p, sizeof p, "%s/sneaky", base);
     snprintf(t, sizeof t, "%s/home/data/other", base);
-    return symlink(t, p);
+    if (symlink(t, p) < 0)
+        return -1;
+    /* Links to a host tree and to the user's home: refused once resolved. */
+    snprintf(p, sizeof p, "%s/etclink", base);
+    if (symlink("/etc", p) < 0)
+        return -1;
+    snprintf(p, sizeof p, "%s/homelink", base);
+    snprintf(t, sizeof t, "%s/userhome", base);
+    if (symlink(t, p) < 0)
+        return -1;
+    return setenv("HOME", t, 1);
 }
 
 static int teardown(void **s)
 {
     (void)s;
     return rm_rf(base, NULL);
+}
+
+/* s with @ standing for the temp base. */
+static char *expand_base(const char *s)
+{
+    char *out = malloc(strlen(s) * sizeof base + 1), *w = out;
+    for (; *s; s++)
+        w += *s == '@' ? sprintf(w, "%s", base) : sprintf(w, "%c", *s);
+    return out;
 }
 
 /* Check a Bluefile whose mounts are given as YAML with @ standing for the temp base. */
@@ -63,11 +99,15 @@ static int check(const char *mounts_yaml, char **msg)
     return r;
 }
 
+/* needle too may use @ for the temp base. */
 #define REFUSED(yaml, needle)                                                                      \
     do {                                                                                           \
         char *m_;                                                                                  \
-        assert_int_equal(check(yaml, &m_), -1);                                                    \
-        assert_contains(m_, needle);                                                               \
+        if (check(yaml, &m_) != -1)                                                                \
+            fail_msg("accepted: %s", yaml);                                                        \
+        char *n_ = expand_base(needle);                                                            \
+        assert_contains(m_, n_);                                                                   \
+        free(n_);                                                                                  \
         free(m_);                                                                                  \
     } while (0)
 
@@ -98,8 +138,43 @@ static void independent_mounts_accepted(void **s)
     ACCEPTED("  - {host: @/proj, guest: /p}\n  - {host: @/proj/config, guest: /c}\n");
     ACCEPTED("  - {host: @/proj, guest: /p, mode: rw}\n  - {host: @/elsewhere, guest: /e}\n");
     ACCEPTED("  - {host: @/elsewhere/inner, guest: /i, mode: rw}\n  - {host: @/proj, guest: /p}\n");
-    /* a ro mount containing /data is fine: the guest cannot write through it */
-    ACCEPTED("  - {host: @/home, guest: /h}\n");
+    ACCEPTED("  - {host: @/userhome/src/proj, guest: /p, mode: rw}\n");
+    ACCEPTED("  - {host: /usr, guest: /u}\n"); /* read-only: the host's programs, not its keys */
+}
+
+/* Mounts that hand over the host: refused as written and through a symlink, each with
+ * what it would have handed over and what to mount instead. */
+static void host_trees_refused(void **s)
+{
+    (void)s;
+    REFUSED("  - {host: /, guest: /host}\n", "the host's whole filesystem");
+    REFUSED("  - {host: /etc, guest: /e}\n", "it is /etc, the host's configuration");
+    REFUSED("  - {host: /etc/ssl, guest: /e}\n", "it is inside /etc");
+    REFUSED("  - {host: /var/run, guest: /r}\n", "podman's among them");
+    REFUSED("  - {host: /run, guest: /r}\n", "podman's among them");
+    REFUSED("  - {host: /proc, guest: /p}\n", "it is /proc");
+    REFUSED("  - {host: /sys/kernel, guest: /p}\n", "it is inside /sys");
+    REFUSED("  - {host: /dev, guest: /d}\n", "it is /dev");
+    REFUSED("  - {host: /boot, guest: /b}\n", "it is /boot");
+    REFUSED("  - {host: /usr, guest: /u, mode: rw}\n", "mode: ro");
+    REFUSED("  - {host: /var, guest: /v}\n", "it holds /var/run");
+    REFUSED("  - {host: @/etclink, guest: /e}\n", "/etc");
+    /* the user's home and what holds it; inside it is fine (above) */
+    REFUSED("  - {host: @/userhome, guest: /h}\n", "it is @/userhome, your home directory");
+    REFUSED("  - {host: @, guest: /h}\n", "it holds");
+    REFUSED("  - {host: @/homelink, guest: /h}\n", "your home directory");
+    REFUSED("  - {host: @/userhome/.local/share/containers/storage, guest: /c}\n",
+            "podman storage");
+    REFUSED("  - {host: /home, guest: /h}\n", "every user's home");
+    REFUSED("  - {host: @/userhome/.ssh, guest: /s}\n", "your SSH keys");
+    REFUSED("  - {host: @/userhome/.config, guest: /c}\n",
+            "it holds @/userhome/.config/containers");
+    /* BLUEBOX_HOME itself, inside it (any part) and above it; read-only too: it holds the
+     * agent tokens and every sandbox's state */
+    REFUSED("  - {host: @/home, guest: /h}\n", "bluebox's own home");
+    REFUSED("  - {host: @/home/sandboxes, guest: /h}\n", "it is inside @/home");
+    REFUSED("  - {host: @/home/data/box, guest: /h}\n", "which the guest can write");
+    REFUSED("  - {host: @/home/sandboxes, guest: /h}\n", "Mount a project directory instead");
 }
 
 static void within(void **s)
@@ -117,6 +192,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(independent_mounts_accepted, setup, teardown),
+        cmocka_unit_test_setup_teardown(host_trees_refused, setup, teardown),
         cmocka_unit_test(within),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
