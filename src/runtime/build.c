@@ -38,6 +38,7 @@ int image_build(const char *root, const char *name, const bluefile *bf, bb_error
         return bb_fail(err, ENOENT,
                        "podman is not installed; install it (Debian: apt-get install podman)");
     _cleanup_free_ char *dir = home_path_of(root, HP_SANDBOX, name);
+    (void)image_adopt(root, name, NULL); /* the old naming's tag goes with the old image */
     _cleanup_free_ char *tmpl = xasprintf("%s/.build-XXXXXX", dir);
     if (!mkdtemp(tmpl))
         return bb_fail_errno(err, errno, "cannot create a build directory in %s", dir);
@@ -47,7 +48,7 @@ int image_build(const char *root, const char *name, const bluefile *bf, bb_error
     if (r == 0) {
         _cleanup_free_ char *file = path_join(tmpl, "Containerfile");
         _cleanup_free_ char *iid = path_join(tmpl, "image-id");
-        _cleanup_free_ char *ref = image_ref(name);
+        _cleanup_free_ char *ref = image_ref(root, name);
         _cleanup_free_ char *iidarg = xasprintf("--iidfile=%s", iid);
         char *argv[] = {"podman", "build", "--pull=never", "--layers", "-f", file,
                         "-t",     ref,     iidarg,         tmpl,       NULL};
@@ -62,6 +63,8 @@ int image_build(const char *root, const char *name, const bluefile *bf, bb_error
     }
     if (r == 0)
         r = move_into_place(tmpl, dir, err);
+    if (r == 0)
+        image_record_ref(root, name);
     (void)rm_rf(tmpl, NULL);
     return r;
 }
