@@ -26,6 +26,8 @@
 #define FAST_FOR_MS  10000
 /* How often the wait also asks podman whether the VM is still there. */
 #define ALIVE_EVERY_MS 1000
+/* A VM is made at most this long before up writes its state (podman run -d returning). */
+#define CREATED_SLACK_S 60
 
 static double now_s(void)
 {
@@ -128,6 +130,7 @@ typedef struct {
     char *id;
     bool running;
     char *sandbox, *home;
+    long long created;
 } vm_facts;
 
 static void vm_facts_done(vm_facts *f)
@@ -147,15 +150,15 @@ static int vm_inspect(const char *container, vm_facts *ret)
                     "inspect",
                     "--format",
                     "{{.Id}}|{{.State.Running}}|{{index .Config.Labels \"bluebox.sandbox\"}}|"
-                    "{{index .Config.Labels \"bluebox.home\"}}",
+                    "{{index .Config.Labels \"bluebox.home\"}}|{{.Created.Unix}}",
                     (char *)container,
                     NULL};
     _cleanup_free_ char *out = NULL;
     if (!program_on_path("podman") || spawn_capture(argv, &out, NULL, NULL) != 0)
         return -1;
     out[strcspn(out, "\r\n")] = '\0';
-    char *rest = out, *f[4];
-    for (int i = 0; i < 4; i++) {
+    char *rest = out, *f[5];
+    for (int i = 0; i < 5; i++) {
         f[i] = strsep(&rest, "|");
         if (!f[i])
             return -1;
@@ -167,13 +170,15 @@ static int vm_inspect(const char *container, vm_facts *ret)
     *ret = (vm_facts){.id = xstrdup(f[0]),
                       .running = streq(f[1], "true"),
                       .sandbox = xstrdup(f[2]),
-                      .home = xstrdup(f[3])};
+                      .home = xstrdup(f[3]),
+                      .created = strtoll(f[4], NULL, 10)};
     return 0;
 }
 
 /* Whether the container is this home's VM of `name`: its labels say so, or, for a VM of the
  * old naming (no bluebox.home label) or of a home that has since moved, this home's state
- * names it and its agent's port is the one the state recorded. */
+ * names it and its agent's port is the one the state recorded — or, stopped, it has no
+ * port, and it was made in the minute before the state was written. */
 static bool vm_ours(const char *root, const char *name, const char *container,
                     const vm_facts *f, const up_state *s)
 {
@@ -184,6 +189,8 @@ static bool vm_ours(const char *root, const char *name, const char *container,
         return true;
     if (!s || !s->addr || !streq(s->container, container))
         return false;
+    if (!f->running)
+        return f->created <= s->started && s->started - f->created < CREATED_SLACK_S;
     _cleanup_free_ char *addr = NULL;
     return published_addr(container, &addr, NULL) == 0 && streq(addr, s->addr);
 }

@@ -24,8 +24,8 @@ EXAMPLES_DIR = REPO / "examples"
 PODMAN_STUB = """#!/bin/sh
 # Test stub: log the call; `image exists REF` succeeds only for refs in $BB_TEST_IMAGES;
 # `image inspect --format F REF` prints ID for the REF=ID words of $BB_TEST_IMAGE_IDS;
-# `container inspect --format F NAME` prints ID|RUNNING|SANDBOX|HOME for the
-# NAME=ID|RUNNING|SANDBOX|HOME words of $BB_TEST_CONTAINERS, and fails for other names;
+# `container inspect --format F NAME` prints ID|RUNNING|SANDBOX|HOME|CREATED for the
+# NAME=ID|RUNNING|SANDBOX|HOME|CREATED words of $BB_TEST_CONTAINERS, and fails for other names;
 # `port NAME …` prints ADDR for the NAME=ADDR words of $BB_TEST_PORTS.
 printf '%s\\n' "$*" >> "$BB_TEST_PODMAN_LOG"
 if [ "$1" = image ] && [ "$2" = exists ]; then

@@ -285,7 +285,7 @@ def test_ls_shows_up_state(bb):
              "started": 1}
     bb.run_file("s").parent.mkdir(parents=True)
     bb.run_file("s").write_text(json.dumps(state))
-    r = bb.run("ls", env={"BB_TEST_CONTAINERS": f"{vm}=c0ffee|true|s|{bb.home_id()}"})
+    r = bb.run("ls", env={"BB_TEST_CONTAINERS": f"{vm}=c0ffee|true|s|{bb.home_id()}|0"})
     assert r.out.splitlines()[1].split()[:2] == ["s", "up"], r
     assert r.err == "", r
 
@@ -609,7 +609,7 @@ def test_destroy_data_handles_unwritable_dirs(bb):
 def test_destroy_brings_an_up_sandbox_down_first(full):
     bb = full
     bb.mark_up("old")
-    vm = f"{bb.up_container('old')}=c0ffee|true|old|{bb.home_id()}"
+    vm = f"{bb.up_container('old')}=c0ffee|true|old|{bb.home_id()}|0"
     r = bb.run("destroy", "old", "--data", "-y", env={"BB_TEST_CONTAINERS": vm})
     assert r.rc == 0, r
     assert "rm -f -t 0 --ignore c0ffee" in bb.podman_calls()
@@ -718,7 +718,7 @@ def test_nuke_brings_up_sandboxes_down(bb):
     bb.new("a")
     bb.new("b")
     bb.mark_up("a")
-    vm = f"{bb.up_container('a')}=c0ffee|true|a|{bb.home_id()}"
+    vm = f"{bb.up_container('a')}=c0ffee|true|a|{bb.home_id()}|0"
     r = bb.run("nuke", "-y", env={"BB_TEST_CONTAINERS": vm})
     assert r.rc == 0, r
     assert "removed 2 sandboxes\n" in r.out

@@ -63,7 +63,7 @@ def test_down_in_another_home_leaves_this_homes_vm(bb, tmp_path):
     a.new("s")
     write_state(a, "s", a.up_container("s"))
     b.new("s")
-    vms = f"{a.up_container('s')}=aaaa|true|s|{a.home_id()}"
+    vms = f"{a.up_container('s')}=aaaa|true|s|{a.home_id()}|0"
     for args in (["down", "s"], ["destroy", "s", "--data", "-y"]):
         r = b.run(*args, env={"BB_TEST_CONTAINERS": vms, "BB_TEST_IMAGES": a.image("s")})
         assert r.rc == 0, r
@@ -81,7 +81,7 @@ def test_a_foreign_container_under_this_homes_name_is_left_alone(bb):
     """Whatever the name says, the labels decide: a container of another home is kept."""
     bb.new("s")
     write_state(bb, "s", bb.up_container("s"))
-    vm = f"{bb.up_container('s')}=f0f0|true|s|{'0' * 12}"
+    vm = f"{bb.up_container('s')}=f0f0|true|s|{'0' * 12}|0"
     r = bb.run("down", "s", env={"BB_TEST_CONTAINERS": vm})
     assert r.rc == 0, r
     assert removals(bb) == [], bb.podman_calls()
@@ -91,7 +91,7 @@ def test_a_foreign_container_under_this_homes_name_is_left_alone(bb):
 def test_down_removes_this_homes_vm_by_id(bb):
     bb.new("s")
     write_state(bb, "s", bb.up_container("s"))
-    vm = f"{bb.up_container('s')}=c0ffee|true|s|{bb.home_id()}"
+    vm = f"{bb.up_container('s')}=c0ffee|true|s|{bb.home_id()}|0"
     r = bb.run("down", "s", env={"BB_TEST_CONTAINERS": vm})
     assert (r.rc, r.out) == (0, "down s\n"), r
     assert removals(bb) == ["rm -f -t 0 --ignore c0ffee"], bb.podman_calls()
@@ -114,7 +114,8 @@ def test_ls_says_when_an_up_vm_is_not_running(bb):
     bb.new("t")
     write_state(bb, "s", bb.up_container("s"))
     write_state(bb, "t", bb.up_container("t"))
-    env = {"BB_TEST_CONTAINERS": f"{bb.up_container('t')}=c0ffee|false|t|{bb.home_id()}"}
+    stopped = f"{bb.up_container('t')}=c0ffee|false|t|{bb.home_id()}|0"
+    env = {"BB_TEST_CONTAINERS": stopped}
     r = bb.run("ls", env=env)
     rows = {l.split()[0]: l for l in r.out.splitlines()[1:]}
     assert rows["s"].split()[1:3] == ["up", "(dead)"], r  # its container is gone
@@ -122,7 +123,7 @@ def test_ls_says_when_an_up_vm_is_not_running(bb):
     assert "bluebox: s is marked up but its VM is not running; clean up: bluebox down s\n" \
         in r.err, r
     # another home's running VM under this home's name does not count either
-    env = {"BB_TEST_CONTAINERS": f"{bb.up_container('s')}=c0ffee|true|s|{'0' * 12}"}
+    env = {"BB_TEST_CONTAINERS": f"{bb.up_container('s')}=c0ffee|true|s|{'0' * 12}|0"}
     rows = {l.split()[0]: l for l in bb.run("ls", env=env).out.splitlines()[1:]}
     assert rows["s"].split()[1:3] == ["up", "(dead)"]
 
@@ -134,7 +135,7 @@ def test_old_named_up_vm_is_brought_down(bb):
     state names, with the agent port the state recorded, is this home's: down removes it."""
     bb.new("s")
     write_state(bb, "s", "bluebox-up-s", addr="127.0.0.1:41234")
-    env = {"BB_TEST_CONTAINERS": "bluebox-up-s=0ld1d|true|s|",
+    env = {"BB_TEST_CONTAINERS": "bluebox-up-s=0ld1d|true|s||0",
            "BB_TEST_PORTS": "bluebox-up-s=127.0.0.1:41234"}
     r = bb.run("down", "s", env=env)
     assert (r.rc, r.out) == (0, "down s\n"), r
@@ -146,11 +147,27 @@ def test_old_named_vm_of_another_home_is_left_alone(bb):
     home's VM took the name since."""
     bb.new("s")
     write_state(bb, "s", "bluebox-up-s", addr="127.0.0.1:41234")
-    env = {"BB_TEST_CONTAINERS": "bluebox-up-s=0ld1d|true|s|",
+    env = {"BB_TEST_CONTAINERS": "bluebox-up-s=0ld1d|true|s||0",
            "BB_TEST_PORTS": "bluebox-up-s=127.0.0.1:45555"}
     r = bb.run("down", "s", env=env)
     assert r.rc == 0, r
     assert removals(bb) == [], bb.podman_calls()
+
+
+def test_old_named_stopped_vm_is_matched_by_its_creation_time(bb):
+    """Stopped, an old-named VM publishes no port: it is this home's when it was made in the
+    minute before this home's state was written (the state says started 1000)."""
+    bb.new("s")
+    state = {"container": "bluebox-up-s", "addr": "127.0.0.1:41234", "token": "t" * 64,
+             "kernel": "6.1", "started": 1000}
+    bb.run_file("s").parent.mkdir(parents=True)
+    for created, removed in ((999, True), (800, False), (1001, False)):
+        bb.run_file("s").write_text(json.dumps(state))
+        bb.podman_log.write_text("")
+        env = {"BB_TEST_CONTAINERS": f"bluebox-up-s=0ld1d|false|s||{created}"}
+        r = bb.run("down", "s", env=env)
+        assert r.rc == 0, r
+        assert removals(bb) == (["rm -f -t 0 --ignore 0ld1d"] if removed else []), created
 
 
 def test_old_image_tag_of_this_home_goes_with_destroy(bb):
