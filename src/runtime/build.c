@@ -38,7 +38,6 @@ int image_build(const char *root, const char *name, const bluefile *bf, bb_error
         return bb_fail(err, ENOENT,
                        "podman is not installed; install it (Debian: apt-get install podman)");
     _cleanup_free_ char *dir = home_path_of(root, HP_SANDBOX, name);
-    (void)image_adopt(root, name, NULL); /* the old naming's tag goes with the old image */
     _cleanup_free_ char *tmpl = xasprintf("%s/.build-XXXXXX", dir);
     if (!mkdtemp(tmpl))
         return bb_fail_errno(err, errno, "cannot create a build directory in %s", dir);

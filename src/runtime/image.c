@@ -1,10 +1,12 @@
 /* Image housekeeping through podman, for commands that work on files but also own the
  * sandbox's image (destroy, rename). Missing podman or a missing image is not an error.
  *
- * Everything here touches only what is this home's: the tag carries the home's id, stray
- * containers are found by both labels, and an image of the old naming (one tag per name,
- * whatever the home) counts as this home's only when it is the very image this home's last
- * build recorded in sandboxes/<name>/image-id. */
+ * Everything here touches only what is this home's: the tag carries the home's id and stray
+ * containers are found by both labels. An image of the old naming (one tag per name,
+ * whatever the home) is adopted — given this home's tag — when it is the very image this
+ * home's last build recorded in sandboxes/<name>/image-id; its old tag is never removed,
+ * because two homes that built the same Bluefile share one image ID, and the other may
+ * still use the old tag. */
 #include "image.h"
 
 #include <errno.h>
@@ -131,9 +133,6 @@ int image_adopt(const char *root, const char *name, bb_error **err)
                            "the image of %s is gone from podman; rebuild it: bluebox build %s",
                            name, name);
     }
-    _cleanup_free_ char *old = legacy_ref(name);
-    if (legacy_is_ours(root, name, name) && drop_tag(old, err) < 0)
-        return -1;
     image_record_ref(root, name);
     return 0;
 }
@@ -187,20 +186,18 @@ int image_remove(const char *root, const char *name, bb_error **err)
     _cleanup_free_ char *ref = image_ref(root, name);
     if (image_exists(ref) && drop_tag(ref, err) < 0)
         return -1;
-    _cleanup_free_ char *old = legacy_ref(name);
-    if (legacy_is_ours(root, name, name) && drop_tag(old, err) < 0)
-        return -1;
     return 0;
 }
 
-static int retag(const char *from, const char *to, bb_error **err)
+/* Tag `from` as `to`; with `untag`, drop `from` too. */
+static int retag(const char *from, const char *to, bool untag, bb_error **err)
 {
     char *tag[] = {"podman", "tag", (char *)from, (char *)to, NULL};
     /* untag with no tag named would drop every tag of the image, the new one too */
-    char *untag[] = {"podman", "untag", (char *)from, (char *)from, NULL};
+    char *untag_argv[] = {"podman", "untag", (char *)from, (char *)from, NULL};
     int r = spawn_quiet(tag, err);
-    if (r == 0)
-        r = spawn_quiet(untag, err);
+    if (r == 0 && untag)
+        r = spawn_quiet(untag_argv, err);
     if (r < 0)
         return -1;
     if (r != 0)
@@ -212,12 +209,13 @@ int image_rename(const char *root, const char *old, const char *new, bb_error **
 {
     _cleanup_free_ char *from = image_ref(root, old), *to = image_ref(root, new);
     if (image_exists(from)) {
-        if (retag(from, to, err) < 0)
+        if (retag(from, to, true, err) < 0)
             return -1;
     } else {
-        /* The sandbox has moved to `new` already; its image-id is there. */
+        /* Old naming: the sandbox has moved to `new` already, its image-id with it. The old
+         * tag stays (see the top of this file). */
         _cleanup_free_ char *legacy = legacy_ref(old);
-        if (legacy_is_ours(root, new, old) && retag(legacy, to, err) < 0)
+        if (legacy_is_ours(root, new, old) && retag(legacy, to, false, err) < 0)
             return -1;
     }
     if (image_exists(to))

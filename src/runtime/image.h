@@ -11,8 +11,8 @@ int image_remove(const char *root, const char *name, bb_error **err);
 /* Tag the old image with the new name and drop the old tag; 0 when there is no image. */
 int image_rename(const char *root, const char *old, const char *new, bb_error **err);
 /* Put this home's tag on the image its last build recorded (sandboxes/<name>/image-id),
- * for an image built under the old naming (localhost/bluebox/<name>:latest, whose tag is
- * then dropped) or before the home moved. Cheap when sandboxes/<name>/image-ref says it is
+ * for an image built under the old naming (localhost/bluebox/<name>:latest, a tag left in
+ * place for any other home that shares the image) or before the home moved. Cheap when sandboxes/<name>/image-ref says it is
  * done; a failure when the recorded image is gone from podman. Call under the lock. */
 int image_adopt(const char *root, const char *name, bb_error **err);
 /* Note in sandboxes/<name>/image-ref that the current tag is in place. */
