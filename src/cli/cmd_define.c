@@ -154,8 +154,8 @@ static const char *up_state_word(const char *root, const char *name, const char 
     if (upstate_load(root, name, &s, NULL) > 0 && up_alive(root, name, &s))
         return "up";
     fprintf(stderr,
-            "bluebox: %s is marked up but its VM is not running; clean up: bluebox down %s\n",
-            name, name);
+            "bluebox: %s is marked up but its VM is not running; clean up: bluebox down %s\n", name,
+            name);
     return "up (dead)";
 }
 

@@ -121,8 +121,8 @@ int inuse_refuse(const char *root, const char *name, bb_error **err)
             return bb_fail_errno(err, errno, "cannot lock %s's /data", name);
         size_t n = 0;
         _cleanup_free_ char *who = holders(root, name, &n);
-        return bb_fail(err, EBUSY, "%s is in use by %s; wait for %s to end or stop %s first",
-                       name, who ? who : "a bluebox run or shell", n > 1 ? "them" : "it",
+        return bb_fail(err, EBUSY, "%s is in use by %s; wait for %s to end or stop %s first", name,
+                       who ? who : "a bluebox run or shell", n > 1 ? "them" : "it",
                        n > 1 ? "them" : "it");
     }
     clear_notes(root, name);

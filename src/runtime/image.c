@@ -167,8 +167,8 @@ int image_refuse_running(const char *root, const char *name, bb_error **err)
     _cleanup_free_ char *id = home_id(root);
     _cleanup_free_ char *fs = xasprintf("label=bluebox.sandbox=%s", name);
     _cleanup_free_ char *fh = xasprintf("label=bluebox.home=%s", id);
-    char *ps[] = {"podman", "ps",        "-q", "--filter", fs, "--filter", fh, "--format",
-                  "{{.Names}}", NULL};
+    char *ps[] = {"podman",   "ps", "-q",       "--filter",   fs,
+                  "--filter", fh,   "--format", "{{.Names}}", NULL};
     _cleanup_free_ char *names = NULL;
     if (spawn_capture(ps, &names, NULL, NULL) != 0 || !*names)
         return 0;

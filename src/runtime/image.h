@@ -12,8 +12,9 @@ int image_remove(const char *root, const char *name, bb_error **err);
 int image_rename(const char *root, const char *old, const char *new, bb_error **err);
 /* Put this home's tag on the image its last build recorded (sandboxes/<name>/image-id),
  * for an image built under the old naming (localhost/bluebox/<name>:latest, a tag left in
- * place for any other home that shares the image) or before the home moved. Cheap when sandboxes/<name>/image-ref says it is
- * done; a failure when the recorded image is gone from podman. Call under the lock. */
+ * place for any other home that shares the image) or before the home moved. Cheap when
+ * sandboxes/<name>/image-ref says it is done; a failure when the recorded image is gone from
+ * podman. Call under the lock. */
 int image_adopt(const char *root, const char *name, bb_error **err);
 /* Note in sandboxes/<name>/image-ref that the current tag is in place. */
 void image_record_ref(const char *root, const char *name);

@@ -179,8 +179,8 @@ static int vm_inspect(const char *container, vm_facts *ret)
  * old naming (no bluebox.home label) or of a home that has since moved, this home's state
  * names it and its agent's port is the one the state recorded — or, stopped, it has no
  * port, and it was made in the minute before the state was written. */
-static bool vm_ours(const char *root, const char *name, const char *container,
-                    const vm_facts *f, const up_state *s)
+static bool vm_ours(const char *root, const char *name, const char *container, const vm_facts *f,
+                    const up_state *s)
 {
     if (!streq(f->sandbox, name))
         return false;
@@ -213,7 +213,8 @@ int up_remove_vm(const char *root, const char *name, const char *container, cons
 bool up_alive(const char *root, const char *name, const up_state *s)
 {
     _cleanup_(vm_facts_done) vm_facts f = {0};
-    return vm_inspect(s->container, &f) == 0 && f.running && vm_ours(root, name, s->container, &f, s);
+    return vm_inspect(s->container, &f) == 0 && f.running &&
+           vm_ours(root, name, s->container, &f, s);
 }
 
 int up_start(boot *b, up_state *ret, double *ret_seconds, char **ret_log, bb_error **err)
@@ -269,8 +270,7 @@ int up_down(const char *root, const char *name, bool force, bool *ret_was_up, bb
     if (ret_was_up)
         *ret_was_up = was;
     if (was || force) {
-        _cleanup_free_ char *c =
-            s.container ? xstrdup(s.container) : up_container_name(root, name);
+        _cleanup_free_ char *c = s.container ? xstrdup(s.container) : up_container_name(root, name);
         /* A container of that name that is another home's stays; this home's state goes. */
         (void)up_remove_vm(root, name, c, up > 0 ? &s : NULL, NULL);
     }

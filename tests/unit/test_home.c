@@ -78,8 +78,7 @@ static void home_ids(void **s)
     unlink(link);
     rmdir(a);
     rmdir(b);
-    free(link), free(slash), free(dots), free(ia), free(ib), free(il), free(i1), free(i2),
-        free(r);
+    free(link), free(slash), free(dots), free(ia), free(ib), free(il), free(i1), free(i2), free(r);
 }
 
 int main(void)

@@ -71,7 +71,8 @@ static char *argv_of(const char *yaml)
 }
 
 #define CONFINED                                                                                   \
-    "podman run --rm --pull=never --name=bluebox-run-box-1 --label=bluebox.sandbox=box --label=bluebox.home=" HOME_R " "           \
+    "podman run --rm --pull=never --name=bluebox-run-box-1 --label=bluebox.sandbox=box "           \
+    "--label=bluebox.home=" HOME_R " "                                                             \
     "--security-opt=no-new-privileges "                                                            \
     "--cap-drop=all --cap-add=CHOWN,DAC_OVERRIDE,FOWNER,SETUID,SETGID,NET_BIND_SERVICE "           \
     "--pids-limit=512 "
@@ -102,7 +103,8 @@ static void strict_bridge_readonly_mounts_seccomp_passt(void **s)
                       "-v /home/u/w:/w:ro --read-only --security-opt=seccomp=/etc/hostname "
                       "--uidmap=0:1:65536 --gidmap=0:1:65536 --runtime=%s/krun "
                       "--annotation=krun.cpus=4 --annotation=krun.ram_mib=512 "
-                      "--annotation=krun.use_passt=1 localhost/bluebox/box:" HOME_R " echo hi there",
+                      "--annotation=krun.use_passt=1 localhost/bluebox/box:" HOME_R
+                      " echo hi there",
              bin);
     assert_string_equal(got, want);
     free(got);
@@ -116,7 +118,8 @@ static void krun_agent(void **s)
     char *got = argv_of_mode("network: bridge\n", LAUNCH_AGENT);
     char want[1024];
     snprintf(want, sizeof want,
-             "podman run --pull=never --name=bluebox-run-box-1 --label=bluebox.sandbox=box --label=bluebox.home=" HOME_R " "
+             "podman run --pull=never --name=bluebox-run-box-1 --label=bluebox.sandbox=box "
+             "--label=bluebox.home=" HOME_R " "
              "--security-opt=no-new-privileges "
              "--cap-drop=all --cap-add=CHOWN,DAC_OVERRIDE,FOWNER,SETUID,SETGID,NET_BIND_SERVICE "
              "--pids-limit=512 --memory=2304m --network=bridge -v /r/data/box:/data "
