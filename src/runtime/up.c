@@ -145,14 +145,11 @@ static void vm_facts_done(vm_facts *f)
 static int vm_inspect(const char *container, vm_facts *ret)
 {
     *ret = (vm_facts){0};
-    char *argv[] = {"podman",
-                    "container",
-                    "inspect",
-                    "--format",
-                    "{{.Id}}|{{.State.Running}}|{{index .Config.Labels \"bluebox.sandbox\"}}|"
-                    "{{index .Config.Labels \"bluebox.home\"}}|{{.Created.Unix}}",
-                    (char *)container,
-                    NULL};
+    static const char format[] =
+        "{{.Id}}|{{.State.Running}}|{{index .Config.Labels \"bluebox.sandbox\"}}|"
+        "{{index .Config.Labels \"bluebox.home\"}}|{{.Created.Unix}}";
+    char *argv[] = {"podman",       "container",       "inspect", "--format",
+                    (char *)format, (char *)container, NULL};
     _cleanup_free_ char *out = NULL;
     if (!program_on_path("podman") || spawn_capture(argv, &out, NULL, NULL) != 0)
         return -1;
