@@ -93,7 +93,7 @@ static char *holders(const char *root, const char *name, size_t *ret_n)
         if (read_file(path, 64, &text, &len, NULL) < 0)
             continue;
         text[strcspn(text, "\n")] = '\0';
-        if (!streq(text, "run") && !streq(text, "shell"))
+        if (!streq(text, "run") && !streq(text, "shell") && !streq(text, "up"))
             continue;
         sb_printf(&b, "%sbluebox %s (pid %ld)", *ret_n ? ", " : "", text, pid);
         (*ret_n)++;

@@ -15,7 +15,8 @@ typedef struct {
     char *note; /* the note's path, removed on release */
 } inuse;
 
-/* Mark `name` in use by `what` ("run", "shell") until inuse_release. Take it under the
+/* Mark `name` in use by `what` ("run", "shell"; "up" while it boots, until its state
+ * file takes over) until inuse_release. Take it under the
  * sandbox's lock (home_lock), which every refusal below also holds. */
 int inuse_hold(const char *root, const char *name, const char *what, inuse *ret, bb_error **err);
 void inuse_release(inuse *u);

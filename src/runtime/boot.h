@@ -26,7 +26,7 @@ typedef enum {
 } boot_check;
 
 /* Prepare a boot of `name`; `mode` and the command are filled into ret->l by the caller.
- * `use` ("run", "shell") holds /data in use until boot_done, so that reset, restore and
+ * `use` ("run", "shell", "up") holds /data in use until boot_done, so that reset, restore and
  * destroy refuse meanwhile (core/inuse.h); NULL for boots that do not need it. */
 int boot_prepare(const char *root, const char *name, boot_check check, const char *use, boot *ret,
                  bb_error **err);
