@@ -41,15 +41,18 @@ int inuse_hold(const char *root, const char *name, const char *what, inuse *ret,
     while (flock(fd, LOCK_SH) < 0)
         if (errno != EINTR)
             return bb_fail_errno(err, errno, "cannot lock %s's /data for this %s", name, what);
-    /* The note only names the holder in a refusal; the lock is what counts. */
+    /* The note only names the holder in a refusal; the lock is what counts, so it is not
+     * worth an fsync on every run. */
     _cleanup_free_ char *dir = notes_dir(root, name);
     if (mkdir_p(dir, 0700, NULL) == 0) {
-        char *note = xasprintf("%s/%d", dir, (int)getpid());
-        _cleanup_free_ char *text = xasprintf("%s\n", what);
-        if (write_file_atomic(note, text, strlen(text), 0600, NULL) == 0)
-            ret->note = note;
-        else
-            free(note);
+        _cleanup_free_ char *note = xasprintf("%s/%d", dir, (int)getpid());
+        _cleanup_close_ int nfd =
+            open(note, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        size_t len = strlen(what);
+        if (nfd >= 0 && write(nfd, what, len) == (ssize_t)len && write(nfd, "\n", 1) == 1)
+            ret->note = steal_pointer(&note);
+        else if (nfd >= 0)
+            (void)unlink(note);
     }
     ret->fd = steal_fd(&fd);
     ret->held = true;
