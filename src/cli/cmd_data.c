@@ -67,13 +67,13 @@ static int refuse_busy(const char *root, const char *name, bb_error **err)
     return steal_fd(&use);
 }
 
-/* The same before asking: no question about a sandbox that cannot be touched now. */
+/* The cheap part of it before asking: no question about a sandbox that is up or in use. */
 static int precheck_busy(const char *root, const char *name, bb_error **err)
 {
     _cleanup_close_ int lock = home_lock(root, name, err);
-    if (lock < 0)
+    if (lock < 0 || sandbox_refuse_up(root, name, err) < 0)
         return -1;
-    _cleanup_close_ int use = refuse_busy(root, name, err);
+    _cleanup_close_ int use = inuse_refuse(root, name, err);
     return use < 0 ? -1 : 0;
 }
 
