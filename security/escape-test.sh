@@ -75,7 +75,8 @@ cleanup() {
     done
     for n in "${NAMES[@]}"; do
         [ "$UP" = 1 ] && "$BIN" down "$n" >/dev/null 2>&1
-        ids=$(podman ps -aq --filter "label=bluebox.sandbox=$n" 2>/dev/null)
+        # shellcheck disable=SC2046  # this home's containers only (home_filter)
+        ids=$(podman ps -aq --filter "label=bluebox.sandbox=$n" $(home_filter) 2>/dev/null)
         # shellcheck disable=SC2086
         [ -z "$ids" ] || podman rm -f -t 0 $ids >/dev/null 2>&1
         "$BIN" destroy "$n" --data -y >/dev/null 2>&1
@@ -101,6 +102,11 @@ export BLUEBOX_BACKEND=$BACKEND
 cd "$WORK" || setup_error "cannot enter $WORK"
 
 rand() { od -An -N16 -tx1 /dev/urandom | tr -d ' \n'; }
+# The home's id, the suffix of its image tags (localhost/bluebox/<name>:<id>), once a
+# sandbox exists; empty for a bluebox from before names carried the home.
+HOME_ID=""
+# home_filter: the podman ps filter that keeps to this home's containers (see HOME_ID)
+home_filter() { [ -z "$HOME_ID" ] || echo "--filter label=bluebox.home=$HOME_ID"; }
 SECRET=escape-secret-$(rand)
 LOOP_SECRET=loopback-secret-$(rand)
 OUTSIDE=$WORK/outside # outside every mount: the guest must never see or touch it
@@ -151,6 +157,7 @@ timeout_seconds: 300
 $ISO
 mounts:
   - {host: $WORK/ro, guest: /ro, mode: ro}$RW_MOUNT"
+HOME_ID=$("$BIN" env "$A" 2>/dev/null | sed -n "s/^BLUEBOX_IMAGE='.*:\([0-9a-f]\{12\}\)'\$/\1/p")
 BUILD_OUT=$("$BIN" build "$A" 2>&1) || {
     printf '%s\n' "$BUILD_OUT" | tail -n 20 >&2
     setup_error "bluebox build $A failed"
@@ -506,7 +513,8 @@ VMM_PID=""
 find_container() {
     local _ id pid
     for _ in $(seq 300); do
-        for id in $(podman ps -q --filter "label=bluebox.sandbox=$1" --filter status=running 2>/dev/null); do
+        # shellcheck disable=SC2046
+        for id in $(podman ps -q --filter "label=bluebox.sandbox=$1" $(home_filter) --filter status=running 2>/dev/null); do
             [[ " ${2:-} " == *" $id "* ]] && continue
             pid=$(podman inspect --format '{{.State.Pid}}' "$id" 2>/dev/null)
             if [ -n "$pid" ] && [ "$pid" != 0 ] && [ -d "/proc/$pid" ]; then
@@ -518,7 +526,8 @@ find_container() {
     done
     return 1
 }
-containers_of() { podman ps -aq --filter "label=bluebox.sandbox=$1" 2>/dev/null | paste -sd ' '; }
+# shellcheck disable=SC2046
+containers_of() { podman ps -aq --filter "label=bluebox.sandbox=$1" $(home_filter) 2>/dev/null | paste -sd ' '; }
 # descendants PID: PID and every process below it
 descendants() {
     local c kids
@@ -751,6 +760,35 @@ $ISO"
     fi
 }
 want fork-bomb && check_fork_bomb
+
+# ---------------------------------------------------------------- homes
+# A second BLUEBOX_HOME with a sandbox of the same name, as another user of this podman
+# store would have: its down and destroy must leave this home's running VM and its image.
+check_home_isolation() {
+    if [ "$UP" != 1 ]; then
+        skip home-isolation "needs an up sandbox (bluebox up failed or is not available)"
+        return
+    fi
+    local other=$WORK/home2 vm image out
+    vm=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["container"])' "$BLUEBOX_HOME/run/$A.json" 2>/dev/null)
+    image=$("$BIN" env "$A" 2>/dev/null | sed -n "s/^BLUEBOX_IMAGE='\(.*\)'\$/\1/p")
+    out=$(BLUEBOX_HOME=$other "$BIN" new "$A" 2>&1) || {
+        fail home-isolation "bluebox new in a second home failed: $(tail -n1 <<<"$out")"
+        return
+    }
+    BLUEBOX_HOME=$other "$BIN" down "$A" >/dev/null 2>&1
+    BLUEBOX_HOME=$other "$BIN" destroy "$A" --data -y >/dev/null 2>&1
+    if [ "$(podman inspect --format '{{.State.Running}}' "$vm" 2>/dev/null)" != true ]; then
+        fail home-isolation "down/destroy of $A in another BLUEBOX_HOME stopped this home's VM $vm"
+    elif ! podman image exists "$image" 2>/dev/null; then
+        fail home-isolation "destroy of $A in another BLUEBOX_HOME removed this home's image $image"
+    elif ! out=$(in_guest true); then
+        fail home-isolation "this home's VM stopped answering after another home's down: $(tail -n1 <<<"$out")"
+    else
+        pass home-isolation "another BLUEBOX_HOME's down and destroy of a same-named sandbox leave this home's VM and image"
+    fi
+}
+want home-isolation && check_home_isolation
 
 # ---------------------------------------------------------------- host-side /data tools
 # What the guest planted in /data (symlinks to $OUTSIDE, to its secret, a write target)

@@ -9,11 +9,13 @@
 
 #include "cli.h"
 #include "core/home.h"
+#include "core/inuse.h"
 #include "core/prompt.h"
 #include "core/sandbox.h"
 #include "data/crashpoint.h"
 #include "data/dataop.h"
 #include "data/snapshots.h"
+#include "runtime/image.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
@@ -53,16 +55,41 @@ static void warn_skipped(const data_tally *t, const char *what)
     cli_print_error(NULL, m);
 }
 
+/* /data is about to be replaced: refuse while an up VM, a run or a shell has it, or the VM
+ * of a run whose bluebox was killed still does. Returns the in-use fd to hold till done. */
+static int refuse_busy(const char *root, const char *name, bb_error **err)
+{
+    if (sandbox_refuse_up(root, name, err) < 0)
+        return -1;
+    _cleanup_close_ int use = inuse_refuse(root, name, err);
+    if (use < 0 || image_refuse_running(root, name, err) < 0)
+        return -1;
+    return steal_fd(&use);
+}
+
+/* The cheap part of it before asking: no question about a sandbox that is up or in use. */
+static int precheck_busy(const char *root, const char *name, bb_error **err)
+{
+    _cleanup_close_ int lock = home_lock(root, name, err);
+    if (lock < 0 || sandbox_refuse_up(root, name, err) < 0)
+        return -1;
+    _cleanup_close_ int use = inuse_refuse(root, name, err);
+    return use < 0 ? -1 : 0;
+}
+
 int cmd_reset(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
-    if (home_require(a->root, name, err) < 0 || sandbox_refuse_up(a->root, name, err) < 0)
+    if (home_require(a->root, name, err) < 0 || precheck_busy(a->root, name, err) < 0)
         return -1;
     _cleanup_free_ char *q = xasprintf("Delete everything in %s's /data?", name);
     if (data_nonempty(a->root, name) && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
         return -1;
     _cleanup_close_ int lock = home_lock(a->root, name, err);
-    if (lock < 0 || sandbox_refuse_up(a->root, name, err) < 0)
+    if (lock < 0)
+        return -1;
+    _cleanup_close_ int use = refuse_busy(a->root, name, err);
+    if (use < 0)
         return -1;
     _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
     data_job j = {.op = "reset", .arg = {data}};
@@ -194,7 +221,7 @@ int cmd_snapshot(cli_args *a, bb_error **err)
 int cmd_restore(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
-    if (home_require(a->root, name, err) < 0 || sandbox_refuse_up(a->root, name, err) < 0)
+    if (home_require(a->root, name, err) < 0 || precheck_busy(a->root, name, err) < 0)
         return -1;
     _cleanup_free_ char *archive = NULL;
     if (snapshot_resolve(a->root, name, a->argc > 1 ? a->argv[1] : NULL, &archive, err) < 0)
@@ -203,7 +230,10 @@ int cmd_restore(cli_args *a, bb_error **err)
     if (data_nonempty(a->root, name) && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
         return -1;
     _cleanup_close_ int lock = home_lock(a->root, name, err);
-    if (lock < 0 || sandbox_refuse_up(a->root, name, err) < 0)
+    if (lock < 0)
+        return -1;
+    _cleanup_close_ int use = refuse_busy(a->root, name, err);
+    if (use < 0)
         return -1;
     /* podman unshare runs from another directory: hand it an absolute path. */
     _cleanup_free_ char *cwd = archive[0] == '/' ? NULL : getcwd(NULL, 0);

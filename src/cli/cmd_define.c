@@ -13,6 +13,7 @@
 #include "runtime/boot.h"
 #include "runtime/build.h"
 #include "runtime/image.h"
+#include "runtime/up.h"
 #include "util/fs.h"
 #include "util/spawn.h"
 #include "util/xalloc.h"
@@ -122,12 +123,12 @@ int cmd_build(cli_args *a, bb_error **err)
     _cleanup_close_ int lock = home_lock(a->root, name, err);
     if (lock < 0 || image_build(a->root, name, bf, err) < 0)
         return -1;
-    _cleanup_free_ char *ref = image_ref(name);
+    _cleanup_free_ char *ref = image_ref(a->root, name);
     printf("built %s\n", ref);
     close(lock);
     lock = -1;
     _cleanup_(boot_done) boot b = {0};
-    if (boot_prepare(a->root, name, BOOT_VERIFY, &b, err) < 0)
+    if (boot_prepare(a->root, name, BOOT_VERIFY, NULL, &b, err) < 0)
         return bb_prefix(err, "built, but isolation is not verified");
     print_isolated(&b);
     return 0;
@@ -144,6 +145,21 @@ static void print_row(int w, const char *name, const char *state, const bluefile
         strcpy(timeout, "-");
     cli_showf(stdout, "%-*s%-12s%-5s%-7s%-7s%-6s%-8s%s\n", w, name, state, cpus, ram,
               bf_network_name(bf->network), bf->readonly ? "yes" : "no", timeout, bf->base);
+}
+
+/* "up" only when the VM the state names is running and is this home's: a VM killed behind
+ * bluebox's back (or replaced by another home's) leaves a state that is not the truth. */
+static const char *up_state_word(const char *root, const char *name, const char *run)
+{
+    if (!path_exists(run))
+        return "-";
+    _cleanup_upstate_ up_state s = {0};
+    if (upstate_load(root, name, &s, NULL) > 0 && up_alive(root, name, &s))
+        return "up";
+    fprintf(stderr,
+            "bluebox: %s is marked up but its VM is not running; clean up: bluebox down %s\n", name,
+            name);
+    return "up (dead)";
 }
 
 int cmd_ls(cli_args *a, bb_error **err)
@@ -168,7 +184,7 @@ int cmd_ls(cli_args *a, bb_error **err)
             cli_showf(stdout, "%-*sinvalid Bluefile\n", w, names.v[i]);
             continue;
         }
-        print_row(w, names.v[i], path_exists(run) ? "up" : "-", bf);
+        print_row(w, names.v[i], up_state_word(a->root, names.v[i], run), bf);
     }
     return 0;
 }

@@ -9,6 +9,7 @@
 #include "core/envout.h"
 #include "core/home.h"
 #include "core/runlog.h"
+#include "runtime/image.h"
 #include "util/xalloc.h"
 
 int cmd_env(cli_args *a, bb_error **err)
@@ -21,7 +22,8 @@ int cmd_env(cli_args *a, bb_error **err)
     _cleanup_(bluefile_freep) bluefile *bf = NULL;
     if (bluefile_load(path, &bf, err) < 0)
         return -1;
-    _cleanup_free_ char *out = envout_render(name, data, bf);
+    _cleanup_free_ char *image = image_ref(a->root, name);
+    _cleanup_free_ char *out = envout_render(name, image, data, bf);
     if (cli_show(stdout, out, strlen(out)))
         fprintf(stderr,
                 "bluebox: control characters are shown escaped; for the exact bytes, "

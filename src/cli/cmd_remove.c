@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "core/home.h"
+#include "core/inuse.h"
 #include "core/prompt.h"
 #include "core/sandbox.h"
 #include "runtime/image.h"
@@ -27,7 +28,7 @@ int cmd_rename(cli_args *a, bb_error **err)
     if (sandbox_rename(a->root, old, new, err) < 0)
         return -1;
     _cleanup_error_ bb_error *ie = NULL;
-    if (image_rename(old, new, &ie) < 0)
+    if (image_rename(a->root, old, new, &ie) < 0)
         cli_print_error("warning: ", ie->msg);
     printf("%s -> %s\n", old, new);
     return 0;
@@ -38,10 +39,14 @@ static int destroy_one(const char *root, const char *name, bool data, bb_error *
     _cleanup_close_ int lock = home_lock(root, name, err);
     if (lock < 0)
         return -1;
+    /* Not from under a run or shell; what a killed one left is pruned with the image. */
+    _cleanup_close_ int use = inuse_refuse(root, name, err);
+    if (use < 0)
+        return -1;
     if (up_down(root, name, false, NULL, err) < 0) /* an up sandbox comes down first */
         return -1;
     _cleanup_error_ bb_error *ie = NULL;
-    if (image_remove(name, &ie) < 0)
+    if (image_remove(root, name, &ie) < 0)
         cli_print_error("warning: ", ie->msg);
     return sandbox_remove(root, name, data, err);
 }

@@ -58,7 +58,7 @@ int cmd_run(cli_args *a, bb_error **err)
     if (a->argc < 2)
         return bb_fail_usage(err, "run needs a command: bluebox run %s -- <cmd…>", a->argv[0]);
     _cleanup_(boot_done) boot b = {0};
-    if (boot_prepare(a->root, a->argv[0], BOOT_CACHED, &b, err) < 0)
+    if (boot_prepare(a->root, a->argv[0], BOOT_CACHED, "run", &b, err) < 0)
         return -1;
     cli_say_rechecked(&b);
     char **cmd = a->argv + 1;
@@ -73,7 +73,7 @@ int cmd_shell(cli_args *a, bb_error **err)
 {
     static char *cmd[] = {"/bin/sh", "-l", NULL};
     _cleanup_(boot_done) boot b = {0};
-    if (boot_prepare(a->root, a->argv[0], BOOT_CACHED, &b, err) < 0)
+    if (boot_prepare(a->root, a->argv[0], BOOT_CACHED, "shell", &b, err) < 0)
         return -1;
     cli_say_rechecked(&b);
     b.l.cmd = cmd;
@@ -88,7 +88,7 @@ int cmd_shell(cli_args *a, bb_error **err)
 int cmd_verify(cli_args *a, bb_error **err)
 {
     _cleanup_(boot_done) boot b = {0};
-    if (boot_prepare(a->root, a->argv[0], BOOT_VERIFY, &b, err) < 0)
+    if (boot_prepare(a->root, a->argv[0], BOOT_VERIFY, NULL, &b, err) < 0)
         return -1;
     print_isolated(&b);
     return 0;

@@ -72,7 +72,7 @@ int cmd_up(cli_args *a, bb_error **err)
     if (refuse_offline(a->root, name, err) < 0)
         return -1;
     _cleanup_(boot_done) boot b = {0};
-    if (boot_prepare(a->root, name, BOOT_CACHED, &b, err) < 0)
+    if (boot_prepare(a->root, name, BOOT_CACHED, "up", &b, err) < 0)
         return -1;
     cli_say_rechecked(&b);
     _cleanup_upstate_ up_state st = {0};

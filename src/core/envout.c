@@ -28,10 +28,9 @@ static void put_int(strbuf *b, const char *key, int value)
     put(b, key, s);
 }
 
-char *envout_render(const char *name, const char *data_dir, const bluefile *bf)
+char *envout_render(const char *name, const char *image, const char *data_dir, const bluefile *bf)
 {
     _cleanup_sb_ strbuf b = {0};
-    _cleanup_free_ char *image = xasprintf("localhost/bluebox/%s:latest", name);
     put(&b, "NAME", name);
     put(&b, "IMAGE", image);
     put(&b, "DATA", data_dir);

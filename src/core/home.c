@@ -5,6 +5,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -150,4 +152,28 @@ int home_lock(const char *root, const char *name, bb_error **err)
         }
     }
     return fd;
+}
+
+/* FNV-1a: it tells homes apart, it is not a secret. 48 of its bits make 12 hex digits. */
+static void mix(uint64_t *h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) {
+        *h ^= c[i];
+        *h *= 0x100000001b3ULL;
+    }
+}
+
+char *home_id(const char *root)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    _cleanup_free_ char *canon = realpath(root, NULL);
+    const char *path = canon ? canon : root;
+    mix(&h, path, strlen(path) + 1);
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        uint64_t v[] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino};
+        mix(&h, v, sizeof v);
+    }
+    return xasprintf("%012llx", (unsigned long long)(h >> 16));
 }

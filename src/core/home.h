@@ -35,6 +35,11 @@ typedef enum {
 #define HOME_DIR_MODE 0700
 void home_tighten(const char *root);
 
+/* The home's identity in podman: 12 hex digits from the canonical path of the root and its
+ * device and inode, so that two homes (or a home removed and made again) never share an
+ * image tag, a VM name or a label. It is in the names and in the bluebox.home label of
+ * everything a home makes in podman, and a home removes only what carries its own. */
+char *home_id(const char *root);
 /* Build a path for a sandbox (the name must already be valid). */
 char *home_path_of(const char *root, home_path which, const char *name);
 /* Fail unless the sandbox exists, with a hint to create it. */

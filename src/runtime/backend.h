@@ -24,7 +24,7 @@ typedef struct {
     launch_mode mode;
     bool interactive;  /* -i */
     bool tty;          /* -t */
-    const char *image; /* NULL: localhost/bluebox/<name>:latest */
+    const char *image; /* NULL: the sandbox's own, image_ref() */
     char *const *cmd;  /* command in the guest, NULL-terminated */
     const char *self;  /* host path of the static bluebox for the guest (probe, agent, init) */
 } launch;
@@ -56,8 +56,8 @@ int backend_for(const bluefile *bf, const backend **ret, bb_error **err);
 /* The host path of the static bluebox that guests run: $BLUEBOX_GUEST_BINARY (for builds
  * that are not static, e.g. under ASan) or this executable. */
 char *guest_binary(bb_error **err);
-/* The container of an up sandbox: bluebox-up-<name>. */
-char *up_container_name(const char *name);
+/* The container of an up sandbox: bluebox-up-<name>-<home id> (see home_id). */
+char *up_container_name(const char *root, const char *name);
 /* A fresh container name: bluebox-[<kind>-]<name>-<pid>-<4 hex>. pid + random: unique among
  * live launches, and a stale container left by a crash cannot collide with a later one. */
 char *container_name(const char *kind, const char *name);

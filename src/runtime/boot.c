@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include "core/home.h"
+#include "core/inuse.h"
 #include "core/mounts.h"
 #include "dataown.h"
+#include "image.h"
 #include "isolation.h"
 #include "posture.h"
 #include "util/fs.h"
@@ -23,7 +25,8 @@ int boot_require_image(const char *root, const char *name, bb_error **err)
     return 0;
 }
 
-int boot_prepare(const char *root, const char *name, boot_check check, boot *ret, bb_error **err)
+int boot_prepare(const char *root, const char *name, boot_check check, const char *use, boot *ret,
+                 bb_error **err)
 {
     *ret = (boot){0};
     if (home_require(root, name, err) < 0)
@@ -45,7 +48,11 @@ int boot_prepare(const char *root, const char *name, boot_check check, boot *ret
     if (ret->b->preflight(&ret->l, err) < 0)
         return -1;
     _cleanup_close_ int lock = home_lock(root, name, err);
-    if (lock < 0 || data_prepare(root, name, ret->bf, ret->self, err) < 0)
+    if (lock < 0 || image_adopt(root, name, err) < 0)
+        return -1;
+    if (use && inuse_hold(root, name, use, &ret->use, err) < 0)
+        return -1;
+    if (data_prepare(root, name, ret->bf, ret->self, err) < 0)
         return -1;
     if (check == BOOT_CACHED)
         return isolation_ensure(ret->b, &ret->l, &ret->was, &ret->iso, err);
@@ -61,6 +68,7 @@ char *boot_posture(const boot *b)
 
 void boot_done(boot *b)
 {
+    inuse_release(&b->use);
     bluefile_free(b->bf);
     free(b->self);
     free(b->container);

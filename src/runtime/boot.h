@@ -6,6 +6,7 @@
 #include <stdbool.h>
 
 #include "backend.h"
+#include "core/inuse.h"
 #include "isolation.h"
 
 typedef struct boot {
@@ -16,6 +17,7 @@ typedef struct boot {
     launch l;
     isolation_state was;  /* the cache before this boot; ISO_VERIFIED: no check ran */
     isolation_result iso; /* filled when it ran */
+    inuse use;            /* /data held for a run or shell until boot_done */
 } boot;
 
 typedef enum {
@@ -23,8 +25,11 @@ typedef enum {
     BOOT_VERIFY, /* always the full check: build, verify */
 } boot_check;
 
-/* Prepare a boot of `name`; `mode` and the command are filled into ret->l by the caller. */
-int boot_prepare(const char *root, const char *name, boot_check check, boot *ret, bb_error **err);
+/* Prepare a boot of `name`; `mode` and the command are filled into ret->l by the caller.
+ * `use` ("run", "shell", "up") holds /data in use until boot_done, so that reset, restore and
+ * destroy refuse meanwhile (core/inuse.h); NULL for boots that do not need it. */
+int boot_prepare(const char *root, const char *name, boot_check check, const char *use, boot *ret,
+                 bb_error **err);
 void boot_done(boot *b);
 /* The posture line for this boot (see posture.h). */
 char *boot_posture(const boot *b);

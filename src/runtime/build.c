@@ -134,7 +134,7 @@ int image_build(const char *root, const char *name, const bluefile *bf, bb_error
     if (r == 0) {
         _cleanup_free_ char *file = path_join(tmpl, "Containerfile");
         _cleanup_free_ char *iid = path_join(tmpl, "image-id");
-        _cleanup_free_ char *ref = image_ref(name);
+        _cleanup_free_ char *ref = image_ref(root, name);
         build_spec spec = {.containerfile = file,
                            .context = tmpl,
                            .tag = ref,
@@ -146,6 +146,8 @@ int image_build(const char *root, const char *name, const bluefile *bf, bb_error
     }
     if (r == 0)
         r = move_into_place(tmpl, dir, err);
+    if (r == 0)
+        image_record_ref(root, name);
     (void)rm_rf(tmpl, NULL);
     return r;
 }

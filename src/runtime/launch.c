@@ -68,9 +68,10 @@ char *container_name(const char *kind, const char *name)
                      (int)getpid(), (unsigned)(arc4random() & 0xffff));
 }
 
-char *up_container_name(const char *name)
+char *up_container_name(const char *root, const char *name)
 {
-    return xasprintf("bluebox-up-%s", name);
+    _cleanup_free_ char *id = home_id(root);
+    return xasprintf("bluebox-up-%s-%s", name, id);
 }
 
 /* bluebox up: detached, the agent's port published on the host's loopback only, the token
@@ -112,6 +113,8 @@ int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
     add(&a, "--pull=never");
     addf(&a, "--name=%s", l->container);
     addf(&a, "--label=bluebox.sandbox=%s", l->name);
+    _cleanup_free_ char *home = home_id(l->root);
+    addf(&a, "--label=bluebox.home=%s", home);
     add(&a, "--security-opt=no-new-privileges");
     add(&a, "--cap-drop=all");
     add(&a, "--cap-add=" CAPS);
@@ -147,7 +150,7 @@ int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
         add(&a, "-t");
     if (b->launch_flags(l, &a, err) < 0)
         return -1;
-    _cleanup_free_ char *image = l->image ? xstrdup(l->image) : image_ref(l->name);
+    _cleanup_free_ char *image = l->image ? xstrdup(l->image) : image_ref(l->root, l->name);
     add(&a, image);
     if (b->entry(l, &a, err) < 0)
         return -1;

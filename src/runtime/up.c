@@ -11,6 +11,7 @@
 
 #include "agent/agent.h"
 #include "agent/client.h"
+#include "core/home.h"
 #include "session.h"
 #include "util/spawn.h"
 #include "util/xalloc.h"
@@ -25,6 +26,8 @@
 #define FAST_FOR_MS  10000
 /* How often the wait also asks podman whether the VM is still there. */
 #define ALIVE_EVERY_MS 1000
+/* A VM is made at most this long before up writes its state (podman run -d returning). */
+#define CREATED_SLACK_S 60
 
 static double now_s(void)
 {
@@ -122,12 +125,101 @@ static int wait_ready(const up_state *s, char **ret_kernel, bb_error **err)
     }
 }
 
+/* What podman says about a container: its ID, whether it runs, and its two labels. */
+typedef struct {
+    char *id;
+    bool running;
+    char *sandbox, *home;
+    long long created;
+} vm_facts;
+
+static void vm_facts_done(vm_facts *f)
+{
+    free(f->id);
+    free(f->sandbox);
+    free(f->home);
+    *f = (vm_facts){0};
+}
+
+/* 0 with *ret filled, -1 when podman knows no such container. */
+static int vm_inspect(const char *container, vm_facts *ret)
+{
+    *ret = (vm_facts){0};
+    static const char format[] =
+        "{{.Id}}|{{.State.Running}}|{{index .Config.Labels \"bluebox.sandbox\"}}|"
+        "{{index .Config.Labels \"bluebox.home\"}}|{{.Created.Unix}}";
+    char *argv[] = {"podman",       "container",       "inspect", "--format",
+                    (char *)format, (char *)container, NULL};
+    _cleanup_free_ char *out = NULL;
+    if (!program_on_path("podman") || spawn_capture(argv, &out, NULL, NULL) != 0)
+        return -1;
+    out[strcspn(out, "\r\n")] = '\0';
+    char *rest = out, *f[5];
+    for (int i = 0; i < 5; i++) {
+        f[i] = strsep(&rest, "|");
+        if (!f[i])
+            return -1;
+        if (streq(f[i], "<no value>"))
+            f[i][0] = '\0';
+    }
+    if (!*f[0])
+        return -1;
+    *ret = (vm_facts){.id = xstrdup(f[0]),
+                      .running = streq(f[1], "true"),
+                      .sandbox = xstrdup(f[2]),
+                      .home = xstrdup(f[3]),
+                      .created = strtoll(f[4], NULL, 10)};
+    return 0;
+}
+
+/* Whether the container is this home's VM of `name`: its labels say so, or, for a VM of the
+ * old naming (no bluebox.home label) or of a home that has since moved, this home's state
+ * names it and its agent's port is the one the state recorded — or, stopped, it has no
+ * port, and it was made in the minute before the state was written. */
+static bool vm_ours(const char *root, const char *name, const char *container, const vm_facts *f,
+                    const up_state *s)
+{
+    if (!streq(f->sandbox, name))
+        return false;
+    _cleanup_free_ char *id = home_id(root);
+    if (streq(f->home, id))
+        return true;
+    if (!s || !s->addr || !streq(s->container, container))
+        return false;
+    if (!f->running)
+        return f->created <= s->started && s->started - f->created < CREATED_SLACK_S;
+    _cleanup_free_ char *addr = NULL;
+    return published_addr(container, &addr, NULL) == 0 && streq(addr, s->addr);
+}
+
+int up_remove_vm(const char *root, const char *name, const char *container, const up_state *s,
+                 bb_error **err)
+{
+    _cleanup_(vm_facts_done) vm_facts f = {0};
+    if (vm_inspect(container, &f) < 0)
+        return 0;
+    if (!vm_ours(root, name, container, &f, s))
+        return bb_fail(err, EEXIST,
+                       "a container named %s exists and is not this home's VM of %s; it is left "
+                       "alone (remove it yourself if it is stale: podman rm -f %s)",
+                       container, name, container);
+    session_remove(f.id);
+    return 0;
+}
+
+bool up_alive(const char *root, const char *name, const up_state *s)
+{
+    _cleanup_(vm_facts_done) vm_facts f = {0};
+    return vm_inspect(s->container, &f) == 0 && f.running &&
+           vm_ours(root, name, s->container, &f, s);
+}
+
 int up_start(boot *b, up_state *ret, double *ret_seconds, char **ret_log, bb_error **err)
 {
     *ret = (up_state){0};
     *ret_log = NULL;
     double start = now_s();
-    _cleanup_upstate_ up_state s = {.container = up_container_name(b->l.name)};
+    _cleanup_upstate_ up_state s = {.container = up_container_name(b->l.root, b->l.name)};
     if (make_token(&s.token, err) < 0)
         return -1;
     static char *agent_cmd[] = {"__agent", NULL};
@@ -137,7 +229,9 @@ int up_start(boot *b, up_state *ret, double *ret_seconds, char **ret_log, bb_err
     _cleanup_strv_ strv argv = {0};
     if (launch_argv(b->b, &b->l, &argv, err) < 0)
         return -1;
-    session_remove(s.container); /* a VM left by a crash before its state was written */
+    /* a VM left by a crash before its state was written */
+    if (up_remove_vm(b->l.root, b->l.name, s.container, NULL, err) < 0)
+        return -1;
     if (start_vm(argv.v, s.token, err) < 0)
         return -1;
     s.started = (long long)time(NULL);
@@ -150,7 +244,7 @@ int up_start(boot *b, up_state *ret, double *ret_seconds, char **ret_log, bb_err
         r = wait_ready(&s, &kernel, err);
     if (r < 0) {
         *ret_log = vm_log(s.container);
-        session_remove(s.container);
+        (void)up_remove_vm(b->l.root, b->l.name, s.container, NULL, NULL);
         upstate_remove(b->l.root, b->l.name, NULL);
         return bb_prefix(err, "%s did not come up", b->l.name);
     }
@@ -173,8 +267,9 @@ int up_down(const char *root, const char *name, bool force, bool *ret_was_up, bb
     if (ret_was_up)
         *ret_was_up = was;
     if (was || force) {
-        _cleanup_free_ char *c = s.container ? xstrdup(s.container) : up_container_name(name);
-        session_remove(c);
+        _cleanup_free_ char *c = s.container ? xstrdup(s.container) : up_container_name(root, name);
+        /* A container of that name that is another home's stays; this home's state goes. */
+        (void)up_remove_vm(root, name, c, up > 0 ? &s : NULL, NULL);
     }
     return upstate_remove(root, name, err);
 }

@@ -16,3 +16,10 @@ int up_start(boot *b, up_state *ret, double *ret_seconds, char **ret_log, bb_err
  * `force`: also remove a container of that name when there is no state (a crash between
  * boot and the state being written). */
 int up_down(const char *root, const char *name, bool force, bool *ret_was_up, bb_error **err);
+/* Remove the container of name's VM when it is this home's (its bluebox.home label, or
+ * the state `s` names it and its agent's port matches); a missing container is fine, one
+ * that is another home's is left alone and is an error. */
+int up_remove_vm(const char *root, const char *name, const char *container, const up_state *s,
+                 bb_error **err);
+/* Whether the VM the state names is running and is this home's. */
+bool up_alive(const char *root, const char *name, const up_state *s);

@@ -25,7 +25,11 @@ BLUEBOX_BIN = os.environ.get("BLUEBOX_BIN") or str(REPO / "build" / "bluebox")
 EXAMPLES_DIR = REPO / "examples"
 
 PODMAN_STUB = """#!/bin/sh
-# Test stub: log the call; `image exists REF` succeeds only for refs in $BB_TEST_IMAGES.
+# Test stub: log the call; `image exists REF` succeeds only for refs in $BB_TEST_IMAGES;
+# `image inspect --format F REF` prints ID for the REF=ID words of $BB_TEST_IMAGE_IDS;
+# `container inspect --format F NAME` prints ID|RUNNING|SANDBOX|HOME|CREATED for the
+# NAME=ID|RUNNING|SANDBOX|HOME|CREATED words of $BB_TEST_CONTAINERS, and fails for other names;
+# `port NAME …` prints ADDR for the NAME=ADDR words of $BB_TEST_PORTS.
 printf '%s\\n' "$*" >> "$BB_TEST_PODMAN_LOG"
 if [ "$1" = image ] && [ "$2" = exists ]; then
     for i in $BB_TEST_IMAGES; do
@@ -33,8 +37,42 @@ if [ "$1" = image ] && [ "$2" = exists ]; then
     done
     exit 1
 fi
+if [ "$1" = image ] && [ "$2" = inspect ]; then
+    for i in $BB_TEST_IMAGE_IDS; do
+        [ "${i%%=*}" = "$5" ] && { printf '%s\\n' "${i#*=}"; exit 0; }
+    done
+    exit 1
+fi
+if [ "$1" = container ] && [ "$2" = inspect ]; then
+    for i in $BB_TEST_CONTAINERS; do
+        [ "${i%%=*}" = "$5" ] && { printf '%s\\n' "${i#*=}"; exit 0; }
+    done
+    exit 125
+fi
+if [ "$1" = port ]; then
+    for i in $BB_TEST_PORTS; do
+        [ "${i%%=*}" = "$2" ] && { printf '%s\\n' "${i#*=}"; exit 0; }
+    done
+    exit 125
+fi
 exit 0
 """
+
+
+def home_id(root):
+    """src/core/home.c home_id: FNV-1a over the canonical path (NUL included) and, when it
+    exists, its st_dev and st_ino; the top 48 bits as 12 hex digits."""
+    path = os.path.realpath(root)
+    data = path.encode() + b"\0"
+    try:
+        st = os.stat(path)
+        data += st.st_dev.to_bytes(8, "little") + st.st_ino.to_bytes(8, "little")
+    except FileNotFoundError:
+        pass
+    h = 0xcbf29ce484222325
+    for c in data:
+        h = ((h ^ c) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return "%012x" % (h >> 16)
 
 
 class Result:
@@ -77,6 +115,9 @@ class Bluebox:
             "PATH": f"{stubs}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "BB_TEST_PODMAN_LOG": str(self.podman_log),
             "BB_TEST_IMAGES": "",
+            "BB_TEST_IMAGE_IDS": "",
+            "BB_TEST_CONTAINERS": "",
+            "BB_TEST_PORTS": "",
         })
         self.env = env
 
@@ -152,6 +193,16 @@ class Bluebox:
 
     def run_file(self, name):
         return self.home / "run" / f"{name}.json"
+
+    def home_id(self):
+        return home_id(self.home)
+
+    def image(self, name):
+        """The sandbox's image tag in this home."""
+        return f"localhost/bluebox/{name}:{self.home_id()}"
+
+    def up_container(self, name):
+        return f"bluebox-up-{name}-{self.home_id()}"
 
     # ---- setup helpers -------------------------------------------------------------
 

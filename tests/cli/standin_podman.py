@@ -20,7 +20,9 @@ What it does:
         missing command exits 127 like podman does;
   - `rm [-f] [-t N] [--ignore] NAME…`: SIGKILLs the recorded session of each NAME (the
     whole "container") and appends "killed NAME PID" to $BB_STANDIN_STATE/killed;
-  - `ps`: prints $BB_STANDIN_PS_IDS (one id per line), default nothing;
+  - `ps`: prints $BB_STANDIN_PS_IDS (one id per line) when it is set; else the recorded
+    containers whose workload is still alive and that carry every `--filter label=K=V`
+    (the name is the ID; `--format {{.Names}}` prints the same);
   - `build … --iidfile=F`: writes a fake image id to F and exits 0 (it builds nothing);
   - `image exists REF`: succeeds only for refs in $BB_TEST_IMAGES, like the conftest stub;
   - `--version`: prints a version line; everything else (`rmi`, `unshare`, …) exits 0
@@ -112,6 +114,8 @@ def do_run(args):
         pass
     with open(os.path.join(d, "containers"), "a") as f:
         f.write(f"{name} {os.getpid()}\n")
+    with open(os.path.join(d, "labels"), "a") as f:
+        f.write(json.dumps([name, kv(opts, "--label")]) + "\n")
     if "-i" not in opts["flags"]:
         fd = os.open("/dev/null", os.O_RDONLY)
         os.dup2(fd, 0)
@@ -156,6 +160,37 @@ def do_rm(args):
     return 0
 
 
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def do_ps(args):
+    ids = os.environ.get("BB_STANDIN_PS_IDS")
+    if ids is not None:
+        for i in ids.split():
+            print(i)
+        return 0
+    want = [a[len("label="):] for a in args if a.startswith("label=")]
+    d = os.environ.get("BB_STANDIN_STATE")
+    if not d or not os.path.exists(os.path.join(d, "labels")):
+        return 0
+    pids = {}
+    with open(os.path.join(d, "containers")) as f:
+        for line in f:
+            n, _, pid = line.strip().partition(" ")
+            pids[n] = int(pid)
+    with open(os.path.join(d, "labels")) as f:
+        for line in f:
+            name, labels = json.loads(line)
+            if all(w in labels for w in want) and alive(pids.get(name, 0)):
+                print(name)
+    return 0
+
+
 def main():
     argv = sys.argv[1:]
     log_argv(argv)
@@ -169,10 +204,7 @@ def main():
     if argv[0] == "rm":
         return do_rm(argv[1:])
     if argv[0] == "ps":
-        ids = os.environ.get("BB_STANDIN_PS_IDS", "")
-        for i in ids.split():
-            print(i)
-        return 0
+        return do_ps(argv[1:])
     if argv[0] == "build":
         # `podman build … --iidfile=F`: write a fake image id, as if it had built.
         for a in argv:

@@ -299,8 +299,14 @@ def test_ls_invalid_bluefile_row(bb):
 
 def test_ls_shows_up_state(bb):
     bb.new("s")
-    bb.mark_up("s")
-    assert bb.run("ls").out.splitlines()[1].split()[:2] == ["s", "up"]
+    vm = bb.up_container("s")
+    state = {"container": vm, "addr": "127.0.0.1:40000", "token": "t" * 64, "kernel": "6.1",
+             "started": 1}
+    bb.run_file("s").parent.mkdir(parents=True)
+    bb.run_file("s").write_text(json.dumps(state))
+    r = bb.run("ls", env={"BB_TEST_CONTAINERS": f"{vm}=c0ffee|true|s|{bb.home_id()}|0"})
+    assert r.out.splitlines()[1].split()[:2] == ["s", "up"], r
+    assert r.err == "", r
 
 
 def test_ls_takes_no_arguments(bb):
@@ -335,7 +341,7 @@ def test_env_every_value_single_quoted(bb):
         assert QUOTED_LINE.match(line), line
     assert "BLUEBOX_ENV_A='it'\\''s'" in lines
     env = bb.env_of("s")
-    assert env["BLUEBOX_IMAGE"] == "localhost/bluebox/s:latest"
+    assert env["BLUEBOX_IMAGE"] == bb.image("s")
     assert env["BLUEBOX_DATA"] == str(bb.data("s"))
 
 
@@ -481,11 +487,11 @@ def test_rename_moves_everything(full):
 
 def test_rename_retags_the_image(full):
     bb = full
-    r = bb.run("rename", "old", "new", env={"BB_TEST_IMAGES": "localhost/bluebox/old:latest"})
+    r = bb.run("rename", "old", "new", env={"BB_TEST_IMAGES": bb.image("old")})
     assert r.rc == 0, r
     calls = bb.podman_calls()
-    assert "tag localhost/bluebox/old:latest localhost/bluebox/new:latest" in calls
-    assert any(c.split()[0] in ("untag", "rmi") and "localhost/bluebox/old:latest" in c
+    assert f"tag {bb.image('old')} {bb.image('new')}" in calls
+    assert any(c.split()[0] in ("untag", "rmi") and bb.image("old") in c
                for c in calls), calls
 
 
@@ -622,17 +628,18 @@ def test_destroy_data_handles_unwritable_dirs(bb):
 def test_destroy_brings_an_up_sandbox_down_first(full):
     bb = full
     bb.mark_up("old")
-    r = bb.run("destroy", "old", "--data", "-y")
+    vm = f"{bb.up_container('old')}=c0ffee|true|old|{bb.home_id()}|0"
+    r = bb.run("destroy", "old", "--data", "-y", env={"BB_TEST_CONTAINERS": vm})
     assert r.rc == 0, r
-    assert "rm -f -t 0 --ignore bluebox-up-old" in bb.podman_calls()
+    assert "rm -f -t 0 --ignore c0ffee" in bb.podman_calls()
     assert not bb.run_file("old").exists() and not bb.sandbox_dir("old").exists()
 
 
 def test_destroy_removes_image(bb):
     bb.new("s")
-    r = bb.run("destroy", "s", env={"BB_TEST_IMAGES": "localhost/bluebox/s:latest"})
+    r = bb.run("destroy", "s", env={"BB_TEST_IMAGES": bb.image("s")})
     assert r.rc == 0, r
-    assert "rmi -f localhost/bluebox/s:latest" in bb.podman_calls()
+    assert f"rmi {bb.image('s')}" in bb.podman_calls()
 
 
 def test_destroy_missing_sandbox(bb):
@@ -730,10 +737,11 @@ def test_nuke_brings_up_sandboxes_down(bb):
     bb.new("a")
     bb.new("b")
     bb.mark_up("a")
-    r = bb.run("nuke", "-y")
+    vm = f"{bb.up_container('a')}=c0ffee|true|a|{bb.home_id()}|0"
+    r = bb.run("nuke", "-y", env={"BB_TEST_CONTAINERS": vm})
     assert r.rc == 0, r
     assert "removed 2 sandboxes\n" in r.out
-    assert "rm -f -t 0 --ignore bluebox-up-a" in bb.podman_calls()
+    assert "rm -f -t 0 --ignore c0ffee" in bb.podman_calls()
     assert not bb.sandbox_dir("a").exists() and not bb.run_file("a").exists()
 
 

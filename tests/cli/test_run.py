@@ -30,7 +30,8 @@ STANDIN = Path(__file__).resolve().parent / "standin_podman.py"
 VMM_ENTRY = "--entrypoint=/.bluebox/vmm/bluebox-vmm"
 FAKE_GUEST = "6.1.0-standin"
 NAME = "s"
-IMAGE = f"localhost/bluebox/{NAME}:latest"
+# The sandbox's image in any home: localhost/bluebox/<name>:<home id> (conftest.home_id).
+IMAGE_RE = re.compile(rf"localhost/bluebox/{NAME}:[0-9a-f]{{12}}")
 # A workload that only SIGKILL stops: it ignores TERM/INT/HUP, says it is ready, and sleeps.
 STUBBORN = "trap '' TERM INT HUP; : > \"$1\"; exec sleep 30"
 
@@ -225,9 +226,15 @@ def sb(bb):
     s.cleanup()
 
 
+def image_at(argv):
+    """Index of the sandbox's image in argv, None when it is not there."""
+    at = [i for i, a in enumerate(argv) if IMAGE_RE.fullmatch(a)]
+    return at[0] if at else None
+
+
 def opt(argv, key):
     """Values of --key=value options before the image."""
-    head = argv[:argv.index(IMAGE)] if IMAGE in argv else argv
+    head = argv[:image_at(argv)] if image_at(argv) is not None else argv
     return [a.split("=", 1)[1] for a in head if a.startswith(key + "=")]
 
 
@@ -242,12 +249,13 @@ def name_of(argv):
 
 
 def after_image(argv):
-    assert argv.count(IMAGE) == 1, argv
-    return argv[argv.index(IMAGE) + 1:]
+    assert sum(bool(IMAGE_RE.fullmatch(a)) for a in argv) == 1, argv
+    return argv[image_at(argv) + 1:]
 
 
 def before_image(argv):
-    return argv[:argv.index(IMAGE)]
+    assert image_at(argv) is not None, argv
+    return argv[:image_at(argv)]
 
 
 def wait_for(path, proc, seconds=5.0):
@@ -696,7 +704,7 @@ def test_guest_sharing_the_host_kernel_is_refused(sb, same, cmd):
     assert len(sb.probes()) == 2
     assert sb.cache_entry() is None, sb.cache()
     if cmd == "build":
-        assert r.out == f"built {IMAGE}\n".encode(), r
+        assert r.out == f"built {sb.bb.image(NAME)}\n".encode(), r
         assert "built, but isolation is not verified" in err, r
     else:
         assert r.out == b"", r
@@ -896,12 +904,18 @@ def test_doctor_without_podman_fails(sb, tmp_path):
 
 # ---- destroy ---------------------------------------------------------------------------
 
+def strays_ps(sb):
+    """The ps that finds this home's leftover containers of the sandbox: both labels."""
+    return ["ps", "-aq", "--filter", f"label=bluebox.sandbox={NAME}", "--filter",
+            f"label=bluebox.home={sb.bb.home_id()}"]
+
+
 def test_destroy_removes_stray_containers_by_label(sb):
     sb.sandbox()
     r = sb.run("destroy", NAME, env={"BB_STANDIN_PS_IDS": "abc123 def456"})
     assert r.rc == 0, r
     calls = sb.calls()
-    ps = ["ps", "-aq", "--filter", f"label=bluebox.sandbox={NAME}"]
+    ps = strays_ps(sb)
     assert ps in calls, calls
     rm = ["rm", "-f", "-t", "0", "abc123", "def456"]
     assert rm in calls, calls
@@ -913,5 +927,5 @@ def test_destroy_without_stray_containers_removes_none(sb):
     sb.sandbox()
     r = sb.run("destroy", NAME)
     assert r.rc == 0, r
-    assert ["ps", "-aq", "--filter", f"label=bluebox.sandbox={NAME}"] in sb.calls()
+    assert strays_ps(sb) in sb.calls()
     assert sb.removes() == [], sb.calls()

@@ -7,6 +7,7 @@ import json
 import os
 import pty
 import random
+import re
 import socket
 import struct
 import subprocess
@@ -137,7 +138,8 @@ def test_up_again_and_state_file(box):
     assert f.stat().st_mode & 0o777 == 0o600
     s = state(h, name)
     assert set(s) == {"container", "addr", "token", "kernel", "started"}
-    assert s["container"] == f"bluebox-up-{name}" and s["addr"].startswith("127.0.0.1:")
+    assert re.fullmatch(rf"bluebox-up-{name}-[0-9a-f]{{12}}", s["container"]), s
+    assert s["addr"].startswith("127.0.0.1:")
     assert len(s["token"]) == 64 and s["kernel"] != os.uname().release
     # while up: rename refuses, ls says so
     r = h("rename", name, name + "-x")

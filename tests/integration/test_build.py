@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from homeid import home_id
 from test_podman_build import env, podman  # noqa: F401  (session fixture + helper)
 
 pytestmark = pytest.mark.skipif(
@@ -46,8 +47,8 @@ def bb(bluebox_bin, home, *args):
     return subprocess.run([bluebox_bin, *args], env=e, capture_output=True, text=True)
 
 
-def image_of(name):
-    return f"localhost/bluebox/{name}:latest"
+def image_of(home, name):
+    return f"localhost/bluebox/{name}:{home_id(home)}"
 
 
 def test_build_produces_the_described_image(bluebox_bin, home):
@@ -58,22 +59,22 @@ def test_build_produces_the_described_image(bluebox_bin, home):
         r = bb(bluebox_bin, home, "build", name)
         # No backend boots on this host yet, so isolation cannot be verified: say so, exit 1.
         assert r.returncode == 1, r
-        assert f"built {image_of(name)}" in r.stdout
+        assert f"built {image_of(home, name)}" in r.stdout
         assert "isolation is not verified" in r.stderr
         sd = home / "sandboxes" / name
         assert (sd / "Containerfile").read_text() == bb(bluebox_bin, home, "build", "--dry-run",
                                                         name).stdout
         assert (sd / ".blueprint" / "f0").read_text() == "hi $USER `x`\n"
         iid = (sd / "image-id").read_text().strip()
-        inspect = podman("image", "inspect", "--format", "{{.Id}}", image_of(name))
+        inspect = podman("image", "inspect", "--format", "{{.Id}}", image_of(home, name))
         assert iid.endswith(inspect.stdout.strip())
-        out = podman("run", "--rm", image_of(name), "sh", "-c",
+        out = podman("run", "--rm", image_of(home, name), "sh", "-c",
                      'printf "%s|" "$Z" "$PLAIN" "$(pwd)" "$(cat /one /done)"; '
                      'cat /etc/motd; stat -c %a /etc/motd').stdout
         assert out == 'a "b" $c \\d|yes|/data|one\ndone|hi $USER `x`\n600\n'
         assert not any(p.name.startswith(".build-") for p in sd.iterdir())
     finally:
-        podman("rmi", "-f", image_of(name), check=False)
+        podman("rmi", "-f", image_of(home, name), check=False)
 
 
 def test_failed_build_keeps_previous_image_and_containerfile(bluebox_bin, home):
@@ -93,10 +94,10 @@ def test_failed_build_keeps_previous_image_and_containerfile(bluebox_bin, home):
         assert "unchanged" in r.stderr
         assert (sd / "Containerfile").read_text() == before
         assert (sd / "image-id").read_text() == iid
-        assert podman("run", "--rm", image_of(name), "cat", "/v").stdout == "good\n"
+        assert podman("run", "--rm", image_of(home, name), "cat", "/v").stdout == "good\n"
         assert not any(p.name.startswith(".build-") for p in sd.iterdir())
     finally:
-        podman("rmi", "-f", image_of(name), check=False)
+        podman("rmi", "-f", image_of(home, name), check=False)
 
 
 def test_destroy_removes_the_image(bluebox_bin, home):
@@ -105,10 +106,10 @@ def test_destroy_removes_the_image(bluebox_bin, home):
     (home / "sandboxes" / name / "Bluefile").write_text(
         "base: localhost/bluebox-test/busybox:latest\n")
     bb(bluebox_bin, home, "build", name)
-    assert podman("image", "exists", image_of(name), check=False).returncode == 0
+    assert podman("image", "exists", image_of(home, name), check=False).returncode == 0
     r = bb(bluebox_bin, home, "destroy", name)
     assert r.returncode == 0, r
-    assert podman("image", "exists", image_of(name), check=False).returncode == 1
+    assert podman("image", "exists", image_of(home, name), check=False).returncode == 1
 
 
 def test_rename_retags_the_image(bluebox_bin, home):
@@ -120,7 +121,7 @@ def test_rename_retags_the_image(bluebox_bin, home):
     try:
         r = bb(bluebox_bin, home, "rename", name, new)
         assert r.returncode == 0, r
-        assert podman("image", "exists", image_of(new), check=False).returncode == 0
-        assert podman("image", "exists", image_of(name), check=False).returncode == 1
+        assert podman("image", "exists", image_of(home, new), check=False).returncode == 0
+        assert podman("image", "exists", image_of(home, name), check=False).returncode == 1
     finally:
-        podman("rmi", "-f", image_of(new), image_of(name), check=False)
+        podman("rmi", "-f", image_of(home, new), image_of(home, name), check=False)

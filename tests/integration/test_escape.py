@@ -178,6 +178,14 @@ def test_strict_uid_check_fails_without_the_userns(user_suite):
     assert r.returncode == 1 and results["vmm-uid"][0] == "FAIL", r.stdout + r.stderr
 
 
+def test_home_check_fails_against_a_home_blind_down(root_suite):
+    r, results = root_suite("standard", only="home-isolation", weaken="home-blind",
+                            weak_bluebox=True)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert results.get("home-isolation", ("missing",))[0] == "FAIL", r.stdout + r.stderr
+    assert not no_leftovers()
+
+
 def test_data_checks_fail_against_tools_that_follow_symlinks(root_suite):
     checks = "data-snapshot,data-export,data-restore,data-reset,data-destroy"
     r, results = root_suite("standard", only=checks, weaken="follow-symlinks",

@@ -4,11 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "core/home.h"
 #include "util/fs.h"
 #include "util/strv.h"
+#include "util/xalloc.h"
 
 static void names(void **s)
 {
@@ -109,12 +111,37 @@ static void tighten(void **s)
     assert_int_equal(rm_rf(base, NULL), 0);
 }
 
+/* Two homes never share an id; one home reached by another spelling or a symlink has one. */
+static void home_ids(void **s)
+{
+    (void)s;
+    char a[] = "/tmp/bb-home-XXXXXX", b[] = "/tmp/bb-home-XXXXXX";
+    assert_non_null(mkdtemp(a));
+    assert_non_null(mkdtemp(b));
+    char *link = xasprintf("%s.link", a);
+    assert_int_equal(symlink(a, link), 0);
+    char *slash = xasprintf("%s/", a), *dots = xasprintf("%s/../%s", a, strrchr(a, '/') + 1);
+    char *ia = home_id(a), *ib = home_id(b), *il = home_id(link), *i1 = home_id(slash),
+         *i2 = home_id(dots), *r = home_id("/r");
+    assert_int_equal(strlen(ia), 12);
+    assert_string_not_equal(ia, ib);
+    assert_string_equal(il, ia);
+    assert_string_equal(i1, ia);
+    assert_string_equal(i2, ia);
+    assert_string_equal(r, "ede9ad17e64e"); /* tests/unit/test_launch.c relies on it */
+    unlink(link);
+    rmdir(a);
+    rmdir(b);
+    free(link), free(slash), free(dots), free(ia), free(ib), free(il), free(i1), free(i2), free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(names),
         cmocka_unit_test(root_and_paths),
         cmocka_unit_test(tighten),
+        cmocka_unit_test(home_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,8 @@
 #include "util/xalloc.h"
 
 static char bin[64];
+/* home_id("/r"): /r does not exist here, so it is the hash of the path alone. */
+#define HOME_R "ede9ad17e64e"
 
 static int setup(void **s)
 {
@@ -70,6 +72,7 @@ static char *argv_of(const char *yaml)
 
 #define CONFINED                                                                                   \
     "podman run --rm --pull=never --name=bluebox-run-box-1 --label=bluebox.sandbox=box "           \
+    "--label=bluebox.home=" HOME_R " "                                                             \
     "--security-opt=no-new-privileges "                                                            \
     "--cap-drop=all --cap-add=CHOWN,DAC_OVERRIDE,FOWNER,SETUID,SETGID,NET_BIND_SERVICE "           \
     "--pids-limit=512 "
@@ -82,7 +85,7 @@ static void standard_none(void **s)
     snprintf(want, sizeof want,
              CONFINED "--memory=2304m --network=none -v /r/data/box:/data --runtime=%s/krun "
                       "--annotation=krun.cpus=2 --annotation=krun.ram_mib=2048 "
-                      "localhost/bluebox/box:latest echo hi there",
+                      "localhost/bluebox/box:" HOME_R " echo hi there",
              bin);
     assert_string_equal(got, want);
     free(got);
@@ -100,7 +103,8 @@ static void strict_bridge_readonly_mounts_seccomp_passt(void **s)
                       "-v /home/u/w:/w:ro --read-only --security-opt=seccomp=/etc/hostname "
                       "--uidmap=0:1:65536 --gidmap=0:1:65536 --runtime=%s/krun "
                       "--annotation=krun.cpus=4 --annotation=krun.ram_mib=512 "
-                      "--annotation=krun.use_passt=1 localhost/bluebox/box:latest echo hi there",
+                      "--annotation=krun.use_passt=1 localhost/bluebox/box:" HOME_R
+                      " echo hi there",
              bin);
     assert_string_equal(got, want);
     free(got);
@@ -115,6 +119,7 @@ static void krun_agent(void **s)
     char want[1024];
     snprintf(want, sizeof want,
              "podman run --pull=never --name=bluebox-run-box-1 --label=bluebox.sandbox=box "
+             "--label=bluebox.home=" HOME_R " "
              "--security-opt=no-new-privileges "
              "--cap-drop=all --cap-add=CHOWN,DAC_OVERRIDE,FOWNER,SETUID,SETGID,NET_BIND_SERVICE "
              "--pids-limit=512 --memory=2304m --network=bridge -v /r/data/box:/data "
@@ -122,7 +127,7 @@ static void krun_agent(void **s)
              "--env=BLUEBOX_AGENT_TOKEN --log-driver=k8s-file --log-opt=max-size=1mb "
              "--runtime=%s/krun --annotation=krun.cpus=2 "
              "--annotation=krun.ram_mib=2048 --entrypoint=/.bluebox/bluebox "
-             "localhost/bluebox/box:latest __agent",
+             "localhost/bluebox/box:" HOME_R " __agent",
              bin);
     assert_string_equal(got, want);
     free(got);
