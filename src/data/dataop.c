@@ -90,6 +90,10 @@ static void room_beside(const char *data, safetar_opts *o)
         o->max_entries = vfs.f_favail ? vfs.f_favail - vfs.f_favail / 50 : 1;
 }
 
+/* What a restore may allocate while it reads: libarchive's buffers, a zstd window (128 MiB
+ * at most), one record per directory, with room to spare. */
+#define RESTORE_MEMORY (512ull << 20)
+
 /* restore <data> <archive> */
 static int op_restore(const data_job *j, data_tally *t, bb_error **err)
 {
@@ -103,6 +107,7 @@ static int op_restore(const data_job *j, data_tally *t, bb_error **err)
         return bb_fail_errno(err, errno, "cannot read %s", j->arg[1]);
     restore_fill f = {.o = {.chown = j->chown, .uid = j->uid, .gid = j->gid}, .t = t};
     room_beside(j->arg[0], &f.o);
+    f.o.max_memory = RESTORE_MEMORY;
     if (safetar_open_fd(fd, &f.a, err) < 0)
         return bb_prefix(err, "refusing %s", j->arg[1]);
     int r = data_replace(j->arg[0], j->chown, j->uid, j->gid, fill_from_archive, &f, err);

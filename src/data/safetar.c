@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -91,6 +93,8 @@ typedef struct {
     uint64_t bytes_left, entries_left;
     uint64_t bytes_used; /* what the budget gave out: pages and directories written */
     bool no_room;        /* the budget ran out; the rest of the archive is only counted */
+    bool capped;         /* the data segment is capped (max_memory); old is the limit before */
+    struct rlimit old;
 } extractor;
 
 static int refuse(extractor *x, bb_error **err, const char *fmt, ...) _printf_(3, 4);
@@ -285,6 +289,54 @@ static int pwrite_all(int fd, const char *buf, size_t len, off_t off)
     return 0;
 }
 
+/* Cap the data segment at what it holds now plus max (not in sanitizer builds, whose
+ * allocator dies rather than fail). Returns whether it did, with the limit to put back. */
+static bool cap_memory(uint64_t max, struct rlimit *ret_old)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    (void)max, (void)ret_old;
+    return false;
+#else
+    _cleanup_fclose_ FILE *f = max ? fopen("/proc/self/statm", "re") : NULL;
+    unsigned long long v[6];
+    if (!f || fscanf(f, "%llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+                     &v[5]) != 6 ||
+        getrlimit(RLIMIT_DATA, ret_old) < 0)
+        return false;
+    struct rlimit cap = *ret_old;
+    cap.rlim_cur = (rlim_t)(v[5] * (unsigned long long)sysconf(_SC_PAGESIZE) + max);
+    if (ret_old->rlim_cur != RLIM_INFINITY && ret_old->rlim_cur <= cap.rlim_cur)
+        return false;
+    return setrlimit(RLIMIT_DATA, &cap) == 0;
+#endif
+}
+
+static void lift_cap(extractor *x)
+{
+    if (x->capped)
+        (void)setrlimit(RLIMIT_DATA, &x->old);
+    x->capped = false;
+}
+
+/* libarchive failed to read: with the memory cap lifted first, since libarchive may hold
+ * all of it (a sparse map too long) and saying so takes memory. */
+static int read_failed(extractor *x, struct archive *a, bb_error **err)
+{
+    bool capped = x->capped;
+    lift_cap(x);
+    const char *why = archive_error_string(a) ? archive_error_string(a) : "unknown error";
+    if (capped && (archive_errno(a) == ENOMEM || strcasestr(why, "memory") ||
+                   strcasestr(why, "alloc")))
+        return bb_fail(err, ENOMEM,
+                       "%s%s%sthe archive needs more than the %llu MiB of memory a restore may "
+                       "use to read it (%s; a sparse map this long is not one bluebox writes)",
+                       x->entry ? "entry \"" : "", x->entry ? x->entry : "",
+                       x->entry ? "\": " : "", (unsigned long long)(x->o->max_memory >> 20), why);
+    if (x->entry)
+        return bb_fail(err, EIO, "cannot read %s from the archive: %s", x->entry, why);
+    return bb_fail(err, EIO, "cannot read the archive: %s", why);
+}
+
 static bool all_zero(const char *p, size_t n)
 {
     static const char zero[PAGE];
@@ -389,8 +441,7 @@ static int write_file(extractor *x, struct archive *a, struct archive_entry *e, 
         if (r == ARCHIVE_EOF)
             break;
         if (r < ARCHIVE_WARN)
-            return bb_fail(err, EIO, "cannot read %s from the archive: %s", x->entry,
-                           archive_error_string(a));
+            return read_failed(x, a, err);
         if (check_block(x, &f, off, len, size, err) < 0 ||
             write_block(x, &f, buf, len, (uint64_t)off, err) < 0)
             return -1;
@@ -637,6 +688,7 @@ int safetar_extract(struct archive *a, int dest_fd, const safetar_opts *o, data_
                    .pfd = -1,
                    .bytes_left = o->max_bytes,
                    .entries_left = o->max_entries};
+    x.capped = cap_memory(o->max_memory, &x.old);
     int r = 0;
     for (;;) {
         struct archive_entry *e;
@@ -644,7 +696,8 @@ int safetar_extract(struct archive *a, int dest_fd, const safetar_opts *o, data_
         if (h == ARCHIVE_EOF)
             break;
         if (h < ARCHIVE_WARN) {
-            r = bb_fail(err, EIO, "cannot read the archive: %s", archive_error_string(a));
+            x.entry = NULL;
+            r = read_failed(&x, a, err);
             break;
         }
         x.entry = archive_entry_pathname(e);
@@ -657,6 +710,7 @@ int safetar_extract(struct archive *a, int dest_fd, const safetar_opts *o, data_
             break;
         CRASH_POINT("restore-entry");
     }
+    lift_cap(&x);
     if (r < 0 && x.no_room)
         r = no_room_error(&x, a, err);
     if (r == 0)

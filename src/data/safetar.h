@@ -26,6 +26,10 @@ typedef struct {
     /* For that refusal: the disk's free bytes and the part of them kept free, and why. */
     uint64_t free_bytes, keep_free;
     const char *keep_free_why;
+    /* How far the process's data segment may grow while the archive is read (RLIMIT_DATA,
+     * lifted again after), 0 = no cap: libarchive reads a GNU sparse map whole before it
+     * hands over the entry, and a few hundred KiB of gzip make a map of gigabytes. */
+    uint64_t max_memory;
 } safetar_opts;
 
 /* A reader for .tar, .tar.gz and .tar.zst (no other format or filter). */
