@@ -299,8 +299,8 @@ static bool cap_memory(uint64_t max, struct rlimit *ret_old)
 #else
     _cleanup_fclose_ FILE *f = max ? fopen("/proc/self/statm", "re") : NULL;
     unsigned long long v[6];
-    if (!f || fscanf(f, "%llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
-                     &v[5]) != 6 ||
+    if (!f ||
+        fscanf(f, "%llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6 ||
         getrlimit(RLIMIT_DATA, ret_old) < 0)
         return false;
     struct rlimit cap = *ret_old;
@@ -325,13 +325,13 @@ static int read_failed(extractor *x, struct archive *a, bb_error **err)
     bool capped = x->capped;
     lift_cap(x);
     const char *why = archive_error_string(a) ? archive_error_string(a) : "unknown error";
-    if (capped && (archive_errno(a) == ENOMEM || strcasestr(why, "memory") ||
-                   strcasestr(why, "alloc")))
+    if (capped &&
+        (archive_errno(a) == ENOMEM || strcasestr(why, "memory") || strcasestr(why, "alloc")))
         return bb_fail(err, ENOMEM,
                        "%s%s%sthe archive needs more than the %llu MiB of memory a restore may "
                        "use to read it (%s; a sparse map this long is not one bluebox writes)",
-                       x->entry ? "entry \"" : "", x->entry ? x->entry : "",
-                       x->entry ? "\": " : "", (unsigned long long)(x->o->max_memory >> 20), why);
+                       x->entry ? "entry \"" : "", x->entry ? x->entry : "", x->entry ? "\": " : "",
+                       (unsigned long long)(x->o->max_memory >> 20), why);
     if (x->entry)
         return bb_fail(err, EIO, "cannot read %s from the archive: %s", x->entry, why);
     return bb_fail(err, EIO, "cannot read the archive: %s", why);
