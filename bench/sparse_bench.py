@@ -4,7 +4,8 @@ Usage: bench/sparse_bench.py [--gib N] [--bin PATH] [--dir DIR]
 
 Makes /data hold one N GiB (default 4) file made with truncate plus four 4 KiB blocks of
 random data, then, for gzip and zstd: `bluebox snapshot` (time, archive size) and
-`bluebox restore` into an emptied /data (time, disk the file then takes, by st_blocks).
+`bluebox restore` into an emptied /data (time, disk the file then takes, by st_blocks);
+then `bluebox data import` of the restored file (time, disk).
 Runs without podman (the /data commands need none). Compare --bin of two builds.
 """
 import argparse
@@ -56,8 +57,14 @@ def main():
             os.unlink(img)
             r = timed([o.bin, "restore", "box", "b", "-y"], env)
             used = os.stat(img).st_blocks * 512
-            print(f"  {suffix:9} snapshot {s:6.2f} s, {asize / 1024:9.1f} KiB;"
-                  f"  restore {r:6.2f} s, file takes {used / 1048576:9.2f} MiB")
+            print(f"  {suffix:9} snapshot {s:7.3f} s, {asize / 1024:8.1f} KiB;"
+                  f"  restore {r:7.3f} s, file takes {used / 1048576:8.2f} MiB")
+        src = os.path.join(top, "import")
+        os.mkdir(src)
+        os.rename(img, os.path.join(src, "disk.img"))
+        i = timed([o.bin, "data", "import", "box", src], env)
+        used = os.stat(img).st_blocks * 512
+        print(f"  data import {i:7.3f} s, file takes {used / 1048576:8.2f} MiB")
     finally:
         shutil.rmtree(top, ignore_errors=True)
 
