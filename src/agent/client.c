@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/runlog.h"
 #include "util/xalloc.h"
 
 #define DIAL_MS      2000
@@ -209,8 +210,7 @@ static int on_frame(sess *s, const frame *f, bb_error **err)
     case FRAME_STDOUT:
     case FRAME_STDERR:
         payload_write(f->type == FRAME_STDOUT ? STDOUT_FILENO : STDERR_FILENO, f->data, f->len);
-        if (s->io->log_fd >= 0)
-            payload_write(s->io->log_fd, f->data, f->len);
+        runlog_write(s->io->log, f->data, f->len);
         return 0;
     case FRAME_EXIT:
         if (exit_decode((const char *)f->data, f->len, &s->x, err) < 0)

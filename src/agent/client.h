@@ -36,7 +36,7 @@ int agent_ping(const char *addr, const char *token, int timeout_ms, char **ret_k
 typedef struct agent_io {
     bool forward_stdin;  /* stdin to the command; otherwise it sees EOF at once */
     bool tty;            /* the hello asked for a pty: raw local terminal, window sizes */
-    int log_fd;          /* -1, or where output is copied */
+    struct runlog *log;  /* NULL, or where output is copied (runlog_write) */
     int timeout_seconds; /* the agent's timeout; 0: none. We wait that long plus a grace */
 } agent_io;
 

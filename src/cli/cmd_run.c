@@ -38,14 +38,14 @@ static int boot_and_wait(boot *b, bb_error **err)
     if (launch_argv(b->b, &b->l, &argv, err) < 0)
         return -1;
     _cleanup_free_ char *log = home_path_of(b->l.root, HP_LOG, b->l.name);
-    int log_fd = runlog_begin(log, run ? "run" : "shell", b->l.cmd, NULL); /* best effort */
+    runlog *rl = runlog_begin(log, run ? "run" : "shell", b->l.cmd, NULL); /* best effort */
     session s = {.argv = argv.v,
                  .container = b->container,
                  .timeout_seconds = run ? b->bf->timeout_seconds : 0,
-                 .log_fd = run ? log_fd : -1};
+                 .log = run ? rl : NULL};
     session_result res;
     int r = session_run(&s, &res, err);
-    runlog_end(log_fd, r < 0 ? -1 : res.code, res.seconds);
+    runlog_end(rl, r < 0 ? -1 : res.code, res.seconds);
     if (r < 0)
         return -1;
     if (res.timed_out)

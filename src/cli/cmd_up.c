@@ -159,7 +159,6 @@ int cmd_exec(cli_args *a, bb_error **err)
         h.rows = ws.ws_row, h.cols = ws.ws_col;
     agent_io io = {.forward_stdin = !in_tty || interactive,
                    .tty = h.tty,
-                   .log_fd = -1,
                    .timeout_seconds = bf->timeout_seconds};
 
     _cleanup_agent_conn_ agent_conn c = {.fd = -1};
@@ -173,11 +172,11 @@ int cmd_exec(cli_args *a, bb_error **err)
         return (*err)->status == EPERM ? -1 : lost(name, err);
     }
     _cleanup_free_ char *log = home_path_of(a->root, HP_LOG, name);
-    io.log_fd = runlog_begin(log, "exec", h.argv.v, NULL); /* best effort */
+    io.log = runlog_begin(log, "exec", h.argv.v, NULL); /* best effort */
     double start = now_s();
     agent_exit x = {0};
     r = agent_session(&c, &io, &x, err);
-    runlog_end(io.log_fd, r < 0 ? -1 : x.code, now_s() - start);
+    runlog_end(io.log, r < 0 ? -1 : x.code, now_s() - start);
     strv_clear(&h.argv);
     if (r < 0)
         return (*err)->status == EINTR ? -1 : lost(name, err);

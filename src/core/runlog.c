@@ -1,11 +1,14 @@
-/* Run history: reading the tail of a log without reading the whole log. */
+/* Run history: writing a run's log clipped and rotated, and reading the tail of a log
+ * without reading the whole log. */
 #include "runlog.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,7 +17,7 @@
 #include "util/fs.h"
 #include "util/xalloc.h"
 
-int runlog_tail(const char *path, size_t lines, char **ret, size_t *ret_len, bb_error **err)
+static int tail_one(const char *path, size_t lines, char **ret, size_t *ret_len, bb_error **err)
 {
     *ret = xstrdup("");
     *ret_len = 0;
@@ -74,24 +77,126 @@ found:;
     return 0;
 }
 
-int runlog_begin(const char *path, const char *what, char *const *argv, bb_error **err)
+static size_t count_lines(const char *s, size_t len)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += s[i] == '\n';
+    return n + (len && s[len - 1] != '\n');
+}
+
+char *runlog_generation(const char *path, int n)
+{
+    return xasprintf("%s.%d", path, n);
+}
+
+int runlog_tail(const char *path, size_t lines, char **ret, size_t *ret_len, bb_error **err)
+{
+    if (tail_one(path, lines, ret, ret_len, err) < 0)
+        return -1;
+    size_t have = count_lines(*ret, *ret_len);
+    if (have >= lines)
+        return 0;
+    /* Just rotated: the rest comes from the generation before. */
+    _cleanup_free_ char *older = runlog_generation(path, 1), *text = NULL;
+    size_t len = 0;
+    if (tail_one(older, lines - have, &text, &len, err) < 0)
+        return -1;
+    if (len == 0)
+        return 0;
+    char *both = xmalloc(len + *ret_len + 1);
+    memcpy(both, text, len);
+    memcpy(both + len, *ret, *ret_len + 1);
+    free(*ret);
+    *ret = both;
+    *ret_len += len;
+    return 0;
+}
+
+struct runlog {
+    int fd;
+    uint64_t seen;  /* bytes of output so far */
+    char head_last; /* the last byte written of the start of the output */
+    char *tail;     /* ring of the last RUNLOG_KEEP_BYTES after the start, once there is more */
+    size_t pos, held;
+};
+
+static void write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return; /* a full disk loses log lines, never the run */
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+/* <log> becomes <log>.1, <log>.1 becomes <log>.2, and so on; the oldest goes. */
+static void rotate(const char *path)
+{
+    for (int n = RUNLOG_GENERATIONS; n > 1; n--) {
+        _cleanup_free_ char *from = runlog_generation(path, n - 1),
+                            *to = runlog_generation(path, n);
+        (void)rename(from, to);
+    }
+    _cleanup_free_ char *first = runlog_generation(path, 1);
+    (void)rename(path, first);
+}
+
+/* Open the log for appending, rotating it first when it is too large. Concurrent runs
+ * (execs of one up sandbox) rotate once: under a lock on the log, and only if the path
+ * still names the file that was found too large. */
+static int open_log(const char *path, bb_error **err)
+{
+    for (int tries = 0;; tries++) {
+        int fd =
+            open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0600);
+        if (fd < 0)
+            return bb_fail_errno(err, errno, "cannot open %s", path);
+        struct stat st, now;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+            close(fd);
+            return bb_fail(err, EINVAL, "%s is not a regular file", path);
+        }
+        if (st.st_size < RUNLOG_ROTATE_BYTES || tries == 3)
+            return fd;
+        if (flock(fd, LOCK_EX) == 0 && lstat(path, &now) == 0 && now.st_ino == st.st_ino &&
+            now.st_dev == st.st_dev)
+            rotate(path);
+        close(fd);
+    }
+}
+
+runlog *runlog_begin(const char *path, const char *what, char *const *argv, bb_error **err)
 {
     _cleanup_free_ char *dir = xstrdup(path);
     char *slash = strrchr(dir, '/');
     if (slash) {
         *slash = '\0';
         if (mkdir_p(dir, 0700, err) < 0)
-            return -1;
+            return NULL;
     }
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0600);
+    int fd = open_log(path, err);
     if (fd < 0)
-        return bb_fail_errno(err, errno, "cannot open %s", path);
+        return NULL;
     char stamp[32];
     time_t t = time(NULL);
     strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
     _cleanup_sb_ strbuf b = {0};
     sb_printf(&b, "\n=== %s %s:", stamp, what);
+    size_t start = b.len;
     for (char *const *a = argv; a && *a; a++) {
+        if (b.len - start > RUNLOG_ARGV_BYTES) {
+            size_t more = 0;
+            while (a[more])
+                more++;
+            sb_printf(&b, " [… %zu more arguments clipped …]", more);
+            break;
+        }
         sb_putc(&b, ' ');
         shell_quote(&b, *a);
     }
@@ -99,15 +204,67 @@ int runlog_begin(const char *path, const char *what, char *const *argv, bb_error
     if (write(fd, b.s, b.len) != (ssize_t)b.len) {
         int e = errno;
         close(fd);
-        return bb_fail_errno(err, e, "cannot write %s", path);
+        bb_fail_errno(err, e, "cannot write %s", path);
+        return NULL;
     }
-    return fd;
+    runlog *l = xmalloc(sizeof *l);
+    *l = (runlog){.fd = fd, .head_last = '\n'};
+    return l;
 }
 
-void runlog_end(int fd, int code, double seconds)
+static void hold(runlog *l, const char *p, size_t len)
 {
-    if (fd < 0)
+    if (!l->tail)
+        l->tail = xmalloc(RUNLOG_KEEP_BYTES);
+    if (len >= RUNLOG_KEEP_BYTES) {
+        memcpy(l->tail, p + len - RUNLOG_KEEP_BYTES, RUNLOG_KEEP_BYTES);
+        l->pos = 0;
+        l->held = RUNLOG_KEEP_BYTES;
         return;
-    dprintf(fd, "=== exit %d (%.2fs)\n", code, seconds);
-    close(fd);
+    }
+    size_t first = RUNLOG_KEEP_BYTES - l->pos < len ? RUNLOG_KEEP_BYTES - l->pos : len;
+    memcpy(l->tail + l->pos, p, first);
+    memcpy(l->tail, p + first, len - first);
+    l->pos = (l->pos + len) % RUNLOG_KEEP_BYTES;
+    l->held = l->held + len < RUNLOG_KEEP_BYTES ? l->held + len : RUNLOG_KEEP_BYTES;
+}
+
+void runlog_write(runlog *l, const void *buf, size_t len)
+{
+    if (!l || len == 0)
+        return;
+    const char *p = buf;
+    size_t head = l->seen < RUNLOG_KEEP_BYTES ? RUNLOG_KEEP_BYTES - (size_t)l->seen : 0;
+    if (head > len)
+        head = len;
+    if (head) {
+        write_all(l->fd, p, head);
+        l->head_last = p[head - 1];
+    }
+    l->seen += len;
+    if (len > head)
+        hold(l, p + head, len - head);
+}
+
+void runlog_end(runlog *l, int code, double seconds)
+{
+    if (!l)
+        return;
+    uint64_t clipped =
+        l->seen - (l->seen < RUNLOG_KEEP_BYTES ? l->seen : RUNLOG_KEEP_BYTES) - l->held;
+    char last = l->head_last;
+    if (clipped)
+        dprintf(l->fd, "%s[… %llu bytes clipped …]\n", last == '\n' ? "" : "\n",
+                (unsigned long long)clipped);
+    if (l->held) {
+        /* In order: the ring's oldest byte is at pos once it has wrapped. */
+        size_t from = l->held < RUNLOG_KEEP_BYTES ? 0 : l->pos;
+        write_all(l->fd, l->tail + from, l->held - from);
+        write_all(l->fd, l->tail, from);
+        last = l->tail[(l->pos + RUNLOG_KEEP_BYTES - 1) % RUNLOG_KEEP_BYTES];
+    }
+    dprintf(l->fd, "%s=== exit %d (%.2fs)\n", last == '\n' ? "" : "\n", code, seconds);
+    close(l->fd);
+    free(l->tail);
+    free(l);
 }

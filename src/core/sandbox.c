@@ -11,6 +11,7 @@
 
 #include "examples.h"
 #include "home.h"
+#include "runlog.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
@@ -116,6 +117,15 @@ int sandbox_refuse_up(const char *root, const char *name, bb_error **err)
 
 static const home_path moved[] = {HP_SANDBOX, HP_DATA, HP_LOG, HP_SNAPSHOTS};
 
+/* The rotated logs follow the log (best effort: they are history). */
+static void move_old_logs(const char *from, const char *to)
+{
+    for (int n = 1; n <= RUNLOG_GENERATIONS; n++) {
+        _cleanup_free_ char *f = runlog_generation(from, n), *t = runlog_generation(to, n);
+        (void)renameat2(AT_FDCWD, f, AT_FDCWD, t, RENAME_NOREPLACE);
+    }
+}
+
 int sandbox_rename(const char *root, const char *old, const char *new, bb_error **err)
 {
     if (home_require(root, old, err) < 0 || name_check(new, "sandbox name", err) < 0)
@@ -153,6 +163,8 @@ int sandbox_rename(const char *root, const char *old, const char *new, bb_error 
             if (path_exists(to[done]) && !path_exists(from[done]))
                 (void)renameat2(AT_FDCWD, to[done], AT_FDCWD, from[done], RENAME_NOREPLACE);
     }
+    if (r == 0)
+        move_old_logs(from[2], to[2]);
     for (size_t i = 0; i < ELEMENTSOF(moved); i++) {
         free(from[i]);
         free(to[i]);
@@ -183,6 +195,11 @@ int sandbox_remove(const char *root, const char *name, bool data, bb_error **err
     _cleanup_free_ char *log = home_path_of(root, HP_LOG, name);
     if (remove_tree(def, err) < 0 || remove_tree(log, err) < 0)
         return -1;
+    for (int n = 1; n <= RUNLOG_GENERATIONS; n++) {
+        _cleanup_free_ char *old = runlog_generation(log, n);
+        if (remove_tree(old, err) < 0)
+            return -1;
+    }
     if (!data)
         return 0;
     _cleanup_free_ char *d = home_path_of(root, HP_DATA, name);

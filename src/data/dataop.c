@@ -58,8 +58,20 @@ static int fill_from_archive(int new_fd, void *ud, bb_error **err)
     return safetar_extract(f->a, new_fd, &f->o, f->t, err);
 }
 
-/* Room for the restore on the disk holding /data, less a margin, so a tar bomb is refused
- * before it fills the disk. 0 means the filesystem does not say. */
+/* What a restore leaves free on the disk holding /data: the larger of 5 % of the disk and
+ * 1 GiB. 5 % is where ext4 stops ordinary users and where disk monitors start to warn, so
+ * a restore never takes the host to the edge it would itself call full; 1 GiB keeps a small
+ * disk usable (logs, package managers, podman's own writes). */
+#define KEEP_FREE_MIN (1ull << 30)
+#define KEEP_FREE_WHY "the larger of 5 % of the disk and 1 GiB"
+
+static uint64_t keep_free(uint64_t disk_bytes)
+{
+    return disk_bytes / 20 > KEEP_FREE_MIN ? disk_bytes / 20 : KEEP_FREE_MIN;
+}
+
+/* Room for the restore on the disk holding /data, less that margin, so a tar bomb is
+ * refused before it fills the disk. Nothing set when the filesystem does not say. */
 static void room_beside(const char *data, safetar_opts *o)
 {
     _cleanup_free_ char *parent = xstrdup(data);
@@ -67,13 +79,20 @@ static void room_beside(const char *data, safetar_opts *o)
     if (slash)
         *slash = '\0';
     struct statvfs vfs;
-    if (statvfs(*parent ? parent : "/", &vfs) < 0)
+    if (statvfs(*parent ? parent : "/", &vfs) < 0 || vfs.f_blocks == 0)
         return;
-    uint64_t bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-    o->max_bytes = bytes ? bytes - bytes / 50 : 1;
+    uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    o->free_bytes = avail ? avail : 1;
+    o->keep_free = keep_free((uint64_t)vfs.f_blocks * vfs.f_frsize);
+    o->keep_free_why = KEEP_FREE_WHY;
+    o->max_bytes = avail > o->keep_free ? avail - o->keep_free : 1; /* 0 would be no limit */
     if (vfs.f_files)
         o->max_entries = vfs.f_favail ? vfs.f_favail - vfs.f_favail / 50 : 1;
 }
+
+/* What a restore may allocate while it reads: libarchive's buffers, a zstd window (128 MiB
+ * at most), one record per directory, with room to spare. */
+#define RESTORE_MEMORY (512ull << 20)
 
 /* restore <data> <archive> */
 static int op_restore(const data_job *j, data_tally *t, bb_error **err)
@@ -88,6 +107,7 @@ static int op_restore(const data_job *j, data_tally *t, bb_error **err)
         return bb_fail_errno(err, errno, "cannot read %s", j->arg[1]);
     restore_fill f = {.o = {.chown = j->chown, .uid = j->uid, .gid = j->gid}, .t = t};
     room_beside(j->arg[0], &f.o);
+    f.o.max_memory = RESTORE_MEMORY;
     if (safetar_open_fd(fd, &f.a, err) < 0)
         return bb_prefix(err, "refusing %s", j->arg[1]);
     int r = data_replace(j->arg[0], j->chown, j->uid, j->gid, fill_from_archive, &f, err);

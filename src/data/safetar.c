@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +21,8 @@
 #include "util/xalloc.h"
 
 #define BLOCK_SIZE (1024 * 1024)
+/* The unit of allocation the budget counts and zero runs are dropped in. */
+#define PAGE 4096
 
 static int setup_reader(struct archive **ret, bb_error **err)
 {
@@ -87,6 +91,10 @@ typedef struct {
     dir_attr *dirs;
     size_t ndirs;
     uint64_t bytes_left, entries_left;
+    uint64_t bytes_used; /* what the budget gave out: pages and directories written */
+    bool no_room;        /* the budget ran out; the rest of the archive is only counted */
+    bool capped;         /* the data segment is capped (max_memory); old is the limit before */
+    struct rlimit old;
 } extractor;
 
 static int refuse(extractor *x, bb_error **err, const char *fmt, ...) _printf_(3, 4);
@@ -143,25 +151,40 @@ static void split(char *path, const char **ret_parent, const char **ret_base)
     *ret_base = slash + 1;
 }
 
+static int take_entry(extractor *x, bb_error **err)
+{
+    if (!x->o->max_entries)
+        return 0;
+    if (x->entries_left == 0)
+        return refuse(x, err,
+                      "the archive has more entries than the %llu the disk holding /data "
+                      "has room for",
+                      (unsigned long long)x->o->max_entries);
+    x->entries_left--;
+    return 0;
+}
+
+/* Bytes of disk the restore is about to allocate. When they are not there, the error is
+ * only a placeholder: safetar_extract counts the rest of the archive and says how much it
+ * needs (no_room_error). */
+static int take_bytes(extractor *x, uint64_t bytes, bb_error **err)
+{
+    x->bytes_used += bytes;
+    if (!x->o->max_bytes)
+        return 0;
+    if (bytes > x->bytes_left) {
+        x->no_room = true;
+        return refuse(x, err, "no room");
+    }
+    x->bytes_left -= bytes;
+    return 0;
+}
+
 static int take_budget(extractor *x, uint64_t bytes, bb_error **err)
 {
-    if (x->o->max_entries) {
-        if (x->entries_left == 0)
-            return refuse(x, err,
-                          "the archive has more entries than the %llu the disk holding /data "
-                          "has room for",
-                          (unsigned long long)x->o->max_entries);
-        x->entries_left--;
-    }
-    if (x->o->max_bytes) {
-        if (bytes > x->bytes_left)
-            return refuse(x, err,
-                          "the archive needs more than the %llu MiB free on the disk holding "
-                          "/data",
-                          (unsigned long long)(x->o->max_bytes >> 20));
-        x->bytes_left -= bytes;
-    }
-    return 0;
+    if (take_entry(x, err) < 0)
+        return -1;
+    return take_bytes(x, bytes, err);
 }
 
 static int own_at(extractor *x, int dfd, const char *name, bb_error **err)
@@ -192,7 +215,7 @@ static int walk_dirs(extractor *x, const char *parent, bool create, const char *
                 return bb_fail_errno(err, errno, "cannot stat %s", path);
             if (!create)
                 return refuse(x, err, "%s \"%s\", which is not an earlier entry", how, path);
-            if (take_budget(x, 0, err) < 0)
+            if (take_budget(x, PAGE, err) < 0)
                 return -1;
             if (mkdirat(cur, p, 0755) < 0)
                 return bb_fail_errno(err, errno, "cannot create %s", path);
@@ -266,18 +289,150 @@ static int pwrite_all(int fd, const char *buf, size_t len, off_t off)
     return 0;
 }
 
+/* Cap the data segment at what it holds now plus max (not in sanitizer builds, whose
+ * allocator dies rather than fail). Returns whether it did, with the limit to put back. */
+static bool cap_memory(uint64_t max, struct rlimit *ret_old)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    (void)max, (void)ret_old;
+    return false;
+#else
+    _cleanup_fclose_ FILE *f = max ? fopen("/proc/self/statm", "re") : NULL;
+    unsigned long long v[6];
+    if (!f ||
+        fscanf(f, "%llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6 ||
+        getrlimit(RLIMIT_DATA, ret_old) < 0)
+        return false;
+    struct rlimit cap = *ret_old;
+    cap.rlim_cur = (rlim_t)(v[5] * (unsigned long long)sysconf(_SC_PAGESIZE) + max);
+    if (ret_old->rlim_cur != RLIM_INFINITY && ret_old->rlim_cur <= cap.rlim_cur)
+        return false;
+    return setrlimit(RLIMIT_DATA, &cap) == 0;
+#endif
+}
+
+static void lift_cap(extractor *x)
+{
+    if (x->capped)
+        (void)setrlimit(RLIMIT_DATA, &x->old);
+    x->capped = false;
+}
+
+/* libarchive failed to read: with the memory cap lifted first, since libarchive may hold
+ * all of it (a sparse map too long) and saying so takes memory. */
+static int read_failed(extractor *x, struct archive *a, bb_error **err)
+{
+    bool capped = x->capped;
+    lift_cap(x);
+    const char *why = archive_error_string(a) ? archive_error_string(a) : "unknown error";
+    if (capped &&
+        (archive_errno(a) == ENOMEM || strcasestr(why, "memory") || strcasestr(why, "alloc")))
+        return bb_fail(err, ENOMEM,
+                       "%s%s%sthe archive needs more than the %llu MiB of memory a restore may "
+                       "use to read it (%s; a sparse map this long is not one bluebox writes)",
+                       x->entry ? "entry \"" : "", x->entry ? x->entry : "", x->entry ? "\": " : "",
+                       (unsigned long long)(x->o->max_memory >> 20), why);
+    if (x->entry)
+        return bb_fail(err, EIO, "cannot read %s from the archive: %s", x->entry, why);
+    return bb_fail(err, EIO, "cannot read the archive: %s", why);
+}
+
+static bool all_zero(const char *p, size_t n)
+{
+    static const char zero[PAGE];
+    for (size_t k; n > 0; p += k, n -= k) {
+        k = n < PAGE ? n : PAGE;
+        if (memcmp(p, zero, k) != 0)
+            return false;
+    }
+    return true;
+}
+
+/* The length of the run at buf (file offset off) that is all zeros page by page (zero) or
+ * has a nonzero byte in every page (!zero); runs break at page boundaries of the file. */
+static size_t run_of(const char *buf, size_t len, uint64_t off, bool *ret_zero)
+{
+    size_t n = PAGE - off % PAGE < len ? PAGE - off % PAGE : len;
+    *ret_zero = all_zero(buf, n);
+    while (n < len) {
+        size_t k = len - n < PAGE ? len - n : PAGE;
+        if (all_zero(buf + n, k) != *ret_zero)
+            break;
+        n += k;
+    }
+    return n;
+}
+
+typedef struct {
+    int fd;
+    uint64_t next;     /* where the data read so far ends */
+    uint64_t paid;     /* the first page the budget has not paid for */
+    uint64_t segments; /* runs of data with a gap before them */
+} out_file;
+
+/* Write one block of the entry's data, leaving out the pages it would only fill with
+ * zeros: the file is new, so they read as zeros already and stay holes. Only the pages
+ * written are taken from the budget. */
+static int write_block(extractor *x, out_file *f, const char *buf, size_t len, uint64_t off,
+                       bb_error **err)
+{
+    while (len > 0) {
+        bool zero;
+        size_t n = run_of(buf, len, off, &zero);
+        if (!zero) {
+            uint64_t first = off / PAGE > f->paid ? off / PAGE : f->paid;
+            uint64_t last = (off + n - 1) / PAGE;
+            if (last >= first && take_bytes(x, (last - first + 1) * PAGE, err) < 0)
+                return -1;
+            if (last >= first)
+                f->paid = last + 1;
+            if (pwrite_all(f->fd, buf, n, (off_t)off) < 0)
+                return bb_fail_errno(err, errno, "cannot write %s", x->entry);
+        }
+        buf += n;
+        off += n;
+        len -= n;
+    }
+    return 0;
+}
+
+/* A data block as the archive hands it: in order, inside the size, and (for a sparse
+ * entry) not one of more segments than a snapshot ever writes. */
+static int check_block(extractor *x, out_file *f, la_int64_t off, size_t len, la_int64_t size,
+                       bb_error **err)
+{
+    if (off < 0 || (uint64_t)off + len > (uint64_t)size)
+        return refuse(x, err, "has more data than its size");
+    if ((uint64_t)off < f->next)
+        return refuse(x, err, "has a sparse map with overlapping or unordered segments");
+    if ((uint64_t)off > f->next && ++f->segments > DATA_MAX_SEGMENTS)
+        return refuse(x, err, "has a sparse map of more than %d segments", DATA_MAX_SEGMENTS);
+    f->next = (uint64_t)off + len;
+    return 0;
+}
+
 static int write_file(extractor *x, struct archive *a, struct archive_entry *e, int pfd,
                       const char *base, bb_error **err)
 {
     la_int64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
     if (size < 0)
         return refuse(x, err, "has a negative size");
-    if (take_budget(x, ((uint64_t)size + 4095) & ~(uint64_t)4095, err) < 0)
+    if (take_entry(x, err) < 0)
         return -1;
     _cleanup_close_ int fd =
         openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    out_file f = {.fd = fd};
     if (fd < 0)
         return bb_fail_errno(err, errno, "cannot create %s", x->entry);
+    /* The full size first, as a hole: an absurd size is refused before any data is read. */
+    if (ftruncate(fd, size) < 0) {
+        if (errno == EFBIG || errno == EINVAL)
+            return refuse(x, err,
+                          "its size (%lld bytes) is more than the disk holding /data can "
+                          "hold",
+                          (long long)size);
+        return bb_fail_errno(err, errno, "cannot write %s", x->entry);
+    }
     for (;;) {
         const void *buf;
         size_t len;
@@ -286,16 +441,12 @@ static int write_file(extractor *x, struct archive *a, struct archive_entry *e, 
         if (r == ARCHIVE_EOF)
             break;
         if (r < ARCHIVE_WARN)
-            return bb_fail(err, EIO, "cannot read %s from the archive: %s", x->entry,
-                           archive_error_string(a));
-        if (off < 0 || (uint64_t)off + len > (uint64_t)size)
-            return refuse(x, err, "has more data than its size");
-        if (pwrite_all(fd, buf, len, off) < 0)
-            return bb_fail_errno(err, errno, "cannot write %s", x->entry);
+            return read_failed(x, a, err);
+        if (check_block(x, &f, off, len, size, err) < 0 ||
+            write_block(x, &f, buf, len, (uint64_t)off, err) < 0)
+            return -1;
     }
     CRASH_POINT("restore-file-written");
-    if (ftruncate(fd, size) < 0)
-        return bb_fail_errno(err, errno, "cannot write %s", x->entry);
     if (x->o->chown && fchown(fd, x->o->uid, x->o->gid) < 0)
         return bb_fail_errno(err, errno, "cannot give %s to the sandbox", x->entry);
     struct timespec ts[2] = {{0, UTIME_OMIT}, entry_mtime(e)};
@@ -355,7 +506,7 @@ static int write_hardlink(extractor *x, const char *target_raw, int pfd, const c
 static int write_dir(extractor *x, struct archive_entry *e, int pfd, const char *base,
                      const char *rel, bb_error **err)
 {
-    if (take_budget(x, 0, err) < 0)
+    if (take_budget(x, PAGE, err) < 0)
         return -1;
     if (mkdirat(pfd, base, 0700) < 0)
         return bb_fail_errno(err, errno, "cannot create %s", x->entry);
@@ -458,6 +609,76 @@ static void extractor_done(extractor *x)
     free(x->dirs);
 }
 
+/* Pages of a data block that a restore would write (see write_block). */
+static uint64_t pages_of(const char *buf, size_t len, uint64_t off)
+{
+    uint64_t n = 0;
+    while (len > 0) {
+        bool zero;
+        size_t k = run_of(buf, len, off, &zero);
+        if (!zero)
+            n += (off + k - 1) / PAGE - off / PAGE + 1;
+        buf += k;
+        off += k;
+        len -= k;
+    }
+    return n * PAGE;
+}
+
+static uint64_t count_data(struct archive *a)
+{
+    uint64_t n = 0;
+    const void *buf;
+    size_t len;
+    la_int64_t off;
+    while (archive_read_data_block(a, &buf, &len, &off) == ARCHIVE_OK && off >= 0)
+        n += pages_of(buf, len, (uint64_t)off);
+    return n;
+}
+
+/* After the budget ran out: what the rest of the archive takes, counted as the restore
+ * counts it, so the refusal can say how much is needed. Stops at anything unreadable. */
+static uint64_t count_rest(struct archive *a)
+{
+    uint64_t n = count_data(a);
+    struct archive_entry *e;
+    while (archive_read_next_header(a, &e) >= ARCHIVE_WARN) {
+        if (archive_entry_filetype(e) == AE_IFDIR)
+            n += PAGE;
+        else if (archive_entry_filetype(e) == AE_IFREG && !archive_entry_hardlink(e))
+            n += count_data(a);
+    }
+    return n;
+}
+
+static unsigned long long mib_up(uint64_t bytes)
+{
+    return (unsigned long long)((bytes + (1u << 20) - 1) >> 20);
+}
+
+static int no_room_error(extractor *x, struct archive *a, bb_error **err)
+{
+    uint64_t need = x->bytes_used + count_rest(a);
+    if (err) {
+        bb_error_free(*err);
+        *err = NULL;
+    }
+    const safetar_opts *o = x->o;
+    if (!o->free_bytes)
+        return bb_fail(err, ENOSPC,
+                       "the archive needs %llu MiB of disk, more than the %llu MiB free on the "
+                       "disk holding /data",
+                       mib_up(need), (unsigned long long)(o->max_bytes >> 20));
+    return bb_fail(err, ENOSPC,
+                   "the archive needs %llu MiB of disk and the disk holding /data has %llu MiB "
+                   "free; a restore always leaves %llu MiB of it free (%s), so it has room for "
+                   "%llu MiB. Free up %llu MiB, or restore a smaller snapshot",
+                   mib_up(need), (unsigned long long)(o->free_bytes >> 20), mib_up(o->keep_free),
+                   o->keep_free_why ? o->keep_free_why : "a margin",
+                   (unsigned long long)(o->max_bytes >> 20),
+                   mib_up(need - (need < o->max_bytes ? need : o->max_bytes)));
+}
+
 int safetar_extract(struct archive *a, int dest_fd, const safetar_opts *o, data_tally *t,
                     bb_error **err)
 {
@@ -467,6 +688,7 @@ int safetar_extract(struct archive *a, int dest_fd, const safetar_opts *o, data_
                    .pfd = -1,
                    .bytes_left = o->max_bytes,
                    .entries_left = o->max_entries};
+    x.capped = cap_memory(o->max_memory, &x.old);
     int r = 0;
     for (;;) {
         struct archive_entry *e;
@@ -474,7 +696,8 @@ int safetar_extract(struct archive *a, int dest_fd, const safetar_opts *o, data_
         if (h == ARCHIVE_EOF)
             break;
         if (h < ARCHIVE_WARN) {
-            r = bb_fail(err, EIO, "cannot read the archive: %s", archive_error_string(a));
+            x.entry = NULL;
+            r = read_failed(&x, a, err);
             break;
         }
         x.entry = archive_entry_pathname(e);
@@ -487,6 +710,9 @@ int safetar_extract(struct archive *a, int dest_fd, const safetar_opts *o, data_
             break;
         CRASH_POINT("restore-entry");
     }
+    lift_cap(&x);
+    if (r < 0 && x.no_room)
+        r = no_room_error(&x, a, err);
     if (r == 0)
         r = apply_dirs(&x, err);
     extractor_done(&x);

@@ -19,9 +19,17 @@ typedef struct {
     bool chown; /* give every entry to uid:gid (strict /data) */
     uid_t uid;
     gid_t gid;
-    /* What the destination may take: bytes and entries, 0 = no limit. An archive that needs
-     * more is refused before it fills the disk (a tar bomb). */
+    /* What the destination may take: bytes of disk (pages written, zero pages left as
+     * holes, 4 KiB per directory) and entries, 0 = no limit. An archive that needs more is
+     * refused before it fills the disk (a tar bomb), with what it needs. */
     uint64_t max_bytes, max_entries;
+    /* For that refusal: the disk's free bytes and the part of them kept free, and why. */
+    uint64_t free_bytes, keep_free;
+    const char *keep_free_why;
+    /* How far the process's data segment may grow while the archive is read (RLIMIT_DATA,
+     * lifted again after), 0 = no cap: libarchive reads a GNU sparse map whole before it
+     * hands over the entry, and a few hundred KiB of gzip make a map of gigabytes. */
+    uint64_t max_memory;
 } safetar_opts;
 
 /* A reader for .tar, .tar.gz and .tar.zst (no other format or filter). */
@@ -36,6 +44,8 @@ static inline void safetar_closep(struct archive **a)
 /* Extract every entry into dest_fd (an empty directory), or refuse with the entry and the
  * reason ("entry "a/../b": escapes the archive root"); what was written is then the
  * caller's to remove. Keeps modes without setuid/setgid/sticky, mtimes, symlinks (never
- * followed) and hard links to earlier entries; refuses devices, fifos and sockets. */
+ * followed) and hard links to earlier entries; refuses devices, fifos and sockets. Files
+ * come out sparse: holes of sparse entries and zero pages of any entry are not written.
+ * Sparse maps must be in order, inside the entry's size and at most DATA_MAX_SEGMENTS. */
 int safetar_extract(struct archive *a, int dest_fd, const safetar_opts *o, data_tally *t,
                     bb_error **err);

@@ -1,10 +1,12 @@
-/* The snapshot writer: a walk over /data by fds, into libarchive's pax writer. */
+/* The snapshot writer: a walk over /data by fds, into libarchive's pax writer (holes kept as
+ * GNU sparse 1.0 entries). */
 #include "snapwrite.h"
 
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,6 +20,9 @@
 #include "zpipe.h"
 
 #define CHUNK (256 * 1024)
+/* A hole is handed to the writer as zeros it skips without reading them: one untouched
+ * calloc'd buffer, so a terabyte-sized hole is a few thousand calls and no page of memory. */
+#define HOLE_CHUNK (16 * 1024 * 1024)
 
 static const struct {
     const char *name, *suffix;
@@ -54,7 +59,8 @@ typedef struct {
     snap_progress progress;
     void *ud;
     char *buf;
-    zpipe *z; /* zstd: the compressor thread */
+    char *zeros; /* HOLE_CHUNK, never written */
+    zpipe *z;    /* zstd: the compressor thread */
 } writer;
 
 static int archive_fail(writer *w, bb_error **err, const char *what)
@@ -90,28 +96,89 @@ static int write_header(writer *w, struct archive_entry *e, bb_error **err)
     return 0;
 }
 
-/* Copy exactly the size the header promised: a file that shrank is padded, one that grew
- * is cut, so the archive stays well-formed while the guest writes. */
-static int write_data(writer *w, int fd, int64_t size, bb_error **err, const char *path)
+static int write_zeros(writer *w, int64_t len, bb_error **err, const char *path)
 {
-    int64_t left = size;
-    while (left > 0) {
-        ssize_t n = read(fd, w->buf, left < CHUNK ? (size_t)left : CHUNK);
+    while (len > 0) {
+        size_t n = len < HOLE_CHUNK ? (size_t)len : HOLE_CHUNK;
+        if (archive_write_data(w->a, w->zeros, n) < 0)
+            return archive_fail(w, err, path);
+        len -= (int64_t)n;
+    }
+    return 0;
+}
+
+/* Copy [from, to) of the file; *ret_short is set when it ends early (the file shrank). */
+static int write_range(writer *w, int fd, int64_t from, int64_t to, bool *ret_short, bb_error **err,
+                       const char *path)
+{
+    while (from < to) {
+        size_t want = to - from < CHUNK ? (size_t)(to - from) : CHUNK;
+        ssize_t n = pread(fd, w->buf, want, from);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
             return bb_fail_errno(err, errno, "cannot read %s", path);
-        if (n == 0)
-            break;
+        if (n == 0) {
+            *ret_short = true;
+            return 0;
+        }
         if (archive_write_data(w->a, w->buf, (size_t)n) < 0)
             return archive_fail(w, err, path);
-        left -= n;
+        from += n;
         w->t->bytes += (uint64_t)n;
         if (w->progress)
             w->progress(w->t->bytes, w->ud);
     }
+    return 0;
+}
+
+/* Copy exactly the size the header promised, holes as zeros the sparse writer drops: a
+ * file that shrank is padded, one that grew is cut, so the archive stays well-formed
+ * while the guest writes. */
+static int write_data(writer *w, int fd, struct archive_entry *e, bb_error **err, const char *path)
+{
+    int64_t size = archive_entry_size(e), at = 0, off, len;
+    bool shrunk = false;
+    if (archive_entry_sparse_reset(e) == 0) {
+        if (write_range(w, fd, 0, size, &shrunk, err, path) < 0)
+            return -1;
+    } else {
+        while (!shrunk && archive_entry_sparse_next(e, &off, &len) == ARCHIVE_OK) {
+            if (write_zeros(w, off - at, err, path) < 0 ||
+                write_range(w, fd, off, off + len, &shrunk, err, path) < 0)
+                return -1;
+            at = off + len;
+        }
+        if (!shrunk && write_zeros(w, size - at, err, path) < 0)
+            return -1;
+    }
     CRASH_POINT("snapshot-file-written");
     return 0;
+}
+
+/* Record the file's data segments (SEEK_DATA/SEEK_HOLE, as data export reads them) in e
+ * when it has a hole, so the archive holds the data and a map, not gigabytes of zeros.
+ * Past DATA_MAX_SEGMENTS the rest of the file is one segment, zeros and all (a restore turns
+ * zero runs back into holes), which bounds the map and the memory of whoever reads it. */
+static void map_holes(int fd, struct archive_entry *e)
+{
+    int64_t size = archive_entry_size(e);
+    off_t hole = lseek(fd, 0, SEEK_HOLE);
+    if (size <= 0 || hole < 0 || hole >= size)
+        return; /* no hole, or a filesystem that cannot say */
+    size_t n = 0;
+    for (off_t at = 0; at < size;) {
+        off_t data = lseek(fd, at, SEEK_DATA);
+        if (data < 0 || data >= size)
+            break; /* only a hole is left */
+        off_t end = ++n == DATA_MAX_SEGMENTS ? size : lseek(fd, data, SEEK_HOLE);
+        if (end < 0 || end > size)
+            end = size;
+        archive_entry_sparse_add_entry(e, data, end - data);
+        at = end;
+    }
+    if (n == 0) /* all hole: an empty segment at the end still makes it a sparse entry */
+        archive_entry_sparse_add_entry(e, size, 0);
 }
 
 static int walk(writer *w, int dfd, const char *rel, bb_error **err);
@@ -128,10 +195,13 @@ static int add_file(writer *w, int dfd, const char *name, const char *path,
     }
     struct archive_entry *e = entry_for(path, &st), *spare = NULL;
     archive_entry_linkify(w->links, &e, &spare);
-    int r = write_header(w, e, err);
     /* A later name of a hard-linked file becomes a link entry without data. */
-    if (r == 0 && archive_entry_size(e) > 0)
-        r = write_data(w, fd, archive_entry_size(e), err, path);
+    bool has_data = !archive_entry_hardlink(e) && archive_entry_size(e) > 0;
+    if (has_data)
+        map_holes(fd, e);
+    int r = write_header(w, e, err);
+    if (r == 0 && has_data)
+        r = write_data(w, fd, e, err, path);
     archive_entry_free(e);
     archive_entry_free(spare);
     return r;
@@ -268,7 +338,8 @@ int snapshot_write(int data_fd, int out_fd, snap_compress c, snap_progress progr
                 .t = t,
                 .progress = progress,
                 .ud = ud,
-                .buf = xmalloc(CHUNK)};
+                .buf = xmalloc(CHUNK),
+                .zeros = xcalloc(1, HOLE_CHUNK)};
     if (!w.a || !w.links)
         abort();
     int r = write_all(&w, data_fd, out_fd, c, err);
@@ -277,5 +348,6 @@ int snapshot_write(int data_fd, int out_fd, snap_compress c, snap_progress progr
         (void)zpipe_finish(w.z); /* after a failure: the error is already said */
     archive_entry_linkresolver_free(w.links);
     free(w.buf);
+    free(w.zeros);
     return r;
 }

@@ -8,6 +8,11 @@
  * in one openat2, and a bound on the depth of every walk however deep a guest nests. */
 #define DATA_PATH_MAX (PATH_MAX - 1)
 
+/* The most data segments (runs between holes) a file in a snapshot has: the snapshot writer
+ * puts the rest of a file with more in one segment, and a restore refuses an archive whose
+ * entry has more. */
+#define DATA_MAX_SEGMENTS 65536
+
 typedef enum {
     SKIP_DEVICE,   /* character or block device */
     SKIP_FIFO,     /* named pipe */

@@ -144,6 +144,9 @@ int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
     }
     if (l->mode == LAUNCH_AGENT)
         agent_flags(&a);
+    else /* attached: bluebox relays and logs the output (clipped); podman's own copy of it
+          * would grow in its storage for as long as the run prints */
+        add(&a, "--log-driver=none");
     if (l->interactive)
         add(&a, "-i");
     if (l->tty)

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/runlog.h"
 #include "util/spawn.h"
 
 extern char **environ;
@@ -44,15 +45,14 @@ static void write_all(int fd, const char *p, size_t n)
 }
 
 /* Copy what is readable from *fd to out and the log; close it at EOF. */
-static void relay(int *fd, int out, int log_fd)
+static void relay(int *fd, int out, runlog *log)
 {
     char buf[65536];
     ssize_t n = read_or_close(fd, buf, sizeof buf);
     if (n <= 0)
         return;
     write_all(out, buf, (size_t)n);
-    if (log_fd >= 0)
-        write_all(log_fd, buf, (size_t)n);
+    runlog_write(log, buf, (size_t)n);
 }
 
 static int reap(pid_t pid, int *status, bool block)
@@ -78,7 +78,7 @@ static int spawn_podman(const session *s, const sigset_t *old, int pipes[2][2], 
     sigaddset(&def, SIGPIPE);
     posix_spawnattr_setsigdefault(&at, &def);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    if (s->log_fd >= 0) {
+    if (s->log) {
         posix_spawn_file_actions_adddup2(&fa, pipes[0][1], 1);
         posix_spawn_file_actions_adddup2(&fa, pipes[1][1], 2);
     }
@@ -100,7 +100,7 @@ int session_run(const session *s, session_result *ret, bb_error **err)
     sigaddset(&mask, SIGHUP);
     sigaddset(&mask, SIGCHLD);
     int pipes[2][2] = {{-1, -1}, {-1, -1}};
-    if (s->log_fd >= 0 && (pipe2(pipes[0], O_CLOEXEC) < 0 || pipe2(pipes[1], O_CLOEXEC) < 0)) {
+    if (s->log && (pipe2(pipes[0], O_CLOEXEC) < 0 || pipe2(pipes[1], O_CLOEXEC) < 0)) {
         int e = errno;
         for (int i = 0; i < 4; i++)
             if (pipes[i / 2][i % 2] >= 0)
@@ -118,7 +118,7 @@ int session_run(const session *s, session_result *ret, bb_error **err)
     int r =
         sfd < 0 ? bb_fail_errno(err, errno, "signalfd") : spawn_podman(s, &old, pipes, &pid, err);
     int out[2] = {pipes[0][0], pipes[1][0]};
-    if (s->log_fd >= 0) {
+    if (s->log) {
         close(pipes[0][1]);
         close(pipes[1][1]);
     }
@@ -175,7 +175,7 @@ int session_run(const session *s, session_result *ret, bb_error **err)
         }
         for (int i = 0; i < 2; i++)
             if (out[i] >= 0 && n > 0 && p[i + 1].revents)
-                relay(&out[i], i == 0 ? STDOUT_FILENO : STDERR_FILENO, s->log_fd);
+                relay(&out[i], i == 0 ? STDOUT_FILENO : STDERR_FILENO, s->log);
         if (!exited && reap(pid, &status, false) == pid) {
             exited = true;
             grace = now() + 2;

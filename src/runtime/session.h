@@ -11,7 +11,7 @@ typedef struct {
     char *const *argv;     /* the podman argv */
     const char *container; /* its --name, for removal */
     int timeout_seconds;   /* 0: none */
-    int log_fd;            /* -1: no log; else output is copied here */
+    struct runlog *log;    /* NULL: no log; else output is copied here (runlog_write) */
 } session;
 
 typedef struct {

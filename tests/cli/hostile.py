@@ -48,6 +48,37 @@ def gz(data):
     return gzip.compress(data, mtime=0)
 
 
+def sparse(name, realsize, segments, data=None, map_count=None):
+    """A GNU sparse 1.0 entry (the pax form libarchive and GNU tar write): the map ("count\n"
+    then "offset\nlength\n" per segment, padded to 512) precedes the segments' data.
+    map_count overrides the count the map claims."""
+    m = f"{len(segments) if map_count is None else map_count}\n"
+    m += "".join(f"{o}\n{n}\n" for o, n in segments)
+    m = m.encode()
+    m += bytes(-len(m) % 512)
+    if data is None:
+        data = b"".join(bytes([0x41 + i % 26]) * n for i, (_, n) in enumerate(segments))
+    ti, body = _info("GNUSparseFile.0/" + name, data=m + data)
+    ti.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0",
+                      "GNU.sparse.name": name, "GNU.sparse.realsize": str(realsize)}
+    return ti, body
+
+
+def sparse_cases():
+    many = [(2 * i, 1) for i in range(70000)]
+    return {
+        "sparse-ok": (tar(d("./"), sparse("s", 1 << 26, [(0, 5), (1 << 20, 5), ((1 << 26) - 4, 4)])),
+                      None),
+        "sparse-all-hole": (tar(sparse("h", 1 << 26, [(1 << 26, 0)])), None),
+        "sparse-overlap": (tar(sparse("s", 1000, [(0, 100), (50, 100)])), "overlapping"),
+        "sparse-unordered": (tar(sparse("s", 1000, [(500, 10), (0, 10)])), "overlapping"),
+        "sparse-past-size": (tar(sparse("s", 100, [(0, 10), (95, 10)])), "more data than its size"),
+        "sparse-huge-size": (tar(sparse("s", 1 << 62, [(0, 4)])), "more than the disk"),
+        "sparse-long-map": (gz(tar(sparse("s", 1 << 20, many))), "more than 65536 segments"),
+        "sparse-map-lies": (tar(sparse("s", 1000, [(0, 10)], map_count=1 << 30)), "cannot read"),
+    }
+
+
 def bomb(n):
     return tar(d("./"), *[f(f"./f{i:06d}", b"") for i in range(n)])
 
@@ -99,4 +130,5 @@ def cases():
         "root-is-symlink": (tar(sym(".", "/etc")), "the archive root is not a directory"),
         "truncated-gzip": (gz(ok_tree)[:-40], "cannot read"),
         "not-an-archive": (b"this is not a tar archive\n" * 40, "cannot read"),
+        **sparse_cases(),
     }

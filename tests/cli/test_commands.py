@@ -845,3 +845,16 @@ def test_exec_and_down_when_not_up(bb):
     r = bb.run("down", "s")
     assert (r.rc, r.out) == (0, "s is not up\n"), r
     usage_error(bb.run("exec", "s"))
+
+
+def test_rotated_logs_follow_rename_and_go_with_destroy(full):
+    """The run log's older generations (logs/<name>.log.1, .2) are the sandbox's too."""
+    bb = full
+    for n in (1, 2):
+        Path(f"{bb.log('old')}.{n}").write_text(f"=== gen {n}\n")
+    assert bb.run("rename", "old", "new").rc == 0
+    assert sorted(p.name for p in bb.log("new").parent.iterdir()) == \
+        ["new.log", "new.log.1", "new.log.2"]
+    assert Path(f"{bb.log('new')}.2").read_text() == "=== gen 2\n"
+    assert bb.run("destroy", "new").rc == 0
+    assert list(bb.log("new").parent.iterdir()) == []

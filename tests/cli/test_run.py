@@ -467,6 +467,57 @@ def test_run_log_appends(sb):
     assert log.count("=== exit 0 (") == 3
 
 
+KEEP = 64 << 10  # RUNLOG_KEEP_BYTES: of each run's output, at its start and at its end
+ROTATE = 1 << 20  # RUNLOG_ROTATE_BYTES
+
+
+def test_run_log_clips_a_large_output(sb):
+    """`head -c 50M /dev/zero` used to leave a 50 MB log (issue 12, finding 3): the log keeps
+    the command line, the first and last 64 KiB of output around a marker saying how much
+    was dropped, and the exit code."""
+    sb.sandbox()
+    sb.prime()
+    sb.bb.log(NAME).unlink()
+    total = 50 << 20
+    script = f"head -c {KEEP} /dev/zero | tr '\\0' a; head -c {total - 2 * KEEP} /dev/zero; " \
+             f"head -c {KEEP} /dev/zero | tr '\\0' z; exit 3"
+    r = sb.run("run", NAME, "--", "sh", "-c", script, timeout=60)
+    assert r.rc == 3 and len(r.out) == total, (r.rc, len(r.out), r.err)  # the terminal got all
+    log = sb.bb.log(NAME).read_bytes()
+    assert len(log) < 3 * KEEP, len(log)
+    head, rest = log.split(b"\n", 2)[1:]
+    assert head.startswith(b"=== ") and b" run: 'sh' '-c' 'head -c " in head, head
+    clipped = total - 2 * KEEP
+    marker = f"\n[\u2026 {clipped} bytes clipped \u2026]\n".encode()
+    assert rest == b"a" * KEEP + marker + b"z" * KEEP + rest[-20:], rest[:100] + rest[-100:]
+    assert re.fullmatch(rb"\n=== exit 3 \(\d+\.\d\ds\)\n", rest[-20:].split(b"z")[-1]), rest[-40:]
+
+
+def test_run_log_rotates(sb):
+    """Many runs: the log is rotated once it passes 1 MiB, two older generations are kept,
+    and every run's command line and exit code are in one of them."""
+    sb.sandbox()
+    sb.prime()
+    runs = 30
+    for i in range(runs):
+        r = sb.run("run", NAME, "--", "sh", "-c", f"head -c 200000 /dev/zero; exit {i % 7}")
+        assert r.rc == i % 7, r
+    logs = sorted(p.name for p in sb.bb.log(NAME).parent.iterdir())
+    assert logs == [f"{NAME}.log", f"{NAME}.log.1", f"{NAME}.log.2"], logs
+    sizes = [p.stat().st_size for p in sb.bb.log(NAME).parent.iterdir()]
+    assert all(s < ROTATE + 3 * KEEP for s in sizes), sizes
+    text = b"".join(p.read_bytes() for p in sb.bb.log(NAME).parent.iterdir()).decode()
+    assert text.count(" run: 'sh' '-c' 'head -c 200000") == text.count("bytes clipped")
+    assert text.count("=== exit ") == text.count(" run: ")
+    # The newest runs are all there, in the current log or the one before.
+    recent = (sb.bb.log(NAME).parent / f"{NAME}.log.1").read_text() + sb.bb.log(NAME).read_text()
+    last = [int(m) for m in re.findall(r"=== exit (\d+) \(", recent)][-5:]
+    assert last == [i % 7 for i in range(runs - 5, runs)], last
+    # `logs` reads on into the generation before when the current log is short.
+    r = sb.run("logs", NAME, "-n", "100000")
+    assert r.rc == 0 and r.out.decode().count("=== exit ") == recent.count("=== exit "), r.err
+
+
 def test_closed_stdout_does_not_kill_bluebox(sb):
     sb.sandbox()
     sb.prime()

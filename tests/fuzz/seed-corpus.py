@@ -113,8 +113,9 @@ def write_spec():
 
 
 def write_safetar():
-    """The hostile archives of the restore tests, plus a small tar bomb (the fuzz target
-    allows 1000 entries) and a zstd one when the zstd program is there."""
+    """The hostile archives of the restore tests (sparse ones included), plus a small tar
+    bomb (the fuzz target allows 1000 entries) and a zstd one when the zstd program is there.
+    snapshot-* in the corpus are real `bluebox snapshot` archives, added by hand."""
     import subprocess
     sys.path.insert(0, os.path.join(repo, "tests", "cli"))
     import hostile

@@ -285,6 +285,23 @@ def test_the_control_line_cannot_fill_the_hosts_disk(box):
     assert r.stdout == b"still\n", r
 
 
+def test_exec_output_cannot_fill_the_run_log(box):
+    """`exec -- head -c 50M /dev/zero` used to leave a 50 MB logs/<name>.log (issue 12,
+    finding 3): the log keeps the command line, 64 KiB at each end and the exit code.
+    10 MiB here, inside this box's 4 s timeout."""
+    h, name = box
+    log = h.dir / "home" / "logs" / f"{name}.log"
+    before = log.stat().st_size if log.exists() else 0
+    r = h("exec", name, "--", "sh", "-c", "head -c 10M /dev/zero; exit 4", timeout=300)
+    assert r.returncode == 4 and len(r.stdout) == 10 << 20, (r.returncode, len(r.stdout))
+    text = log.read_bytes()
+    assert len(text) - before < 256 << 10 or len(text) < 256 << 10, (before, len(text))
+    tail = text[-(200 << 10):].decode(errors="replace")
+    assert "exec: 'sh' '-c' 'head -c 10M /dev/zero; exit 4'\n" in tail
+    assert re.search(r"\n\[\u2026 \d+ bytes clipped \u2026\]\n", tail), tail[-300:]
+    assert re.search(r"\n=== exit 4 \(\d+\.\d\ds\)\n$", tail), tail[-100:]
+
+
 def test_other_containers_cannot_reach_the_agent_port(box):
     """Under root podman the up container sits on podman's shared bridge; a filter on the
     forwarded port lets only the host's port mapping (bridge gateway, loopback) through."""

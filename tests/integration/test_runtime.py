@@ -4,6 +4,7 @@ VMM process, timeouts, and strict sandboxes under rootless podman. Needs root; t
 need build/bluebox-vmm and user-mode-linux."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -171,6 +172,13 @@ def test_uml_run_plumbing(home, uml_box):
     assert (r.returncode, r.stdout) == (0, b"kept\n"), r
     log = (home.dir / "home" / "logs" / f"{uml_box}.log").read_bytes().decode(errors="replace")
     assert "run: 'sh' '-c' 'echo out; echo err >&2; exit 3'\nout\nerr\n=== exit 3 (" in log
+    # 50 MB of output: the terminal gets it all; the run log (64 KiB at each end) and
+    # podman's own container log (none for an attached run) do not (issue 12, finding 3)
+    r = home("run", uml_box, "--", "sh", "-c", "head -c 50M /dev/zero; exit 4", timeout=300)
+    assert r.returncode == 4 and len(r.stdout) == 50 << 20, (r.returncode, len(r.stdout))
+    log = (home.dir / "home" / "logs" / f"{uml_box}.log").read_bytes()
+    assert len(log) < 1 << 20, len(log)
+    assert b" bytes clipped \xe2\x80\xa6]\n" in log and re.search(rb"=== exit 4 \(", log)
 
 
 @UML

@@ -83,7 +83,8 @@ static void standard_none(void **s)
     char *got = argv_of("");
     char want[1024];
     snprintf(want, sizeof want,
-             CONFINED "--memory=2304m --network=none -v /r/data/box:/data --runtime=%s/krun "
+             CONFINED "--memory=2304m --network=none -v /r/data/box:/data --log-driver=none "
+                      "--runtime=%s/krun "
                       "--annotation=krun.cpus=2 --annotation=krun.ram_mib=2048 "
                       "localhost/bluebox/box:" HOME_R " echo hi there",
              bin);
@@ -101,7 +102,7 @@ static void strict_bridge_readonly_mounts_seccomp_passt(void **s)
     snprintf(want, sizeof want,
              CONFINED "--memory=768m --network=bridge -v /r/data/box:/data -v /src:/src:ro "
                       "-v /home/u/w:/w:ro --read-only --security-opt=seccomp=/etc/hostname "
-                      "--uidmap=0:1:65536 --gidmap=0:1:65536 --runtime=%s/krun "
+                      "--uidmap=0:1:65536 --gidmap=0:1:65536 --log-driver=none --runtime=%s/krun "
                       "--annotation=krun.cpus=4 --annotation=krun.ram_mib=512 "
                       "--annotation=krun.use_passt=1 localhost/bluebox/box:" HOME_R
                       " echo hi there",
