@@ -232,7 +232,7 @@ def bluebox_build(bluebox_bin, bluefile, probe_args=()):
         (home / "sandboxes" / name / "Bluefile").write_text(text)
         r = subprocess.run([bluebox_bin, "build", name], env=e, capture_output=True, text=True,
                            timeout=600)
-        assert f"built localhost/bluebox/{name}:latest" in r.stdout, r
+        assert f"built localhost/bluebox/{name}:" in r.stdout, r
         seen = {}
         for line in r.stdout.splitlines():
             if line.startswith("BB-"):
@@ -241,7 +241,7 @@ def bluebox_build(bluebox_bin, bluefile, probe_args=()):
         assert "done" in seen, r.stdout
         return seen, r
     finally:
-        podman("rmi", "-f", f"localhost/bluebox/{name}:latest", check=False)
+        subprocess.run([bluebox_bin, "destroy", name, "-y"], env=e, capture_output=True)
         shutil.rmtree(home, ignore_errors=True)
 
 
