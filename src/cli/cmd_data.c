@@ -14,6 +14,7 @@
 #include "data/crashpoint.h"
 #include "data/dataop.h"
 #include "data/snapshots.h"
+#include "runtime/datadisk.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
@@ -63,6 +64,9 @@ int cmd_reset(cli_args *a, bb_error **err)
         return -1;
     _cleanup_close_ int lock = home_lock(a->root, name, err);
     if (lock < 0 || sandbox_refuse_up(a->root, name, err) < 0)
+        return -1;
+    /* A disk image (data_limit) is deleted, not emptied: the next boot makes a fresh one. */
+    if (datadisk_remove(a->root, name, err) < 0)
         return -1;
     _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
     data_job j = {.op = "reset", .arg = {data}};
@@ -186,7 +190,7 @@ int cmd_snapshot(cli_args *a, bb_error **err)
     if (label_exists(a->root, name, label) && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
         return -1;
     _cleanup_close_ int lock = home_lock(a->root, name, err);
-    if (lock < 0)
+    if (lock < 0 || datadisk_refuse(a->root, name, "snapshot", err) < 0)
         return -1;
     return take_snapshot(a, name, label, c, err);
 }
@@ -194,7 +198,8 @@ int cmd_snapshot(cli_args *a, bb_error **err)
 int cmd_restore(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
-    if (home_require(a->root, name, err) < 0 || sandbox_refuse_up(a->root, name, err) < 0)
+    if (home_require(a->root, name, err) < 0 || sandbox_refuse_up(a->root, name, err) < 0 ||
+        datadisk_refuse(a->root, name, "restore", err) < 0)
         return -1;
     _cleanup_free_ char *archive = NULL;
     if (snapshot_resolve(a->root, name, a->argc > 1 ? a->argv[1] : NULL, &archive, err) < 0)
@@ -274,7 +279,8 @@ int cmd_data(cli_args *a, bb_error **err)
     if (!streq(verb, "export") && !streq(verb, "import"))
         return bb_fail_usage(err, "data takes export or import, not \"%s\"; see: bluebox data -h",
                              verb);
-    if (home_require(a->root, name, err) < 0)
+    const char *op = streq(verb, "export") ? "data export" : "data import";
+    if (home_require(a->root, name, err) < 0 || datadisk_refuse(a->root, name, op, err) < 0)
         return -1;
     return streq(verb, "export") ? data_export(a, name, dir, err) : data_import(a, name, dir, err);
 }

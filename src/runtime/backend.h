@@ -34,6 +34,8 @@ typedef struct backend {
     bool guest_init; /* the guest's init is the static bluebox: mount it on every launch */
     /* network: none can stay offline while the agent's port is published (bluebox up). */
     bool agent_offline;
+    /* Can attach /data as a disk image (Bluefile data_limit; src/runtime/datadisk.h). */
+    bool data_disk;
     /* Can this host boot this backend? The message says what to do when not. */
     int (*preflight)(const launch *l, bb_error **err);
     /* Flags of this backend, appended before the image. */

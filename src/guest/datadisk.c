@@ -1,0 +1,74 @@
+/* /data from a disk image (Bluefile data_limit), the guest side. The image is an ext4 file
+ * system of exactly data_limit bytes on the host; the guest kernel sees it as a block
+ * device, so /data ends where the disk does (ENOSPC), and the ownership and modes the guest
+ * sets are real ext4 metadata. What holds a hostile guest kernel to that size is on the
+ * host (bluebox-vmm caps every file the VMM writes with RLIMIT_FSIZE): the go-ahead waited
+ * for here is what orders that cap before any of the workload's code. */
+#include "datadisk.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/proto.h"
+#include "util/xalloc.h"
+
+#define DATA_DIR "/data"
+/* Where the launch binds the image into the container (launch.c): the guest's root shows
+ * it through hostfs, and a guest user must not reach the raw file behind /data's
+ * permissions. */
+#define IMAGE_PATH "/.bluebox/data.img"
+
+static int wait_for_go(int serial, char **ret_why)
+{
+    frame_decoder d;
+    frame_decoder_init(&d);
+    int r;
+    for (;;) {
+        frame f;
+        _cleanup_error_ bb_error *err = NULL;
+        r = frame_read(serial, &d, &f, &err);
+        if (r <= 0) {
+            *ret_why = xasprintf("the host went away before the data disk was capped (%s)",
+                                 err ? err->msg : "end of the control line");
+            r = -1;
+            break;
+        }
+        /* Only a window size can be queued before the go-ahead; the spec already has one. */
+        if (f.type == FRAME_GO) {
+            r = 0;
+            break;
+        }
+    }
+    frame_decoder_done(&d);
+    return r;
+}
+
+/* Cover the image's path with an empty file: only guest root, which owns /data anyway,
+ * could take the cover off. */
+static void hide_image(void)
+{
+    struct stat st;
+    if (lstat(IMAGE_PATH, &st) < 0 || !S_ISREG(st.st_mode))
+        return;
+    (void)mount("/dev/null", IMAGE_PATH, NULL, MS_BIND, NULL);
+}
+
+int datadisk_setup(int serial, char **ret_why)
+{
+    struct stat st;
+    if (stat(DATADISK_DEV, &st) < 0 || !S_ISBLK(st.st_mode))
+        return 0;
+    if (wait_for_go(serial, ret_why) < 0)
+        return -1;
+    mkdir(DATA_DIR, 0755);
+    if (mount(DATADISK_DEV, DATA_DIR, "ext4", MS_NOSUID | MS_NODEV, NULL) < 0) {
+        *ret_why = xasprintf("cannot mount the data disk on %s: %s", DATA_DIR, strerror(errno));
+        return -1;
+    }
+    hide_image();
+    return 0;
+}
