@@ -1,0 +1,205 @@
+"""data_limit on real podman and uml: /data as a disk image of fixed size (disks/<name>.img).
+The guest runs out of space at the limit, and guest root cannot make the host file bigger by
+any route the VMM process has (hostfs on the image's path, a hostfs mount of its own,
+truncate, fallocate, the raw block device): bluebox-vmm caps every VMM process with
+RLIMIT_FSIZE before the workload starts. Also: persistence, reset, the clear refusals of the
+host-side /data commands, changing data_limit, and rootless strict. Needs root, podman,
+user-mode-linux and build/bluebox-vmm."""
+import os
+
+import pytest
+
+from test_podman_build import env  # noqa: F401  (session fixture)
+from test_runtime import IMAGE, UML, Home
+
+MIB = 1 << 20
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="integration tests need root and podman"),
+    UML,
+]
+
+
+def bluefile(limit="64M", extra=""):
+    return (f"base: {IMAGE}\nbackend: uml\nram_mib: 256\n"
+            + (f"data_limit: {limit}\n" if limit else "") + extra)
+
+
+@pytest.fixture
+def home(env, bluebox_bin):  # noqa: F811
+    h = Home(bluebox_bin)
+    yield h
+    h.close()
+
+
+def disk(h, name):
+    return h.dir / "home" / "disks" / f"{name}.img"
+
+
+def made(h, limit="64M", extra="", name=None):
+    name = h.sandbox(name or f"dl-{os.getpid()}", bluefile(limit, extra))
+    r = h("build", name)
+    assert r.returncode == 0, r
+    return name
+
+
+def sh(h, name, script, **kw):
+    """The script in the guest, its stderr in its stdout (in order)."""
+    return h("run", name, "--", "sh", "-c", "exec 2>&1; " + script, **kw)
+
+
+def host_usage(path):
+    st = os.stat(path)
+    return st.st_size, st.st_blocks * 512
+
+
+def test_data_limit_holds_and_persists(home):
+    name = made(home)
+    img = disk(home, name)
+    assert host_usage(img)[0] == 64 * MIB
+    assert os.stat(img).st_mode & 0o777 == 0o600
+    r = sh(home, name, "echo kept > /data/keep && sync && df -k /data | tail -n1 && "
+                       "dd if=/dev/zero of=/data/big bs=1M count=200; echo dd=$?; "
+                       "cat /data/keep")
+    out = r.stdout.decode()
+    assert r.returncode == 0, r
+    assert "No space left on device" in out and "dd=1" in out, out
+    total_kib = int(out.splitlines()[0].split()[1])
+    assert 48 * 1024 < total_kib <= 64 * 1024, out
+    assert out.rstrip().endswith("kept"), out
+    size, used = host_usage(img)
+    assert size == 64 * MIB and used <= 65 * MIB, (size, used)
+    # the next run has the same disk; guest ownership is real ext4 metadata
+    r = sh(home, name, "cat /data/keep; rm /data/big; echo a:x:1000:1000::/:/bin/sh >> /etc/passwd; "
+                       "mkdir /data/u && chown 1000:1000 /data/u && "
+                       "su a -c 'echo mine > /data/u/f' && echo ok")
+    assert r.returncode == 0 and r.stdout.decode().split() == ["kept", "ok"], r
+    r = sh(home, name, "stat -c '%u %g' /data/u/f; cat /data/u/f")
+    assert r.stdout.decode().split() == ["1000", "1000", "mine"], r
+    # nothing of this is in the directory beside it
+    assert not home.data(name).exists() or not any(home.data(name).iterdir())
+
+
+def test_guest_root_cannot_grow_the_host_file(home):
+    name = made(home, "32M")
+    img = disk(home, name)
+    r = sh(home, name, """
+        echo kept > /data/keep; sync
+        umount /.bluebox/data.img
+        dd if=/dev/zero of=/.bluebox/data.img bs=1M seek=100 count=10 conv=notrunc
+        echo hostfs=$?
+        truncate -s 1G /.bluebox/data.img; echo truncate=$?
+        fallocate -o 40M -l 8M /.bluebox/data.img; echo fallocate=$?
+        mkdir -p /mnt/h && mount -t hostfs none /mnt/h -o /.bluebox &&
+            dd if=/dev/zero of=/mnt/h/data.img bs=1M seek=33 count=1 conv=notrunc
+        echo mount=$?
+        dd if=/dev/zero of=/dev/ubda bs=1M seek=32 count=4; echo raw=$?
+        cat /data/keep""")
+    out = r.stdout.decode()
+    for step in ("hostfs", "truncate", "fallocate", "mount", "raw"):
+        assert f"{step}=1" in out, out
+    assert "File too large" in out and "No space left on device" in out, out
+    assert out.rstrip().endswith("kept"), out
+    size, used = host_usage(img)
+    assert size == 32 * MIB and used <= 33 * MIB, (size, used, out)
+
+
+def test_a_guest_user_cannot_read_the_raw_image(home):
+    # rootless-standard shows the image to the guest as its owner's uid; the guest's users
+    # never see the raw file behind /data's permissions: init covers its path
+    name = made(home, "16M")
+    r = sh(home, name, "echo a:x:1000:1000::/:/bin/sh >> /etc/passwd; "
+                       "su a -c 'head -c 4096 /.bluebox/data.img | wc -c'")
+    assert r.stdout.decode().split() == ["0"], r
+
+
+def test_reset_makes_a_fresh_disk(home):
+    name = made(home, "16M")
+    assert sh(home, name, "echo x > /data/f").returncode == 0
+    r = home("reset", name, "-y")
+    assert r.returncode == 0 and not disk(home, name).exists(), r
+    r = sh(home, name, "ls -A /data | grep -v lost+found | wc -l")
+    assert r.returncode == 0 and r.stdout.decode().split() == ["0"], r
+    assert disk(home, name).exists()
+
+
+def test_host_side_data_commands_refuse_and_the_guest_route_works(home, tmp_path):
+    name = made(home, "16M")
+    assert sh(home, name, "mkdir -p /data/d && echo in > /data/d/f").returncode == 0
+    for args, how in ((("snapshot", name, "s1"), "tar -C /data -cf - ."),
+                      (("data", "export", name, str(tmp_path / "out")), "tar -C /data -cf - ."),
+                      (("restore", name, "s1", "-y"), "tar -C /data -xf -"),
+                      (("data", "import", name, str(tmp_path)), "tar -C /data -xf -")):
+        r = home(*args)
+        err = r.stderr.decode()
+        assert r.returncode == 1 and "is a disk image (data_limit)" in err and how in err, r
+    # what the message says to do works
+    r = sh(home, name, "tar -C /data -cf - d")
+    assert r.returncode == 0, r
+    tar = r.stdout
+    assert home("reset", name, "-y").returncode == 0
+    r = home("run", name, "--", "tar", "-C", "/data", "-xf", "-", input=tar)
+    assert r.returncode == 0, r
+    assert sh(home, name, "cat /data/d/f").stdout == b"in\n"
+
+
+def test_changing_data_limit_is_refused_with_what_to_do(home):
+    name = made(home, "16M")
+    bf = home.dir / "home" / "sandboxes" / name / "Bluefile"
+    assert sh(home, name, "true").returncode == 0
+    bf.write_text(bluefile("32M"))
+    r = sh(home, name, "true")
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "disk image of 16M, but data_limit is now 32M" in err, r
+    assert "bluebox reset" in err and os.stat(disk(home, name)).st_size == 16 * MIB
+    bf.write_text(bluefile(None))
+    r = sh(home, name, "true")
+    assert r.returncode == 1 and 'put "data_limit: 16M" back' in r.stderr.decode(), r
+    # reset switches to the other kind of /data
+    assert home("reset", name, "-y").returncode == 0
+    assert sh(home, name, "echo x > /data/f").returncode == 0
+    assert (home.data(name) / "f").read_text() == "x\n"
+    bf.write_text(bluefile("16M"))
+    r = sh(home, name, "true")
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "has files; move them out first" in err, r
+    assert not disk(home, name).exists()
+
+
+def test_destroy_data_and_rename_take_the_disk_along(home):
+    name = made(home, "16M")
+    assert sh(home, name, "echo x > /data/f").returncode == 0
+    r = home("rename", name, name + "-2")
+    assert r.returncode == 0, r
+    home.names.append(name + "-2")
+    assert not disk(home, name).exists() and disk(home, name + "-2").exists()
+    r = home("destroy", name + "-2", "--data", "-y")
+    assert r.returncode == 0 and not disk(home, name + "-2").exists(), r
+
+
+def test_without_data_limit_nothing_changes(home):
+    name = made(home, None)
+    assert sh(home, name, "echo x > /data/f").returncode == 0
+    assert (home.data(name) / "f").read_text() == "x\n"
+    assert not (home.dir / "home" / "disks").exists()
+
+
+def test_data_limit_rootless_strict(env, bluebox_bin):  # noqa: F811
+    user = env["BLUEBOX_TEST_USER"]
+    h = Home(bluebox_bin, user=user)
+    try:
+        name = made(h, "16M", "isolation: strict\n", name=f"dls-{os.getpid()}")
+        r = sh(h, name, "echo kept > /data/keep; dd if=/dev/zero of=/data/big bs=1M count=40;"
+                        " umount /.bluebox/data.img;"
+                        " truncate -s 1G /.bluebox/data.img; echo truncate=$?; cat /data/keep")
+        out = r.stdout.decode()
+        assert "No space left on device" in out and "truncate=1" in out, r
+        assert out.rstrip().endswith("kept"), out
+        img = disk(h, name)
+        sub = int(next(line.split(":")[1] for line in open("/etc/subuid")
+                       if line.startswith(user + ":")))
+        assert os.stat(img).st_uid == sub
+        assert host_usage(img)[0] == 16 * MIB
+    finally:
+        h.close()
+
