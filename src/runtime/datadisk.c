@@ -15,7 +15,7 @@
 #include "util/spawn.h"
 #include "util/xalloc.h"
 
-static char *size_words(unsigned long long bytes)
+char *datadisk_size_words(unsigned long long bytes)
 {
     if (bytes % (1ULL << 40) == 0)
         return xasprintf("%lluT", bytes >> 40);
@@ -99,7 +99,7 @@ int datadisk_prepare(const char *root, const char *name, const bluefile *bf, con
     if (!bf->data_limit) {
         if (!have)
             return 0;
-        _cleanup_free_ char *was = size_words((unsigned long long)st.st_size);
+        _cleanup_free_ char *was = datadisk_size_words((unsigned long long)st.st_size);
         return bb_fail(err, EEXIST,
                        "%s's /data is the disk image %s, but its Bluefile no longer has "
                        "data_limit; put \"data_limit: %s\" back, or start over with an empty "
@@ -108,8 +108,8 @@ int datadisk_prepare(const char *root, const char *name, const bluefile *bf, con
     }
     if (have) {
         if ((unsigned long long)st.st_size != bf->data_limit) {
-            _cleanup_free_ char *was = size_words((unsigned long long)st.st_size);
-            _cleanup_free_ char *now = size_words(bf->data_limit);
+            _cleanup_free_ char *was = datadisk_size_words((unsigned long long)st.st_size);
+            _cleanup_free_ char *now = datadisk_size_words(bf->data_limit);
             return bb_fail(err, EEXIST,
                            "%s's /data is a disk image of %s, but data_limit is now %s; an image "
                            "is not resized. Put \"data_limit: %s\" back, or copy /data out "

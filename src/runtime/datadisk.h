@@ -21,6 +21,8 @@ int datadisk_prepare(const char *root, const char *name, const bluefile *bf, con
                      bb_error **err);
 /* Whether the sandbox's /data is a disk image. */
 bool datadisk_exists(const char *root, const char *name);
+/* A size as data_limit is written: 64M, 10G, 1T (or bytes when it is none of these). */
+char *datadisk_size_words(unsigned long long bytes);
 /* For reset: delete the image (the next boot makes a fresh one at the Bluefile's size). */
 int datadisk_remove(const char *root, const char *name, bb_error **err);
 /* For host-side commands that read or write /data's files (snapshot, restore, export,

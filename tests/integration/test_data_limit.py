@@ -40,6 +40,8 @@ def made(h, limit="64M", extra="", name=None):
     name = h.sandbox(name or f"dl-{os.getpid()}", bluefile(limit, extra))
     r = h("build", name)
     assert r.returncode == 0, r
+    want = f"/data rw, {limit} disk" if limit else "/data rw · "
+    assert want in r.stdout.decode(), r  # the posture line says so
     return name
 
 
