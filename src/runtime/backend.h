@@ -27,6 +27,7 @@ typedef struct {
     const char *image; /* NULL: localhost/bluebox/<name>:latest */
     char *const *cmd;  /* command in the guest, NULL-terminated */
     const char *self;  /* host path of the static bluebox for the guest (probe, agent, init) */
+    bool guest_root;   /* the command runs as the guest's root whatever the image's USER */
 } launch;
 
 typedef struct backend {

@@ -148,18 +148,3 @@ int datadisk_remove(const char *root, const char *name, bb_error **err)
         return bb_fail_errno(err, errno, "cannot delete %s", disk);
     return 0;
 }
-
-int datadisk_refuse(const char *root, const char *name, const char *op, bb_error **err)
-{
-    if (!datadisk_exists(root, name))
-        return 0;
-    bool out = streq(op, "snapshot") || streq(op, "data export");
-    _cleanup_free_ char *how =
-        out ? xasprintf("bluebox run %s -- tar -C /data -cf - . > data.tar", name)
-            : xasprintf("bluebox run %s -- tar -C /data -xf - < data.tar", name);
-    return bb_fail(err, ENOTSUP,
-                   "%s's /data is a disk image (data_limit), whose files bluebox does not read or "
-                   "write on the host (the guest controls its file system), so %s is not "
-                   "available; do it through the guest: %s",
-                   name, op, how);
-}

@@ -3,7 +3,8 @@
  * (sparse: it takes the space its contents take), which the VMM attaches as a block device
  * and the guest mounts on /data. data/<name>/ stays as it was but is not used while the image
  * exists: one or the other is the sandbox's /data, never both. The host never parses the
- * image (the guest wrote its metadata); it only creates, hands over and deletes it. */
+ * image (the guest wrote its metadata); it only creates, hands over and deletes it, and
+ * snapshot, restore and data export|import go through the guest (diskjob.h). */
 #pragma once
 
 #include "core/bluefile.h"
@@ -25,6 +26,3 @@ bool datadisk_exists(const char *root, const char *name);
 char *datadisk_size_words(unsigned long long bytes);
 /* For reset: delete the image (the next boot makes a fresh one at the Bluefile's size). */
 int datadisk_remove(const char *root, const char *name, bb_error **err);
-/* For host-side commands that read or write /data's files (snapshot, restore, export,
- * import): fail, saying how to do it through the guest, when /data is a disk image. */
-int datadisk_refuse(const char *root, const char *name, const char *op, bb_error **err);

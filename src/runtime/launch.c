@@ -165,6 +165,8 @@ int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
     }
     if (l->mode == LAUNCH_AGENT)
         agent_flags(&a);
+    if (l->guest_root)
+        add(&a, "--user=0:0");
     if (l->interactive)
         add(&a, "-i");
     if (l->tty)

@@ -125,24 +125,60 @@ def test_reset_makes_a_fresh_disk(home):
     assert disk(home, name).exists()
 
 
-def test_host_side_data_commands_refuse_and_the_guest_route_works(home, tmp_path):
+def test_snapshot_restore_export_import_go_through_the_guest(home, tmp_path):
+    import tarfile
     name = made(home, "16M")
-    assert sh(home, name, "mkdir -p /data/d && echo in > /data/d/f").returncode == 0
-    for args, how in ((("snapshot", name, "s1"), "tar -C /data -cf - ."),
-                      (("data", "export", name, str(tmp_path / "out")), "tar -C /data -cf - ."),
-                      (("restore", name, "s1", "-y"), "tar -C /data -xf -"),
-                      (("data", "import", name, str(tmp_path)), "tar -C /data -xf -")):
-        r = home(*args)
-        err = r.stderr.decode()
-        assert r.returncode == 1 and "is a disk image (data_limit)" in err and how in err, r
-    # what the message says to do works
-    r = sh(home, name, "tar -C /data -cf - d")
+    assert sh(home, name, "mkdir -p /data/d && echo in > /data/d/f && "
+                          "ln -s /etc/passwd /data/l && echo a:x:1000:1000::/:/bin/sh "
+                          ">> /etc/passwd && chown 1000 /data/d/f").returncode == 0
+    r = home("snapshot", name, "s1")
     assert r.returncode == 0, r
-    tar = r.stdout
-    assert home("reset", name, "-y").returncode == 0
-    r = home("run", name, "--", "tar", "-C", "/data", "-xf", "-", input=tar)
+    arc = home.dir / "home" / "snapshots" / name / "s1.tar.gz"
+    assert r.stdout.decode().strip() == str(arc)
+    with tarfile.open(arc) as t:
+        assert t.extractfile("./d/f").read() == b"in\n"
+        assert t.getmember("./l").issym()
+    assert not [p for p in arc.parent.iterdir() if p.name.startswith(".")]
+    # restore replaces what is there
+    assert sh(home, name, "rm -rf /data/d; echo junk > /data/junk").returncode == 0
+    r = home("restore", name, "s1", "-y")
     assert r.returncode == 0, r
-    assert sh(home, name, "cat /data/d/f").stdout == b"in\n"
+    r = sh(home, name, "cat /data/d/f; readlink /data/l; test -e /data/junk || echo no-junk")
+    assert r.stdout.decode().split() == ["in", "/etc/passwd", "no-junk"], r
+    # export into a new directory of yours; the link stays a link
+    out = tmp_path / "out"
+    r = home("data", "export", name, out)
+    assert r.returncode == 0, r
+    assert (out / "d" / "f").read_text() == "in\n" and os.readlink(out / "l") == "/etc/passwd"
+    assert os.stat(out / "d" / "f").st_uid == os.getuid()
+    # import merges
+    src = tmp_path / "in"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "x").write_text("imported\n")
+    r = home("data", "import", name, src)
+    assert r.returncode == 0, r
+    r = sh(home, name, "cat /data/sub/x /data/d/f")
+    assert r.stdout.decode().split() == ["imported", "in"], r
+    # a refused archive leaves /data as it was
+    bad = tmp_path / "bad.tar"
+    with tarfile.open(bad, "w") as t:
+        t.addfile(tarfile.TarInfo("../escape"))
+    r = home("restore", name, bad, "-y")
+    assert r.returncode == 1, r
+    r = sh(home, name, "cat /data/sub/x; ls -A /data | grep -c bluebox-unpack")
+    assert r.stdout.decode().split() == ["imported", "0"], r
+    assert os.stat(disk(home, name)).st_size == 16 * MIB
+
+
+def test_data_commands_refuse_while_up(home):
+    name = made(home, "16M")
+    r = home("up", name)
+    assert r.returncode == 0, r
+    try:
+        r = home("snapshot", name, "s1")
+        assert r.returncode == 1 and b"is up; bring it down first" in r.stderr, r
+    finally:
+        home("down", name)
 
 
 def test_changing_data_limit_is_refused_with_what_to_do(home):
