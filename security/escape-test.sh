@@ -754,7 +754,7 @@ $ISO"
     img=$BLUEBOX_HOME/disks/$dl.img
     size=$(stat -c %s "$img" 2>/dev/null || echo 0)
     used=$(($(stat -c %b "$img" 2>/dev/null || echo 0) * 512))
-    keep=$("$BIN" run "$dl" -- cat /data/keep </dev/null 2>&1)
+    keep=$("$BIN" run "$dl" -- cat /data/keep </dev/null 2>/dev/null)
     local total
     total=$(sed -n 's/^df [^ ]* *\([0-9]*\) .*/\1/p' <<<"$out" | head -n1)
     if [ ! -f "$img" ]; then
@@ -764,7 +764,7 @@ $ISO"
     elif [ -z "$total" ] || [ "$total" -gt $((limit >> 10)) ] || [ "$total" -lt $((limit >> 11)) ]; then
         fail data-limit "/data in the guest is not the 16M disk (df: ${total:-none} KiB)"
     elif [ "$keep" != kept ]; then
-        fail data-limit "a file written before the guest filled /data is gone: $(tail -n1 <<<"$keep")"
+        fail data-limit "a file written before the guest filled /data is gone (read back: ${keep:-nothing})"
     else
         pass data-limit "data_limit: 16M holds: the guest cannot grow the host file past 16M by any of dd, hostfs, truncate, fallocate or the raw disk"
     fi
