@@ -53,8 +53,6 @@ typedef struct bluefile {
     bf_isolation isolation;
     bf_backend backend;
     char *seccomp;    /* absolute path or NULL */
-    /* data_limit: /data is a disk image of this many bytes (0: a host directory, no limit). */
-    unsigned long long data_limit;
     bf_pkgmgr pkgmgr; /* explicit or inferred; PKG_NONE when neither */
     strv packages;
     strv run;
@@ -67,6 +65,8 @@ typedef struct bluefile {
     bf_file *files;
     size_t n_files;
     strv runcmd;
+    /* data_limit: /data is a disk image of this many bytes (0: a host directory, no limit). */
+    unsigned long long data_limit;
 } bluefile;
 
 /* data_limit's bounds: a small ext4 still has room for files; the top is ext4's own reach

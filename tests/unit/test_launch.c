@@ -190,8 +190,8 @@ static char *data_limit_argv(const backend *b, bb_error **err)
 static void data_limit_disk(void **s)
 {
     (void)s;
-    const backend disk = {.name = "disk", .data_disk = true, .launch_flags = no_flags,
-                          .entry = no_flags};
+    const backend disk = {
+        .name = "disk", .data_disk = true, .launch_flags = no_flags, .entry = no_flags};
     bb_error *err = NULL;
     char *got = data_limit_argv(&disk, &err);
     assert_non_null(got);
