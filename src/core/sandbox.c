@@ -35,6 +35,7 @@ char *sandbox_template(const char *name)
         "timeout_seconds: 0      # per-run wall-clock limit; 0 = none\n"
         "warm: 0\n"
         "# backend: krun         # krun (KVM microVM, the default) or uml (no KVM needed)\n"
+        "# data_limit: 10G       # /data as a disk image the guest cannot grow past (uml)\n"
         "\n"
         "packages:\n"
         "  - bash\n"
