@@ -6,6 +6,7 @@ RLIMIT_FSIZE before the workload starts. Also: persistence, reset, the clear ref
 host-side /data commands, changing data_limit, and rootless strict. Needs root, podman,
 user-mode-linux and build/bluebox-vmm."""
 import os
+import subprocess
 
 import pytest
 
@@ -222,11 +223,13 @@ def test_without_data_limit_nothing_changes(home):
     assert not (home.dir / "home" / "disks").exists()
 
 
-def test_data_limit_rootless_strict(env, bluebox_bin):  # noqa: F811
+@pytest.mark.parametrize("strict", [False, True], ids=["standard", "strict"])
+def test_data_limit_rootless(env, bluebox_bin, strict):  # noqa: F811
     user = env["BLUEBOX_TEST_USER"]
     h = Home(bluebox_bin, user=user)
     try:
-        name = made(h, "16M", "isolation: strict\n", name=f"dls-{os.getpid()}")
+        extra = "readonly: true\n" + ("isolation: strict\n" if strict else "")
+        name = made(h, "16M", extra, name=f"dls-{os.getpid()}-{int(strict)}")
         r = sh(h, name, "echo kept > /data/keep; dd if=/dev/zero of=/data/big bs=1M count=40;"
                         " umount /.bluebox/data.img;"
                         " truncate -s 1G /.bluebox/data.img; echo truncate=$?; cat /data/keep")
@@ -236,7 +239,8 @@ def test_data_limit_rootless_strict(env, bluebox_bin):  # noqa: F811
         img = disk(h, name)
         sub = int(next(line.split(":")[1] for line in open("/etc/subuid")
                        if line.startswith(user + ":")))
-        assert os.stat(img).st_uid == sub
+        mine = int(subprocess.run(["id", "-u", user], capture_output=True, text=True).stdout)
+        assert os.stat(img).st_uid == (sub if strict else mine)
         assert host_usage(img)[0] == 16 * MIB
     finally:
         h.close()
