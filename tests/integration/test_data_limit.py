@@ -73,8 +73,8 @@ def test_data_limit_holds_and_persists(home):
     size, used = host_usage(img)
     assert size == 64 * MIB and used <= 65 * MIB, (size, used)
     # the next run has the same disk; guest ownership is real ext4 metadata
-    r = sh(home, name, "cat /data/keep; rm /data/big; echo a:x:1000:1000::/:/bin/sh >> /etc/passwd; "
-                       "mkdir /data/u && chown 1000:1000 /data/u && "
+    r = sh(home, name, "cat /data/keep; rm /data/big; "
+                       "echo a:x:1000:1000::/:/bin/sh >> /etc/passwd; mkdir /data/u && chown 1000:1000 /data/u && "
                        "su a -c 'echo mine > /data/u/f' && echo ok")
     assert r.returncode == 0 and r.stdout.decode().split() == ["kept", "ok"], r
     r = sh(home, name, "stat -c '%u %g' /data/u/f; cat /data/u/f")
