@@ -54,9 +54,11 @@ static int make_image(const char *path, unsigned long long bytes, bb_error **err
         if (ftruncate(fd, (off_t)bytes) < 0)
             return bb_fail_errno(err, errno, "cannot size %s", path);
     }
-    char *argv[] = {
-        (char *)mke2fs,   "-q",         "-F", "-t", "ext4", "-m", "0", "-L", "bluebox-data", "-E",
-        "root_owner=0:0", (char *)path, NULL};
+    /* 4 KiB blocks whatever the size (mke2fs picks 1 KiB for small ones), so that what the
+     * guest deletes is discarded from the host file (see src/guest/datadisk.c). */
+    char *argv[] = {(char *)mke2fs,   "-q",         "-F", "-t", "ext4",         "-b",
+                    "4096",           "-m",         "0",  "-L", "bluebox-data", "-E",
+                    "root_owner=0:0", (char *)path, NULL};
     _cleanup_free_ char *errout = NULL;
     int r = spawn_capture(argv, NULL, &errout, err);
     if (r < 0)

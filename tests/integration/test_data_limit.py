@@ -79,6 +79,10 @@ def test_data_limit_holds_and_persists(home):
     assert r.returncode == 0 and r.stdout.decode().split() == ["kept", "ok"], r
     r = sh(home, name, "stat -c '%u %g' /data/u/f; cat /data/u/f")
     assert r.stdout.decode().split() == ["1000", "1000", "mine"], r
+    # what the guest frees and discards is punched out of the host file
+    assert host_usage(img)[1] > 48 * MIB  # big's blocks: not yet discarded
+    assert sh(home, name, "fstrim /data").returncode == 0
+    assert host_usage(img)[1] < 24 * MIB, host_usage(img)
     # nothing of this is in the directory beside it
     assert not home.data(name).exists() or not any(home.data(name).iterdir())
 
