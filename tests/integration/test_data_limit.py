@@ -216,6 +216,11 @@ def test_destroy_data_and_rename_take_the_disk_along(home):
     assert r.returncode == 0, r
     home.names.append(name + "-2")
     assert not disk(home, name).exists() and disk(home, name + "-2").exists()
+    r = home("destroy", name + "-2")
+    assert r.returncode == 0 and str(disk(home, name + "-2")) in r.stdout.decode(), r
+    assert disk(home, name + "-2").exists()
+    r = home("new", name + "-2")
+    assert r.returncode == 0, r
     r = home("destroy", name + "-2", "--data", "-y")
     assert r.returncode == 0 and not disk(home, name + "-2").exists(), r
 
