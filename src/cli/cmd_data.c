@@ -185,7 +185,7 @@ static int disk_temp(cli_args *a, const char *name, char **ret_path, bb_error **
     _cleanup_free_ char *dir = home_path_of(a->root, HP_SNAPSHOTS, name);
     if (mkdir_p(dir, 0700, err) < 0)
         return -1;
-    *ret_path = xasprintf("%s/.disk-%d.tar.gz", dir, (int)getpid());
+    *ret_path = xasprintf("%s/.disk-%d.partial", dir, (int)getpid()); /* never listed */
     int fd = open(*ret_path, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return bb_fail_errno(err, errno, "cannot create %s", *ret_path);
