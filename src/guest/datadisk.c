@@ -9,7 +9,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/vfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,6 +51,31 @@ static int wait_for_go(int serial, char **ret_why)
     return r;
 }
 
+#define EXT4_IOC_RESIZE_FS_ _IOW('f', 16, uint64_t)
+
+/* A data_limit raised since the file system was made: the host grew the image (datadisk.c in
+ * src/runtime); grow the file system into it, online. The same size is a no-op. */
+static int grow_fs(char **ret_why)
+{
+    _cleanup_close_ int dev = open(DATADISK_DEV, O_RDONLY | O_CLOEXEC);
+    uint64_t bytes = 0;
+    struct statfs sf;
+    if (dev < 0 || ioctl(dev, BLKGETSIZE64, &bytes) < 0 || statfs(DATA_DIR, &sf) < 0 ||
+        sf.f_bsize <= 0) {
+        *ret_why = xasprintf("cannot read the size of the data disk: %s", strerror(errno));
+        return -1;
+    }
+    uint64_t blocks = bytes / (uint64_t)sf.f_bsize;
+    if (blocks <= sf.f_blocks)
+        return 0;
+    _cleanup_close_ int dir = open(DATA_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0 || ioctl(dir, EXT4_IOC_RESIZE_FS_, &blocks) < 0) {
+        *ret_why = xasprintf("cannot grow /data to its new data_limit: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 /* Cover the image's path with an empty file: only guest root, which owns /data anyway,
  * could take the cover off. */
 static void hide_image(void)
@@ -73,6 +102,8 @@ int datadisk_setup(int serial, char **ret_why)
         *ret_why = xasprintf("cannot mount the data disk on %s: %s", DATA_DIR, strerror(errno));
         return -1;
     }
+    if (grow_fs(ret_why) < 0)
+        return -1;
     hide_image();
     return 0;
 }

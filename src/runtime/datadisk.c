@@ -89,6 +89,28 @@ static int create(const char *root, const char *name, const char *disk, const bl
     return 0;
 }
 
+/* A larger data_limit: the image file grows (sparse; the host only sets its length) and the
+ * guest grows its file system into it at boot (src/guest/datadisk.c). The file belongs to
+ * the sandbox's root: rootless strict reaches it inside podman's user namespace. */
+static int grow(const char *disk, const bluefile *bf, bb_error **err)
+{
+    if (bf->isolation == ISO_STRICT && getuid() != 0) {
+        _cleanup_free_ char *size = xasprintf("%llu", bf->data_limit);
+        char *argv[] = {"podman", "unshare", "truncate", "-s", size, (char *)disk, NULL};
+        _cleanup_free_ char *errout = NULL;
+        int r = spawn_capture(argv, NULL, &errout, err);
+        if (r < 0)
+            return -1;
+        if (r != 0)
+            return bb_fail(err, EIO, "cannot grow %s: %s", disk, errout);
+        return 0;
+    }
+    _cleanup_close_ int fd = open(disk, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)bf->data_limit) < 0)
+        return bb_fail_errno(err, errno, "cannot grow %s", disk);
+    return 0;
+}
+
 int datadisk_prepare(const char *root, const char *name, const bluefile *bf, const char *self,
                      bb_error **err)
 {
@@ -109,17 +131,18 @@ int datadisk_prepare(const char *root, const char *name, const bluefile *bf, con
                        name, disk, was, name);
     }
     if (have) {
-        if ((unsigned long long)st.st_size != bf->data_limit) {
+        if ((unsigned long long)st.st_size > bf->data_limit) {
             _cleanup_free_ char *was = datadisk_size_words((unsigned long long)st.st_size);
             _cleanup_free_ char *now = datadisk_size_words(bf->data_limit);
             return bb_fail(err, EEXIST,
                            "%s's /data is a disk image of %s, but data_limit is now %s; an image "
-                           "is not resized. Put \"data_limit: %s\" back, or copy /data out "
-                           "(bluebox run %s -- tar -C /data -cf - . > data.tar), start over "
-                           "(bluebox reset %s) and copy it back in (bluebox run %s -- tar -C "
-                           "/data -xf - < data.tar)",
+                           "only grows. Put \"data_limit: %s\" back, or take a snapshot "
+                           "(bluebox snapshot %s before-shrink), start over (bluebox reset %s) "
+                           "and restore it (bluebox restore %s before-shrink)",
                            name, was, now, was, name, name, name);
         }
+        if ((unsigned long long)st.st_size < bf->data_limit && grow(disk, bf, err) < 0)
+            return -1;
         return data_hand_over(disk, bf, self, err) < 0 ? -1 : 1;
     }
     _cleanup_free_ char *data = home_path_of(root, HP_DATA, name);

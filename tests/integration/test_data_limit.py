@@ -186,15 +186,38 @@ def test_data_commands_refuse_while_up(home):
         home("down", name)
 
 
-def test_changing_data_limit_is_refused_with_what_to_do(home):
+def test_data_limit_grows_and_never_shrinks(home):
+    name = made(home, "16M")
+    bf = home.dir / "home" / "sandboxes" / name / "Bluefile"
+    assert sh(home, name, "echo kept > /data/keep").returncode == 0
+    # a larger limit: the host lengthens the file, the guest grows its file system into it
+    bf.write_text(bluefile("32M"))
+    r = sh(home, name, "cat /data/keep; df -k /data | tail -n1; "
+                       "dd if=/dev/zero of=/data/big bs=1M count=64 2>/dev/null; "
+                       "du -k /data/big")
+    out = r.stdout.decode().split("\n")
+    assert r.returncode == 0 and out[0] == "kept", r
+    assert 24 * 1024 < int(out[1].split()[1]) <= 32 * 1024, r
+    assert 20 * 1024 < int(out[2].split()[0]) < 32 * 1024, r  # more than 16M fit now
+    assert os.stat(disk(home, name)).st_size == 32 * MIB
+    # the cap follows the new size, and no further
+    r = sh(home, name, "rm /data/big; umount /.bluebox/data.img; "
+                       "truncate -s 64M /.bluebox/data.img; echo truncate=$?")
+    assert "truncate=1" in r.stdout.decode(), r
+    assert os.stat(disk(home, name)).st_size == 32 * MIB
+    # a smaller one is refused, with what to do
+    bf.write_text(bluefile("16M"))
+    r = sh(home, name, "true")
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "disk image of 32M, but data_limit is now 16M" in err, r
+    assert "bluebox snapshot" in err and "bluebox reset" in err, r
+    assert os.stat(disk(home, name)).st_size == 32 * MIB
+
+
+def test_removing_or_adding_data_limit_is_refused_with_what_to_do(home):
     name = made(home, "16M")
     bf = home.dir / "home" / "sandboxes" / name / "Bluefile"
     assert sh(home, name, "true").returncode == 0
-    bf.write_text(bluefile("32M"))
-    r = sh(home, name, "true")
-    err = r.stderr.decode()
-    assert r.returncode == 1 and "disk image of 16M, but data_limit is now 32M" in err, r
-    assert "bluebox reset" in err and os.stat(disk(home, name)).st_size == 16 * MIB
     bf.write_text(bluefile(None))
     r = sh(home, name, "true")
     assert r.returncode == 1 and 'put "data_limit: 16M" back' in r.stderr.decode(), r
@@ -251,6 +274,13 @@ def test_data_limit_rootless(env, bluebox_bin, strict):  # noqa: F811
         mine = int(subprocess.run(["id", "-u", user], capture_output=True, text=True).stdout)
         assert os.stat(img).st_uid == (sub if strict else mine)
         assert host_usage(img)[0] == 16 * MIB
+        # growing reaches a file that belongs to a subordinate uid too
+        (h.dir / "home" / "sandboxes" / name / "Bluefile").write_text(
+            bluefile("32M", extra))
+        r = sh(h, name, "cat /data/keep")
+        assert r.stdout.decode().split() == ["kept"], r
+        assert host_usage(img)[0] == 32 * MIB
+        assert os.stat(img).st_uid == (sub if strict else mine)
     finally:
         h.close()
 
