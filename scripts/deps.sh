@@ -11,7 +11,7 @@ libnettle8 nettle-dev libicu-dev
 python3 python3-pytest
 bash-completion zsh fish tmux shellcheck zstd debootstrap
 podman runc uidmap slirp4netns fuse-overlayfs
-user-mode-linux libslirp-dev busybox-static"
+user-mode-linux libslirp-dev busybox-static e2fsprogs"
 
 missing=""
 for p in $PKGS; do

@@ -789,6 +789,58 @@ check_home_isolation() {
     fi
 }
 want home-isolation && check_home_isolation
+# ---------------------------------------------------------------- data_limit
+# A sandbox whose Bluefile sets data_limit: 16M. Guest root fills /data and then goes for the
+# host file behind it: through hostfs (the image's path in the container, and a hostfs mount
+# of its own), truncate, fallocate and the raw block device. The host file must stay at 16M
+# (disk use too), what was written before must survive, and /data must be that disk.
+check_data_limit() {
+    local dl=$BASE_NAME-dl out img size used keep limit=$((16 << 20))
+    if [ "$BACKEND" != uml ]; then
+        skip data-limit "data_limit is attached by the uml backend only, for now"
+        return
+    fi
+    define "$dl" "base: $IMAGE
+backend: $BACKEND
+ram_mib: 256
+data_limit: 16M
+$ISO"
+    out=$("$BIN" build "$dl" 2>&1) || {
+        fail data-limit "a sandbox with data_limit: 16M cannot be built: $(tail -n1 <<<"$out")"
+        return
+    }
+    # shellcheck disable=SC2016  # expanded by the guest shell
+    out=$("$BIN" run "$dl" -- sh -c '
+        echo kept >/data/keep && sync
+        echo "df $(df -k /data | tail -n1)"
+        dd if=/dev/zero of=/data/fill bs=1M count=48 2>&1 | tail -n1
+        umount /.bluebox/data.img 2>/dev/null
+        dd if=/dev/zero of=/.bluebox/data.img bs=1M seek=40 count=8 conv=notrunc 2>&1 | tail -n1
+        truncate -s 1G /.bluebox/data.img 2>&1
+        fallocate -o 32M -l 8M /.bluebox/data.img 2>&1
+        mkdir -p /mnt/h && mount -t hostfs none /mnt/h -o /.bluebox 2>&1 &&
+            dd if=/dev/zero of=/mnt/h/data.img bs=1M seek=64 count=1 conv=notrunc 2>&1 | tail -n1
+        dd if=/dev/zero of=/dev/ubda bs=1M seek=16 count=8 2>&1 | tail -n1
+        sync' </dev/null 2>&1)
+    img=$BLUEBOX_HOME/disks/$dl.img
+    size=$(stat -c %s "$img" 2>/dev/null || echo 0)
+    used=$(($(stat -c %b "$img" 2>/dev/null || echo 0) * 512))
+    keep=$("$BIN" run "$dl" -- cat /data/keep </dev/null 2>/dev/null)
+    local total
+    total=$(sed -n 's/^df [^ ]* *\([0-9]*\) .*/\1/p' <<<"$out" | head -n1)
+    if [ ! -f "$img" ]; then
+        fail data-limit "no disk image at $img: data_limit did not put /data on a disk"
+    elif [ "$size" -gt "$limit" ] || [ "$used" -gt $((limit + (1 << 20))) ]; then
+        fail data-limit "the guest grew the 16M /data image on the host to $size bytes ($used on disk)"
+    elif [ -z "$total" ] || [ "$total" -gt $((limit >> 10)) ] || [ "$total" -lt $((limit >> 11)) ]; then
+        fail data-limit "/data in the guest is not the 16M disk (df: ${total:-none} KiB)"
+    elif [ "$keep" != kept ]; then
+        fail data-limit "a file written before the guest filled /data is gone (read back: ${keep:-nothing})"
+    else
+        pass data-limit "data_limit: 16M holds: the guest cannot grow the host file past 16M by any of dd, hostfs, truncate, fallocate or the raw disk"
+    fi
+}
+want data-limit && check_data_limit
 
 # ---------------------------------------------------------------- host-side /data tools
 # What the guest planted in /data (symlinks to $OUTSIDE, to its secret, a write target)

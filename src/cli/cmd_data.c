@@ -1,6 +1,7 @@
 /* Commands on /data: reset, snapshot, restore, data export|import. Each takes the sandbox's
  * lock, so two bluebox processes never interleave on one /data. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +17,8 @@
 #include "data/dataop.h"
 #include "data/snapshots.h"
 #include "runtime/image.h"
+#include "runtime/datadisk.h"
+#include "runtime/diskjob.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
@@ -90,6 +93,9 @@ int cmd_reset(cli_args *a, bb_error **err)
         return -1;
     _cleanup_close_ int use = refuse_busy(a->root, name, err);
     if (use < 0)
+        return -1;
+    /* A disk image (data_limit) is deleted, not emptied: the next boot makes a fresh one. */
+    if (datadisk_remove(a->root, name, err) < 0)
         return -1;
     _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
     data_job j = {.op = "reset", .arg = {data}};
@@ -195,6 +201,109 @@ static int take_snapshot(cli_args *a, const char *name, const char *label, snap_
     return 0;
 }
 
+/* ---- /data as a disk image (data_limit): through the guest ------------------------------
+ * The host never reads that file system. The guest's bluebox packs its /data into a tar
+ * stream (snapshot, export) or unpacks one into it (restore, import); each boots the sandbox
+ * once, so it must not be up (its VM holds the disk). */
+
+/* A temporary archive beside the sandbox's snapshots, removed by the caller. */
+static int disk_temp(cli_args *a, const char *name, char **ret_path, bb_error **err)
+{
+    _cleanup_free_ char *dir = home_path_of(a->root, HP_SNAPSHOTS, name);
+    if (mkdir_p(dir, 0700, err) < 0)
+        return -1;
+    *ret_path = xasprintf("%s/.disk-%d.partial", dir, (int)getpid()); /* never listed */
+    int fd = open(*ret_path, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot create %s", *ret_path);
+    return fd;
+}
+
+static int disk_snapshot(cli_args *a, const char *name, const char *label, snap_compress c,
+                         bb_error **err)
+{
+    if (sandbox_refuse_up(a->root, name, err) < 0)
+        return -1;
+    _cleanup_free_ char *dir = home_path_of(a->root, HP_SNAPSHOTS, name);
+    if (mkdir_p(dir, 0755, err) < 0)
+        return -1;
+    _cleanup_free_ char *file = xasprintf("%s/%s%s", dir, label, compress_suffix(c));
+    _cleanup_free_ char *partial = xasprintf("%s.partial", file);
+    _cleanup_close_ int fd =
+        open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot create %s", partial);
+    char *args[] = {"pack", "/data", (char *)compress_name(c), NULL};
+    if (diskjob_run(a->root, name, args, -1, fd, err) < 0 || fsync(fd) < 0 ||
+        rename(partial, file) < 0) {
+        if (!*err)
+            bb_fail_errno(err, errno, "cannot move %s into place", file);
+        (void)unlink(partial);
+        return -1;
+    }
+    remove_other_suffixes(a->root, name, label, file);
+    printf("%s\n", file);
+    return 0;
+}
+
+static int disk_unpack(cli_args *a, const char *name, int in_fd, const char *how, bb_error **err)
+{
+    _cleanup_close_ int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    char *args[] = {"unpack", "/data", "-", (char *)how, NULL};
+    return diskjob_run(a->root, name, args, in_fd, null, err);
+}
+
+static int disk_restore(cli_args *a, const char *name, const char *archive, bb_error **err)
+{
+    _cleanup_close_ int fd = open(archive, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot open %s", archive);
+    if (disk_unpack(a, name, fd, "replace", err) < 0)
+        return -1;
+    printf("restored %s from %s\n", name, archive);
+    return 0;
+}
+
+static int disk_export(cli_args *a, const char *name, const char *dir, const char *dest,
+                       bb_error **err)
+{
+    _cleanup_free_ char *tmp = NULL;
+    _cleanup_close_ int fd = disk_temp(a, name, &tmp, err);
+    char *args[] = {"pack", "/data", "gzip", NULL};
+    data_job j = {.op = "extract", .arg = {tmp, dir}};
+    data_tally t;
+    int r = fd < 0 ? -1 : diskjob_run(a->root, name, args, -1, fd, err);
+    if (r == 0)
+        r = data_job_run(&j, false, NULL, &t, err);
+    if (tmp)
+        (void)unlink(tmp);
+    if (r < 0)
+        return -1;
+    printf("exported %s's /data to %s\n", name, dest);
+    return 0;
+}
+
+static int disk_import(cli_args *a, const char *name, const char *dir, const char *src,
+                       bb_error **err)
+{
+    _cleanup_free_ char *tmp = NULL;
+    _cleanup_close_ int fd = disk_temp(a, name, &tmp, err);
+    data_job j = {.op = "snapshot", .arg = {dir, tmp, "gzip"}};
+    data_tally t;
+    int r = fd < 0 ? -1 : data_job_run(&j, false, NULL, &t, err);
+    if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
+        r = bb_fail_errno(err, errno, "cannot read %s", tmp);
+    if (r == 0)
+        r = disk_unpack(a, name, fd, "merge", err);
+    if (tmp)
+        (void)unlink(tmp);
+    if (r < 0)
+        return -1;
+    warn_skipped(&t, "imported");
+    printf("imported %s into %s's /data\n", src, name);
+    return 0;
+}
+
 int cmd_snapshot(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
@@ -212,6 +321,8 @@ int cmd_snapshot(cli_args *a, bb_error **err)
     _cleanup_free_ char *q = xasprintf("Replace the existing snapshot %s?", label);
     if (label_exists(a->root, name, label) && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
         return -1;
+    if (datadisk_exists(a->root, name))
+        return disk_snapshot(a, name, label, c, err);
     _cleanup_close_ int lock = home_lock(a->root, name, err);
     if (lock < 0)
         return -1;
@@ -229,6 +340,8 @@ int cmd_restore(cli_args *a, bb_error **err)
     _cleanup_free_ char *q = xasprintf("Replace %s's /data with %s?", name, archive);
     if (data_nonempty(a->root, name) && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
         return -1;
+    if (datadisk_exists(a->root, name))
+        return disk_restore(a, name, archive, err);
     _cleanup_close_ int lock = home_lock(a->root, name, err);
     if (lock < 0)
         return -1;
@@ -265,6 +378,9 @@ static int data_export(cli_args *a, const char *name, const char *dest, bb_error
         return bb_fail(err, EEXIST, "%s is not empty; export into a new or empty directory", dest);
     if (mkdir_p(dir, 0755, err) < 0)
         return -1;
+    if (datadisk_exists(a->root, name))
+        return sandbox_refuse_up(a->root, name, err) < 0 ? -1
+                                                         : disk_export(a, name, dir, dest, err);
     _cleanup_close_ int lock = home_lock(a->root, name, err);
     if (lock < 0)
         return -1;
@@ -283,6 +399,8 @@ static int data_import(cli_args *a, const char *name, const char *src, bb_error 
     _cleanup_free_ char *dir = absolute(src);
     if (!is_dir(dir))
         return bb_fail(err, ENOTDIR, "%s is not a directory", src);
+    if (datadisk_exists(a->root, name))
+        return sandbox_refuse_up(a->root, name, err) < 0 ? -1 : disk_import(a, name, dir, src, err);
     _cleanup_close_ int lock = home_lock(a->root, name, err);
     if (lock < 0)
         return -1;

@@ -10,6 +10,7 @@
 #include "core/sandbox.h"
 #include "runtime/image.h"
 #include "runtime/up.h"
+#include "util/fs.h"
 #include "util/xalloc.h"
 
 int cmd_rename(cli_args *a, bb_error **err)
@@ -65,9 +66,11 @@ int cmd_destroy(cli_args *a, bb_error **err)
         if (nonempty && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
             return -1;
     }
+    _cleanup_free_ char *disk = home_path_of(a->root, HP_DISK, name);
+    bool on_disk = path_exists(disk);
     if (destroy_one(a->root, name, data, err) < 0)
         return -1;
-    _cleanup_free_ char *d = home_path_of(a->root, HP_DATA, name);
+    _cleanup_free_ char *d = on_disk ? steal_pointer(&disk) : home_path_of(a->root, HP_DATA, name);
     if (data)
         printf("destroyed %s\n", name);
     else

@@ -564,6 +564,42 @@ static int key_blueprint(ctx *c, const char *key, const ynode *v)
     return 0;
 }
 
+int size_parse(const char *s, unsigned long long *ret)
+{
+    static const struct {
+        const char *unit;
+        unsigned shift;
+    } units[] = {{"M", 20},   {"MB", 20}, {"MiB", 20}, {"G", 30},  {"GB", 30},
+                 {"GiB", 30}, {"T", 40},  {"TB", 40},  {"TiB", 40}};
+    if (!isdigit((unsigned char)*s))
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(s, &end, 10);
+    if (errno || n > (1ULL << 20))
+        return -1;
+    for (size_t i = 0; i < ELEMENTSOF(units); i++)
+        if (streq(end, units[i].unit)) {
+            *ret = n << units[i].shift;
+            return 0;
+        }
+    return -1;
+}
+
+static int key_data_limit(ctx *c, const char *key, const ynode *v)
+{
+    const char *s;
+    if (read_string(c, key, v, &s) < 0)
+        return -1;
+    unsigned long long n;
+    if (size_parse(s, &n) < 0)
+        return fail_at(c, v, "%s must be a size such as 512M, 10G or 1T, got \"%s\"", key, s);
+    if (n < DATA_LIMIT_MIN || n > DATA_LIMIT_MAX)
+        return fail_at(c, v, "%s must be 16M-16T, got %s", key, s);
+    c->bf->data_limit = n;
+    return 0;
+}
+
 /* The key table: scalar keys are described by their type and rule and read generically;
  * structured keys have a reader of their own. Table order is the order keys are applied
  * (not the file's), so `isolation` comes before `mounts` and strict can refuse rw mounts
@@ -600,6 +636,7 @@ static const key_spec keys[] = {
     {"backend", K_CHOICE, FIELD(backend), .rule = "krun or uml (podman is an alias of krun)",
      .names = {"krun", "uml", "podman"}, .values = {BACKEND_KRUN, BACKEND_UML, BACKEND_KRUN}},
     {"seccomp", K_FN, .fn = key_seccomp},
+    {"data_limit", K_FN, .fn = key_data_limit},
     {"pkgmgr", K_CHOICE, FIELD(pkgmgr), .rule = "apk, apt or dnf", .names = {"apk", "apt", "dnf"},
      .values = {PKG_APK, PKG_APT, PKG_DNF}, .nocase = true},
     {"packages", K_FN, .fn = key_packages},

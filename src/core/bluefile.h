@@ -65,8 +65,17 @@ typedef struct bluefile {
     bf_file *files;
     size_t n_files;
     strv runcmd;
+    /* data_limit: /data is a disk image of this many bytes (0: a host directory, no limit). */
+    unsigned long long data_limit;
 } bluefile;
 
+/* data_limit's bounds: a small ext4 still has room for files; the top is ext4's own reach
+ * with 4 KiB blocks and more than any host disk. */
+#define DATA_LIMIT_MIN (16ULL << 20)
+#define DATA_LIMIT_MAX (16ULL << 40)
+/* A size as data_limit takes it: a whole number with a unit M, G or T (MiB, GiB, TiB;
+ * "MiB"/"GiB"/"TiB" and a trailing "B" are accepted too). 0 and -1 on anything else. */
+int size_parse(const char *s, unsigned long long *ret);
 /* Parse and validate a Bluefile held in memory. `path` names it in messages and anchors a
  * relative `seccomp:` path; `home` expands `~` in mounts and seccomp (NULL: $HOME). */
 int bluefile_parse(const char *path, const char *buf, size_t len, const char *home, bluefile **ret,

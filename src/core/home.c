@@ -70,6 +70,8 @@ char *home_path_of(const char *root, home_path which, const char *name)
         return xasprintf("%s/sandboxes/%s/Containerfile", root, name);
     case HP_DATA:
         return xasprintf("%s/data/%s", root, name);
+    case HP_DISK:
+        return xasprintf("%s/disks/%s.img", root, name);
     case HP_SNAPSHOTS:
         return xasprintf("%s/snapshots/%s", root, name);
     case HP_LOG:

@@ -21,6 +21,7 @@ typedef enum {
     HP_BLUEFILE,      /* sandboxes/<name>/Bluefile */
     HP_CONTAINERFILE, /* sandboxes/<name>/Containerfile */
     HP_DATA,          /* data/<name> */
+    HP_DISK,          /* disks/<name>.img: /data of a sandbox with data_limit */
     HP_SNAPSHOTS,     /* snapshots/<name> */
     HP_LOG,           /* logs/<name>.log */
     HP_RUN,           /* run/<name>.json */

@@ -36,6 +36,7 @@ char *sandbox_template(const char *name)
         "timeout_seconds: 0      # per-run wall-clock limit; 0 = none\n"
         "warm: 0\n"
         "# backend: krun         # krun (KVM microVM, the default) or uml (no KVM needed)\n"
+        "# data_limit: 10G       # /data as a disk image the guest cannot grow past (uml)\n"
         "\n"
         "packages:\n"
         "  - bash\n"
@@ -115,7 +116,7 @@ int sandbox_refuse_up(const char *root, const char *name, bb_error **err)
     return 0;
 }
 
-static const home_path moved[] = {HP_SANDBOX, HP_DATA, HP_LOG, HP_SNAPSHOTS};
+static const home_path moved[] = {HP_SANDBOX, HP_DATA, HP_LOG, HP_SNAPSHOTS, HP_DISK};
 
 /* The rotated logs follow the log (best effort: they are history). */
 static void move_old_logs(const char *from, const char *to)
@@ -204,7 +205,8 @@ int sandbox_remove(const char *root, const char *name, bool data, bb_error **err
         return 0;
     _cleanup_free_ char *d = home_path_of(root, HP_DATA, name);
     _cleanup_free_ char *snaps = home_path_of(root, HP_SNAPSHOTS, name);
-    if (remove_tree(d, err) < 0 || remove_tree(snaps, err) < 0)
+    _cleanup_free_ char *disk = home_path_of(root, HP_DISK, name);
+    if (remove_tree(d, err) < 0 || remove_tree(snaps, err) < 0 || remove_tree(disk, err) < 0)
         return -1;
     return 0;
 }
@@ -212,6 +214,9 @@ int sandbox_remove(const char *root, const char *name, bool data, bb_error **err
 int sandbox_data_nonempty(const char *root, const char *name, bb_error **err)
 {
     _cleanup_free_ char *d = home_path_of(root, HP_DATA, name);
+    _cleanup_free_ char *disk = home_path_of(root, HP_DISK, name);
+    if (path_exists(disk)) /* a disk image (data_limit) is never looked into on the host */
+        return 1;
     int r = dir_is_empty(d, err);
     return r < 0 ? -1 : !r;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "copy.h"
+#include "diskops.h"
 #include "replace.h"
 #include "safetar.h"
 #include "util/spawn.h"
@@ -143,7 +144,8 @@ static const struct {
     int (*run)(const data_job *j, data_tally *t, bb_error **err);
 } ops[] = {
     {"snapshot", 3, op_snapshot}, {"restore", 2, op_restore}, {"reset", 1, op_reset},
-    {"export", 2, op_copy},       {"import", 2, op_copy},
+    {"export", 2, op_copy},       {"import", 2, op_copy},     {"pack", 2, op_pack},
+    {"unpack", 3, op_unpack},     {"extract", 2, op_extract},
 };
 
 static int run_here(const data_job *j, data_tally *t, bb_error **err)
@@ -223,6 +225,8 @@ int data_main(int argc, char **argv)
         bb_error_free(err);
         return 1;
     }
+    if (streq(j.op, "pack")) /* stdout was the archive */
+        return 0;
     _cleanup_free_ char *line = tally_format(&t);
     printf("%s\n", line);
     return 0;

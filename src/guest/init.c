@@ -35,6 +35,7 @@
 
 #include "agent/agent.h"
 #include "agent/proto.h"
+#include "guest/datadisk.h"
 #include "guest/spec.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
@@ -607,6 +608,9 @@ int guest_init_main(int argc, char **argv)
     loopback_up();
     network_up();
     mount_tmp_if_readonly();
+    _cleanup_free_ char *why = NULL;
+    if (datadisk_setup(serial, &why) < 0)
+        fail("%s", why);
     if (spec.mode == SPEC_AGENT)
         run_agent(&spec);
 

@@ -27,6 +27,7 @@ typedef struct {
     const char *image; /* NULL: the sandbox's own, image_ref() */
     char *const *cmd;  /* command in the guest, NULL-terminated */
     const char *self;  /* host path of the static bluebox for the guest (probe, agent, init) */
+    bool guest_root;   /* the command runs as the guest's root whatever the image's USER */
 } launch;
 
 typedef struct backend {
@@ -34,6 +35,8 @@ typedef struct backend {
     bool guest_init; /* the guest's init is the static bluebox: mount it on every launch */
     /* network: none can stay offline while the agent's port is published (bluebox up). */
     bool agent_offline;
+    /* Can attach /data as a disk image (Bluefile data_limit; src/runtime/datadisk.h). */
+    bool data_disk;
     /* Can this host boot this backend? The message says what to do when not. */
     int (*preflight)(const launch *l, bb_error **err);
     /* Flags of this backend, appended before the image. */

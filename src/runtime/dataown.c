@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/home.h"
+#include "datadisk.h"
 #include "util/fs.h"
 #include "util/spawn.h"
 #include "util/xalloc.h"
@@ -83,36 +84,49 @@ int data_owner(bf_isolation iso, uid_t *ret_uid, gid_t *ret_gid, bb_error **err)
     return 0;
 }
 
+int data_hand_over(const char *path, const bluefile *bf, const char *self, bb_error **err)
+{
+    uid_t uid;
+    gid_t gid;
+    if (data_owner(bf->isolation, &uid, &gid, err) < 0)
+        return -1;
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return bb_fail_errno(err, errno, "cannot stat %s", path);
+    if (st.st_uid == uid && st.st_gid == gid)
+        return 0;
+    if (getuid() == 0) {
+        if (chown_tree(path, uid, gid, err) < 0)
+            return bb_prefix(err, "cannot hand %s to the sandbox", path);
+        return 0;
+    }
+    const char *id = bf->isolation == ISO_STRICT ? "1" : "0";
+    char *argv[] = {"podman",   "unshare",  (char *)self, "__reown",
+                    (char *)id, (char *)id, (char *)path, NULL};
+    _cleanup_free_ char *errout = NULL;
+    int r = spawn_capture(argv, NULL, &errout, err);
+    if (r < 0)
+        return -1;
+    if (r != 0)
+        return bb_fail(err, EPERM, "cannot hand %s to the sandbox: %s", path, errout);
+    return 0;
+}
+
 int data_prepare(const char *root, const char *name, const bluefile *bf, const char *self,
                  bb_error **err)
 {
+    int disk = datadisk_prepare(root, name, bf, self, err);
+    if (disk != 0)
+        return disk < 0 ? -1 : 0;
     _cleanup_free_ char *data = home_path_of(root, HP_DATA, name);
-    uid_t uid;
-    gid_t gid;
-    if (mkdir_p(data, HOME_DIR_MODE, err) < 0 || data_owner(bf->isolation, &uid, &gid, err) < 0)
+    if (mkdir_p(data, HOME_DIR_MODE, err) < 0)
         return -1;
     struct stat st;
     if (lstat(data, &st) < 0)
         return bb_fail_errno(err, errno, "cannot stat %s", data);
     if (!S_ISDIR(st.st_mode))
         return bb_fail(err, ENOTDIR, "%s is not a directory", data);
-    if (st.st_uid == uid && st.st_gid == gid)
-        return 0;
-    if (getuid() == 0) {
-        if (chown_tree(data, uid, gid, err) < 0)
-            return bb_prefix(err, "cannot hand %s to the sandbox", data);
-        return 0;
-    }
-    const char *id = bf->isolation == ISO_STRICT ? "1" : "0";
-    char *argv[] = {"podman",   "unshare",  (char *)self, "__reown",
-                    (char *)id, (char *)id, data,         NULL};
-    _cleanup_free_ char *errout = NULL;
-    int r = spawn_capture(argv, NULL, &errout, err);
-    if (r < 0)
-        return -1;
-    if (r != 0)
-        return bb_fail(err, EPERM, "cannot hand %s to the sandbox: %s", data, errout);
-    return 0;
+    return data_hand_over(data, bf, self, err);
 }
 
 int reown_main(int argc, char **argv)

@@ -13,5 +13,7 @@ int data_owner(bf_isolation iso, uid_t *ret_uid, gid_t *ret_gid, bb_error **err)
  * that re-owns it inside rootless podman's user namespace. */
 int data_prepare(const char *root, const char *name, const bluefile *bf, const char *self,
                  bb_error **err);
+/* Give path (a /data directory or disk image) to the sandbox's root for bf's isolation. */
+int data_hand_over(const char *path, const bluefile *bf, const char *self, bb_error **err);
 /* The `__reown <uid> <gid> <path>` role (run through `podman unshare`). */
 int reown_main(int argc, char **argv);

@@ -32,6 +32,7 @@ static int plain_entry(const launch *l, strv *argv, bb_error **err)
 
 static const backend backend_plain = {
     .name = "plain",
+    .data_disk = true, /* a data_limit image is bound but never opened: it only reads uname */
     .launch_flags = plain_flags,
     .entry = plain_entry,
 };

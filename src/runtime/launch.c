@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "core/home.h"
+#include "datadisk.h"
 #include "image.h"
 #include "util/spawn.h"
 #include "util/xalloc.h"
@@ -101,11 +102,34 @@ char *guest_binary(bb_error **err)
     return self;
 }
 
+/* /data: the sandbox's directory, or with data_limit its disk image, which the VMM attaches
+ * (named by BLUEBOX_DATA_DISK) and the guest mounts on /data (a small empty tmpfs is the
+ * mount point, so that readonly images work too). */
+static int data_flags(const backend *b, const launch *l, strv *a, bb_error **err)
+{
+    if (!l->bf->data_limit) {
+        _cleanup_free_ char *data = home_path_of(l->root, HP_DATA, l->name);
+        add(a, "-v");
+        addf(a, "%s:/data", data);
+        return 0;
+    }
+    if (!b->data_disk)
+        return bb_fail(err, ENOTSUP,
+                       "data_limit needs backend: uml for now (the %s backend cannot attach the "
+                       "/data disk image yet); set backend: uml or remove data_limit",
+                       b->name);
+    _cleanup_free_ char *disk = home_path_of(l->root, HP_DISK, l->name);
+    add(a, "-v");
+    addf(a, "%s:" DATADISK_CONTAINER_PATH ":rw", disk);
+    add(a, "--env=BLUEBOX_DATA_DISK=" DATADISK_CONTAINER_PATH);
+    add(a, "--tmpfs=/data:rw,nosuid,nodev,noexec,size=16k,mode=0755");
+    return 0;
+}
+
 int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
 {
     const bluefile *bf = l->bf;
     _cleanup_strv_ strv a = {0};
-    _cleanup_free_ char *data = home_path_of(l->root, HP_DATA, l->name);
     add(&a, "podman");
     add(&a, "run");
     if (l->mode != LAUNCH_AGENT)
@@ -121,8 +145,8 @@ int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
     add(&a, "--pids-limit=512");
     addf(&a, "--memory=%dm", bf->ram_mib + 256);
     addf(&a, "--network=%s", l->mode == LAUNCH_AGENT ? "bridge" : bf_network_name(bf->network));
-    add(&a, "-v");
-    addf(&a, "%s:/data", data);
+    if (data_flags(b, l, &a, err) < 0)
+        return -1;
     for (size_t i = 0; i < bf->n_mounts; i++) {
         add(&a, "-v");
         addf(&a, "%s:%s:%s", bf->mounts[i].host, bf->mounts[i].guest,
@@ -147,6 +171,8 @@ int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
     else /* attached: bluebox relays and logs the output (clipped); podman's own copy of it
           * would grow in its storage for as long as the run prints */
         add(&a, "--log-driver=none");
+    if (l->guest_root)
+        add(&a, "--user=0:0");
     if (l->interactive)
         add(&a, "-i");
     if (l->tty)

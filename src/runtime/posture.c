@@ -7,6 +7,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "datadisk.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
@@ -35,7 +36,12 @@ char *posture_line(const backend *b, const bluefile *bf, const char *guest_relea
     else
         sb_printf(&s, "isolation: %s microVM on KVM, guest kernel %s", b->name, kernel);
     sb_printf(&s, " · network %s", bf_network_name(bf->network));
-    sb_puts(&s, " · /data rw");
+    if (bf->data_limit) {
+        _cleanup_free_ char *limit = datadisk_size_words(bf->data_limit);
+        sb_printf(&s, " · /data rw, %s disk", limit);
+    } else {
+        sb_puts(&s, " · /data rw");
+    }
     if (bf->n_mounts == 0)
         sb_puts(&s, " · mounts: none");
     for (size_t i = 0; i < bf->n_mounts; i++)

@@ -89,6 +89,7 @@ const backend backend_uml = {
     .name = "uml",
     .guest_init = true,
     .agent_offline = true, /* none + forward = libslirp restricted (src/vmm/net.c) */
+    .data_disk = true,     /* ubd0, capped by bluebox-vmm (src/vmm/disklimit.c) */
     .preflight = uml_preflight,
     .launch_flags = uml_flags,
     .entry = uml_entry,

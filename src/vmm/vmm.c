@@ -26,6 +26,7 @@
 #include "agent/proto.h"
 #include "guest/spec.h"
 #include "util/xalloc.h"
+#include "vmm/disklimit.h"
 #include "vmm/jail.h"
 #include "vmm/net.h"
 
@@ -59,7 +60,8 @@ static const char *const kernel_trims[] = {
 
 /* Our own control variables: consumed here, never part of the workload's environment. */
 static const char *const control_vars[] = {
-    "BLUEBOX_FORWARD", "BLUEBOX_MODE", "BLUEBOX_NETWORK", "BLUEBOX_RAM_MIB", "BLUEBOX_UML_ARGS",
+    "BLUEBOX_DATA_DISK", "BLUEBOX_FORWARD", "BLUEBOX_MODE",
+    "BLUEBOX_NETWORK",   "BLUEBOX_RAM_MIB", "BLUEBOX_UML_ARGS",
 };
 
 static void die(const char *fmt, ...) _printf_(1, 2) _noreturn_;
@@ -163,7 +165,8 @@ static char *vmm_dir(void)
     return self;
 }
 
-static void kernel_argv(strv *a, const char *dir, unsigned mib, const vmm_net *net)
+static void kernel_argv(strv *a, const char *dir, unsigned mib, const vmm_net *net,
+                        const disk_limit *disk)
 {
     strv_push(a, xasprintf("%s/linux.uml", dir));
     strv_push(a, xasprintf("mem=%uM", mib));
@@ -182,6 +185,7 @@ static void kernel_argv(strv *a, const char *dir, unsigned mib, const vmm_net *n
     strv_add(a, "ssl=null");
     strv_push(a, xasprintf("ssl0=fd:%d,fd:%d", SERIAL_FD, SERIAL_FD));
     net_kernel_args(net, a);
+    disk_limit_kernel_args(disk, a);
     /* Debugging aid (e.g. initcall_debug): extra words for the kernel command line. */
     const char *extra = getenv("BLUEBOX_UML_ARGS");
     if (extra) {
@@ -284,6 +288,7 @@ typedef struct relay {
     struct timespec exit_at;
     struct termios saved_tty;
     vmm_net *net; /* NULL for network: none */
+    const disk_limit *disk;
     pollvec pv;
 } relay;
 
@@ -334,6 +339,13 @@ static void on_frame(relay *r, const frame *f)
             kill_guest(r);
         }
         r->ready = true;
+        /* The workload starts only after G: cap the data disk first (disklimit.h). */
+        if (r->disk->path && disk_limit_apply(r->disk, r->uml) < 0) {
+            r->failure = "cannot cap the /data disk at its size (RLIMIT_FSIZE)";
+            kill_guest(r);
+        } else if (r->disk->path) {
+            queue(r, FRAME_GO, NULL, 0);
+        }
         break;
     case FRAME_EXIT:
         if (!r->have_exit) {
@@ -599,15 +611,24 @@ int main(int argc, char **argv)
     unsigned mib = ram_mib();
     vmm_net *net = net_setup(getenv("BLUEBOX_NETWORK"), getenv("BLUEBOX_FORWARD"));
     _cleanup_free_ char *dir = vmm_dir();
+    disk_limit disk;
+    const char *why = NULL;
+    if (!disk_limit_init(&disk, &why))
+        die("%s", why);
     _cleanup_strv_ strv kargv = {0};
-    kernel_argv(&kargv, dir, mib, net);
+    kernel_argv(&kargv, dir, mib, net, &disk);
     write_spec(&spec);
 
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
         die("socketpair: %s", strerror(errno));
     sigset_t old;
-    relay r = {.sock = sv[0], .stdin_open = true, .sock_open = true, .uml_alive = true, .net = net};
+    relay r = {.sock = sv[0],
+               .stdin_open = true,
+               .sock_open = true,
+               .uml_alive = true,
+               .net = net,
+               .disk = &disk};
     r.sigfd = signals_setup(&old);
     frame_decoder_init(&r.dec);
     clock_gettime(CLOCK_MONOTONIC, &r.started);

@@ -129,7 +129,7 @@ def test_escape_suite_standard_as_root(root_suite):
     # what must run for real on this branch with `run` (not SKIP)
     for c in ("kernel", "loopback", "host-files", "symlinks", "dotdot", "ro-root", "ro-mount",
               "vmm-fs", "agent-binary", "dev-kvm", "vmm-nnp", "vmm-seccomp", "vmm-caps",
-              "vmm-netns", "vmm-limits", "vmm-uid", "fork-bomb", "data-destroy"):
+              "vmm-netns", "vmm-limits", "vmm-uid", "fork-bomb", "data-destroy", "data-limit"):
         assert c in results and results[c][0] != "SKIP", r.stdout
     assert results["fork-bomb"][0] == "PASS", r.stdout
     assert not no_leftovers()
@@ -159,6 +159,8 @@ WEAKENED = [
     ("kvm", "dev-kvm"),
     ("mount=TMP", "host-files,symlinks,dotdot"),
     ("token-argv", "token"),
+    # the data_limit image is still bound, but the VMM neither attaches nor caps it
+    ("disk-cap", "data-limit"),
 ]
 
 

@@ -75,6 +75,31 @@ static void ranges(void **s)
     bluefile_free(bf);
 }
 
+static void data_limit(void **s)
+{
+    (void)s;
+    bluefile *bf = ok("# nothing\n");
+    assert_true(bf->data_limit == 0); /* /data stays a host directory */
+    bluefile_free(bf);
+    bf = ok("data_limit: 64M\n");
+    assert_true(bf->data_limit == 64ULL << 20);
+    bluefile_free(bf);
+    bf = ok("data_limit: 10GiB\n");
+    assert_true(bf->data_limit == 10ULL << 30);
+    bluefile_free(bf);
+    bf = ok("data_limit: 16T\n");
+    assert_true(bf->data_limit == 16ULL << 40);
+    bluefile_free(bf);
+    EXPECT_BAD("data_limit: 10\n", "data_limit must be a size such as 512M, 10G or 1T");
+    EXPECT_BAD("data_limit: 10k\n", "data_limit must be a size");
+    EXPECT_BAD("data_limit: -1G\n", "data_limit must be a size");
+    EXPECT_BAD("data_limit: 1.5G\n", "data_limit must be a size");
+    EXPECT_BAD("data_limit: 99999999999999999999T\n", "data_limit must be a size");
+    EXPECT_BAD("data_limit: 15M\n", "data_limit must be 16M-16T, got 15M");
+    EXPECT_BAD("data_limit: 17T\n", "data_limit must be 16M-16T");
+    EXPECT_BAD("data_limit: [1G]\n", "data_limit must be a string");
+}
+
 static void choices(void **s)
 {
     (void)s;
@@ -226,7 +251,7 @@ int main(void)
         cmocka_unit_test(pkgmgr_inference), cmocka_unit_test(packages_and_lines),
         cmocka_unit_test(env_rules),        cmocka_unit_test(mounts),
         cmocka_unit_test(blueprint),        cmocka_unit_test(yaml_hazards),
-        cmocka_unit_test(seccomp_relative),
+        cmocka_unit_test(seccomp_relative), cmocka_unit_test(data_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

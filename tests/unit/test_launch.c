@@ -165,6 +165,52 @@ static void backend_env_override(void **s)
 
 /* Without an openable /dev/kvm the refusal names the uml backend; with one (some hosts have
  * a KVM device, e.g. kvm-pvm), a missing krun symlink is what is refused. */
+/* data_limit: the disk image instead of the directory, named to the VMM, and a mount point;
+ * a backend that cannot attach it refuses instead of silently giving /data no limit. */
+static int no_flags(const launch *l, strv *argv, bb_error **err)
+{
+    (void)l, (void)argv, (void)err;
+    return 0;
+}
+
+static char *data_limit_argv(const backend *b, bb_error **err)
+{
+    bluefile *bf = NULL;
+    const char *yaml = "data_limit: 1G\n";
+    assert_int_equal(bluefile_parse("B", yaml, strlen(yaml), "/h", &bf, err), 0);
+    char *cmd[] = {"true", NULL};
+    launch l = {.root = "/r", .name = "box", .bf = bf, .container = "c", .cmd = cmd};
+    strv a = {0};
+    char *ret = NULL;
+    if (launch_argv(b, &l, &a, err) == 0) {
+        strbuf sb = {0};
+        for (size_t i = 0; i < a.n; i++)
+            sb_printf(&sb, "%s%s", i ? " " : "", a.v[i]);
+        ret = sb_steal(&sb);
+    }
+    strv_clear(&a);
+    bluefile_free(bf);
+    return ret;
+}
+
+static void data_limit_disk(void **s)
+{
+    (void)s;
+    const backend disk = {
+        .name = "disk", .data_disk = true, .launch_flags = no_flags, .entry = no_flags};
+    bb_error *err = NULL;
+    char *got = data_limit_argv(&disk, &err);
+    assert_non_null(got);
+    assert_contains(got, " -v /r/disks/box.img:/.bluebox/data.img:rw "
+                         "--env=BLUEBOX_DATA_DISK=/.bluebox/data.img "
+                         "--tmpfs=/data:rw,nosuid,nodev,noexec,size=16k,mode=0755 ");
+    assert_null(strstr(got, "/r/data/box"));
+    free(got);
+    assert_null(data_limit_argv(&backend_krun, &err));
+    assert_contains(err->msg, "data_limit needs backend: uml for now");
+    bb_error_free(err);
+}
+
 static void krun_preflight_refusals(void **s)
 {
     (void)s;
@@ -206,6 +252,7 @@ int main(void)
         cmocka_unit_test(krun_agent),
         cmocka_unit_test(backend_env_override),
         cmocka_unit_test(krun_preflight_refusals),
+        cmocka_unit_test(data_limit_disk),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
