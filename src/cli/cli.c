@@ -410,6 +410,8 @@ void cli_print_error(const char *prefix, const char *msg)
      * characters, C1 ones too (which terminals obey also as UTF-8), and bytes that are not
      * UTF-8 are shown escaped, so an error is always one line and never drives the terminal. */
     _cleanup_sb_ strbuf b = {0};
+    if (!msg)
+        msg = BB_ERROR_NO_MESSAGE;
     for (const unsigned char *s = (const unsigned char *)msg; *s; s++) {
         unsigned cp = 0;
         size_t n = *s >= 0x80 ? utf8_seq(s, &cp) : 1;
@@ -428,10 +430,10 @@ void cli_print_error(const char *prefix, const char *msg)
     fprintf(stderr, "bluebox: %s%s\n", prefix ? prefix : "", b.s ? b.s : "");
 }
 
-static int print_error(bb_error *e)
+static int print_error(const bb_error *e)
 {
-    cli_print_error(NULL, e->msg);
-    return e->exit ? e->exit : 1;
+    cli_print_error(NULL, bb_error_message(e));
+    return bb_error_exit(e);
 }
 
 static int run_command(const cli_command *c, int argc, char **argv)
