@@ -782,6 +782,42 @@ $ISO"
 }
 want fork-bomb && check_fork_bomb
 
+# ---------------------------------------------------------------- the VMM's log
+# Guest root swaps UML's console log (/.bluebox/mem/uml.log, which its view includes) for a
+# symlink to /dev/zero and powers off without reporting an exit code. bluebox-vmm, outside
+# the jail, then shows the log's last lines: following the guest's symlink, it spun
+# forever and `run` never returned. It must read the file it opened before boot.
+check_vmm_log() {
+    if [ "$BACKEND" != uml ]; then
+        skip vmm-log "uml only (bluebox-vmm's console log)"
+        return
+    fi
+    local c=$BASE_NAME-c out rc t0 took
+    define "$c" "base: $IMAGE
+backend: $BACKEND
+ram_mib: 256
+network: none
+$ISO"
+    out=$("$BIN" build "$c" 2>&1) || {
+        printf '%s\n' "$out" | tail -n 5 >&2
+        setup_error "bluebox build $c failed"
+    }
+    t0=$(date +%s)
+    out=$(timeout 90 "$BIN" run "$c" -- sh -c \
+        'rm -f /.bluebox/mem/uml.log && ln -s /dev/zero /.bluebox/mem/uml.log && poweroff -f' \
+        </dev/null 2>&1)
+    rc=$?
+    took=$(($(date +%s) - t0))
+    if [ "$rc" = 124 ]; then
+        fail vmm-log "bluebox run did not return within 90 s after the guest swapped uml.log for a symlink to /dev/zero"
+    elif [ "$rc" = 0 ] || [ "$took" -gt 60 ]; then
+        fail vmm-log "bluebox run took ${took} s and exited $rc after the guest swapped uml.log and powered off: $(tail -n1 <<<"$out")"
+    else
+        pass vmm-log "a guest that swaps uml.log for a symlink to /dev/zero and powers off: run ends in ${took} s (exit $rc)"
+    fi
+}
+want vmm-log && check_vmm_log
+
 # ---------------------------------------------------------------- host-side /data tools
 # What the guest planted in /data (symlinks to $OUTSIDE, to its secret, a write target)
 # must not make bluebox's own commands read or write outside /data.
