@@ -19,7 +19,7 @@
 
 /* `bluebox up` hands the guest head_0, as hex, in this variable (podman --env, no value). */
 #define AGENT_HEAD_VAR     "BLUEBOX_AGENT_HEAD"
-#define CHAIN_LEN          4096u
+#define CHAIN_LEN          1024u
 #define CHAIN_ROTATE_BELOW (CHAIN_LEN / 2)
 /* At most this many indices are out at once (the agent has at most AGENT_MAX_UNAUTH
  * connections waiting for their hello). Indices handed out and not proven (their connection

@@ -58,7 +58,7 @@ def frame(t, payload=b""):
     return t + struct.pack(">I", len(payload)) + payload
 
 
-CHAIN_LEN = 4096
+CHAIN_LEN = 1024
 
 
 def chain_value(token, epoch, index):
@@ -389,6 +389,28 @@ def test_agent_under_abuse(box):
     # and the agent still serves the owner
     r = h("exec", name, "--", "echo", "still")
     assert r.stdout == b"still\n", r
+
+
+def test_a_sniffed_proof_is_refused(box):
+    """Guest root sees every hello on its own network stack. What it learns there (a proof
+    already accepted, and what hashing it yields) gets no one in again: the agent hands out
+    each index once, and the values it accepts next lie below, where hashing cannot go."""
+    h, name = box
+    token = state(h, name)["token"]
+    c = connect(state(h, name)["addr"])
+    sniffed = authed_hello(c, token)
+    assert [t for t, _ in read_frames(c)] == [b"R", b"X"]
+    c.close()
+    replays = [sniffed, hashlib.sha256(bytes.fromhex(sniffed)).hexdigest()]
+    for p in replays:
+        c = connect(state(h, name)["addr"])
+        challenge(c)
+        c.sendall(hello(p, ["touch", "/data/replayed"]))
+        assert closed_silently(c), p
+        c.close()
+    assert not (h.data(name) / "replayed").exists()
+    r = h("exec", name, "--", "echo", "owner")  # the owner still gets in
+    assert (r.returncode, r.stdout) == (0, b"owner\n"), r
 
 
 def test_kernel_gate_refuses_an_agent_on_the_host_kernel(box):

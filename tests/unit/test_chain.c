@@ -24,7 +24,7 @@ static void derivation(void **s)
     chain_value(TOKEN, 0, 0, v);
     hex_is(v, "65843e505524ab4e6bbc0f24918ed7ee2f1c3dcdf63520ba0126116cee4a452a");
     chain_value(TOKEN, 0, CHAIN_LEN, v);
-    hex_is(v, "5e46a918ef3dd82e9f4c4e39074e82238a2bd97c05105661eb428a025a02d914");
+    hex_is(v, "2a570a3349835453600f7493d3908961e583585ff884bfdca0e9f9f90467e156");
     chain_value(TOKEN, 1, 1, v);
     hex_is(v, "c0950dfb185550877de3f0cb0316d3cee777385cac7e92f0e2da2787e1aaffd3");
     uint8_t w[SHA256_LEN];

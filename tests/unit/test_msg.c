@@ -123,12 +123,12 @@ static void exit_and_ready(void **s)
 static void challenge(void **s)
 {
     (void)s;
-    agent_challenge c = {.epoch = 3, .index = 4095, .rotate = true}, d;
+    agent_challenge c = {.epoch = 3, .index = 1023, .rotate = true}, d;
     size_t len;
     char *json = challenge_encode(&c, &len);
     assert_int_equal(challenge_decode(json, len, &d, NULL), 0);
     assert_int_equal(d.epoch, 3);
-    assert_int_equal(d.index, 4095);
+    assert_int_equal(d.index, 1023);
     assert_true(d.rotate);
     free(json);
     assert_int_equal(challenge_decode("{\"epoch\":0,\"index\":1}", 21, &d, NULL), 0);
@@ -138,7 +138,7 @@ static void challenge(void **s)
                                 "{\"epoch\":0}",
                                 "{\"index\":5}",
                                 "{\"epoch\":0,\"index\":0}",
-                                "{\"epoch\":0,\"index\":4096}",
+                                "{\"epoch\":0,\"index\":1024}",
                                 "{\"epoch\":-1,\"index\":5}",
                                 "{\"epoch\":2147483648,\"index\":5}",
                                 "{\"epoch\":0,\"index\":\"5\"}",
