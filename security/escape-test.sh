@@ -501,6 +501,8 @@ check_token() {
     grep -rqF "$TOKEN" "$BLUEBOX_HOME/logs" 2>/dev/null && where="$where logs"
     scan=$(scan_guest_memory) || scan=""
     read -r procs mib tok head <<<"$scan"
+    # (under strict the dump belongs to the guest's subordinate uid: the guest removes it)
+    in_guest rm -rf /data/.esc-mem >/dev/null
     rm -rf "$BLUEBOX_HOME/data/$A/.esc-mem" 2>/dev/null
     [ "${tok:-0}" -gt 0 ] && where="$where guest-memory($tok)"
     if [ -n "$where" ]; then

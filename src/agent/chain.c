@@ -122,7 +122,7 @@ static bool equal32(const uint8_t *a, const uint8_t *b)
 
 bool chain_verify(chain_state *s, uint32_t epoch, uint32_t index, const uint8_t proof[SHA256_LEN])
 {
-    chain_epoch *e = s->cur.valid && s->cur.epoch == epoch   ? &s->cur
+    chain_epoch *e = s->cur.valid && s->cur.epoch == epoch     ? &s->cur
                      : s->prev.valid && s->prev.epoch == epoch ? &s->prev
                                                                : NULL;
     if (!e || index == 0 || index >= CHAIN_LEN || index == e->anchor_index ||

@@ -57,8 +57,8 @@ typedef struct chain_ticket {
 } chain_ticket;
 
 typedef struct chain_state {
-    chain_epoch cur, prev; /* prev: the epoch before a rotation, for proofs already asked */
-    uint32_t next;         /* the next fresh index of cur; 0: none left */
+    chain_epoch cur, prev;       /* prev: the epoch before a rotation, for proofs already asked */
+    uint32_t next;               /* the next fresh index of cur; 0: none left */
     chain_ticket out[CHAIN_OUT]; /* handed out, neither proven nor given back */
     size_t nout;
     uint32_t spare[CHAIN_OUT]; /* given back: handed out again first */

@@ -16,9 +16,9 @@
 typedef struct agent_hello {
     char *proof;     /* hex: the chain value of the index the challenge named (chain.h) */
     char *next_head; /* hex, or NULL: the next epoch's head, when the challenge asked */
-    strv argv; /* empty: a ping */
-    strv env;  /* "NAME=value", added to the image's environment */
-    char *dir; /* NULL: the agent's default (/data) */
+    strv argv;       /* empty: a ping */
+    strv env;        /* "NAME=value", added to the image's environment */
+    char *dir;       /* NULL: the agent's default (/data) */
     int timeout_seconds;
     bool tty;
     unsigned rows, cols;

@@ -162,9 +162,9 @@ static void exhaustion(void **s)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(derivation),       cmocka_unit_test(hex),
+        cmocka_unit_test(derivation),        cmocka_unit_test(hex),
         cmocka_unit_test(once_and_in_place), cmocka_unit_test(out_of_order),
-        cmocka_unit_test(rotation),         cmocka_unit_test(exhaustion),
+        cmocka_unit_test(rotation),          cmocka_unit_test(exhaustion),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

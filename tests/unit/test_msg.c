@@ -167,10 +167,8 @@ static void signals_and_winsize(void **s)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(hello_roundtrip),
-        cmocka_unit_test(hello_strict),
-        cmocka_unit_test(exit_and_ready),
-        cmocka_unit_test(challenge),
+        cmocka_unit_test(hello_roundtrip),     cmocka_unit_test(hello_strict),
+        cmocka_unit_test(exit_and_ready),      cmocka_unit_test(challenge),
         cmocka_unit_test(signals_and_winsize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
