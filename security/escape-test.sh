@@ -467,6 +467,59 @@ check_dev_kvm() {
     pass dev-kvm "no /dev/kvm in the guest$also"
 }
 
+# The agent's chain head for the state's token (src/agent/chain.h), hex: what the guest
+# holds instead of the token. Found in the agent's memory, it shows the scan reads memory.
+chain_head() {
+    python3 -c 'import hashlib, struct, sys
+v = hashlib.sha256(sys.argv[1].encode() + b"bluebox-agent" + struct.pack(">I", 0)).digest()
+for _ in range(1024):
+    v = hashlib.sha256(v).digest()
+print(v.hex())' "$1"
+}
+
+# Guest root dumps the readable memory of every guest process into /data (which is the
+# host's data directory); the host looks for the token there, so the guest never sees it.
+mem_scan_script() {
+    cat <<'EOF'
+mkdir -p /data/.esc-mem || exit 1
+for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = "$$" ] && continue
+    while read -r range perms rest; do
+        case $perms in r*) ;; *) continue ;; esac
+        case $rest in *vsyscall* | *vvar*) continue ;; esac
+        s=$((0x${range%-*}))
+        e=$((0x${range#*-}))
+        [ $((e - s)) -le 67108864 ] || continue
+        dd if="$d/mem" bs=4096 skip=$((s / 4096)) count=$(((e - s) / 4096)) 2>/dev/null
+    done <"$d/maps" >"/data/.esc-mem/$p" 2>/dev/null
+done
+echo "SCANNED $(ls /data/.esc-mem | wc -l)"
+EOF
+}
+
+# scan_guest_memory: "<processes> <MiB> <token hits> <head hits>", after at least one exec
+scan_guest_memory() {
+    local dir=$BLUEBOX_HOME/data/$A/.esc-mem out
+    out=$(in_guest sh -c "$(mem_scan_script)")
+    [[ $out == *SCANNED* ]] || return 1
+    python3 - "$dir" "$TOKEN" "$(chain_head "$TOKEN")" <<'EOF'
+import os, sys
+d, token, head = sys.argv[1], sys.argv[2].encode(), bytes.fromhex(sys.argv[3])
+n = size = tok = hd = 0
+for f in os.listdir(d):
+    try:
+        data = open(os.path.join(d, f), "rb").read()
+    except OSError:
+        continue
+    n += 1
+    size += len(data)
+    tok += data.count(token)
+    hd += data.count(head) + data.count(head.hex().encode())
+print(n, size >> 20, tok, hd)
+EOF
+}
+
 check_token() {
     if ! have up; then
         skip token "up not available"
@@ -476,17 +529,30 @@ check_token() {
         warn token "cannot check: the sandbox is not up or its state has no token"
         return
     fi
-    local where=""
+    local where="" scan procs mib tok head
     section token | grep -qF "$TOKEN" && where="$where guest-environment"
     pgrep -f -- "$TOKEN" >/dev/null && where="$where host-ps"
     # the container's process and the `podman run` that made it (gone from ps by now)
     podman inspect --format '{{.Path}} {{join .Args " "}} {{join .Config.CreateCommand " "}}' \
         "${VMM_CID:-none}" 2>/dev/null | grep -qF "$TOKEN" && where="$where podman-argv"
+    # what the VM's container (so bluebox-vmm, which writes the guest's launch spec) was given
+    podman inspect --format '{{join .Config.Env " "}}' "${VMM_CID:-none}" 2>/dev/null |
+        grep -qF "$TOKEN" && where="$where container-environment"
     grep -rqF "$TOKEN" "$BLUEBOX_HOME/logs" 2>/dev/null && where="$where logs"
+    scan=$(scan_guest_memory) || scan=""
+    read -r procs mib tok head <<<"$scan"
+    # (under strict the dump belongs to the guest's subordinate uid: the guest removes it)
+    in_guest rm -rf /data/.esc-mem >/dev/null
+    rm -rf "$BLUEBOX_HOME/data/$A/.esc-mem" 2>/dev/null
+    [ "${tok:-0}" -gt 0 ] && where="$where guest-memory($tok)"
     if [ -n "$where" ]; then
         fail token "the agent token shows in:$where"
+    elif [ -z "$scan" ]; then
+        fail token "cannot scan the guest's memory (the dump into /data did not work)"
+    elif [ "${head:-0}" = 0 ]; then
+        warn token "the token is nowhere looked, also not in $procs guest processes' memory ($mib MiB), but the scan did not find the agent's chain head either: it may not have read the agent"
     else
-        pass token "the agent token is in no guest environment, /proc/1/environ, host ps, podman argv or log"
+        pass token "the agent token is in no guest environment or memory ($procs processes, $mib MiB; the guest holds only the chain head), host ps, podman argv or environment, or log"
     fi
 }
 
@@ -841,6 +907,41 @@ $ISO"
     fi
 }
 want data-limit && check_data_limit
+# ---------------------------------------------------------------- the VMM's log
+# Guest root swaps UML's console log (/.bluebox/mem/uml.log, which its view includes) for a
+# symlink to /dev/zero and powers off without reporting an exit code. bluebox-vmm, outside
+# the jail, then shows the log's last lines: following the guest's symlink, it spun
+# forever and `run` never returned. It must read the file it opened before boot.
+check_vmm_log() {
+    if [ "$BACKEND" != uml ]; then
+        skip vmm-log "uml only (bluebox-vmm's console log)"
+        return
+    fi
+    local c=$BASE_NAME-c out rc t0 took
+    define "$c" "base: $IMAGE
+backend: $BACKEND
+ram_mib: 256
+network: none
+$ISO"
+    out=$("$BIN" build "$c" 2>&1) || {
+        printf '%s\n' "$out" | tail -n 5 >&2
+        setup_error "bluebox build $c failed"
+    }
+    t0=$(date +%s)
+    out=$(timeout 90 "$BIN" run "$c" -- sh -c \
+        'rm -f /.bluebox/mem/uml.log && ln -s /dev/zero /.bluebox/mem/uml.log && poweroff -f' \
+        </dev/null 2>&1)
+    rc=$?
+    took=$(($(date +%s) - t0))
+    if [ "$rc" = 124 ]; then
+        fail vmm-log "bluebox run did not return within 90 s after the guest swapped uml.log for a symlink to /dev/zero"
+    elif [ "$rc" = 0 ] || [ "$took" -gt 60 ]; then
+        fail vmm-log "bluebox run took ${took} s and exited $rc after the guest swapped uml.log and powered off: $(tail -n1 <<<"$out")"
+    else
+        pass vmm-log "a guest that swaps uml.log for a symlink to /dev/zero and powers off: run ends in ${took} s (exit $rc)"
+    fi
+}
+want vmm-log && check_vmm_log
 
 # ---------------------------------------------------------------- host-side /data tools
 # What the guest planted in /data (symlinks to $OUTSIDE, to its secret, a write target)

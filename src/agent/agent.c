@@ -1,6 +1,8 @@
 /* The in-guest agent: one poll loop serving any number of connections. Every byte a peer
- * sends is hostile until its hello carries the token: at most AGENT_MAX_UNAUTH such peers,
- * each closed AGENT_HELLO_MS after it connected, a wrong token closed without a word.
+ * sends is hostile until its hello proves the index our challenge named (a value of the
+ * hash chain in chain.h: the guest holds only the chain's head, never the token): at most
+ * AGENT_MAX_UNAUTH such peers, each closed AGENT_HELLO_MS after it connected, a wrong proof
+ * closed without a word.
  * An authenticated session runs one command (no shell) in its own session and process
  * group, relays stdin/stdout/stderr as frames with back-pressure in both directions (a slow
  * peer stops the command's output being read, it never makes us buffer more), applies the
@@ -24,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/chain.h"
 #include "agent/msg.h"
 #include "agent/proto.h"
 #include "util/xalloc.h"
@@ -55,6 +58,8 @@ typedef struct conn {
     size_t in_len, in_off;
     bool in_eof;
     agent_hello req;
+    bool holds_index; /* the challenge's index, not yet proven */
+    uint32_t epoch, index;
     pid_t pid;
     int cin, cout, cerr, errpipe; /* our ends; with a pty cin == cout == master, cerr = -1 */
     bool pty, exited, timed_out;
@@ -69,6 +74,7 @@ typedef struct agent {
     int lfd, sigfd;
     conn *conns;
     size_t unauth;
+    chain_state chain;
     char kernel[65];
 } agent;
 
@@ -133,6 +139,8 @@ static void conn_free(agent *a, conn *c)
 {
     if (c->st == C_HELLO)
         a->unauth--;
+    if (c->holds_index)
+        chain_release(&a->chain, c->epoch, c->index);
     kill_group(c); /* the peer is gone: so is its command (waitpid(-1) reaps it) */
     close_fd(&c->fd);
     close_fd(&c->cin);
@@ -297,14 +305,22 @@ static void start_command(agent *a, conn *c)
 
 /* ---- frames from the peer --------------------------------------------------------------- */
 
-static bool token_equal(const char *a, const char *b)
+/* Whether the hello proves the index this connection was given; a proven index is spent.
+ * A client asked to rotate may bring the next epoch's head. */
+static bool proven(agent *a, conn *c)
 {
-    size_t la = strlen(a), lb = strlen(b);
-    unsigned char d = la != lb;
-    /* Always walk the expected token's length: the time says nothing about the guess. */
-    for (size_t i = 0; i < lb; i++)
-        d |= (unsigned char)(b[i] ^ (i < la ? a[i] : 0));
-    return d == 0;
+    uint8_t proof[SHA256_LEN];
+    if (!c->req.proof || hex_decode(c->req.proof, proof, sizeof proof) < 0)
+        return false;
+    bool ok = chain_verify(&a->chain, c->epoch, c->index, proof);
+    explicit_bzero(proof, sizeof proof);
+    c->holds_index = false; /* spent, or (a wrong value) given back by chain_verify */
+    if (!ok)
+        return false;
+    uint8_t next[SHA256_LEN];
+    if (c->req.next_head && hex_decode(c->req.next_head, next, sizeof next) == 0)
+        chain_rotate(&a->chain, c->epoch, next);
+    return true;
 }
 
 /* Returns false when the connection must close now (silence for anyone unauthenticated). */
@@ -312,9 +328,8 @@ static bool on_hello(agent *a, conn *c, const frame *f)
 {
     _cleanup_error_ bb_error *err = NULL;
     int r = hello_decode((const char *)f->data, f->len, &c->req, &err);
-    if (!c->req.token || !token_equal(c->req.token, a->cfg->token))
+    if (!proven(a, c))
         return false;
-    explicit_bzero(c->req.token, strlen(c->req.token));
     a->unauth--;
     c->st = C_WAIT_GO;
     size_t len;
@@ -529,6 +544,11 @@ static void accept_peer(agent *a)
         return;
     if (a->unauth >= AGENT_MAX_UNAUTH)
         evict_oldest_unauth(a);
+    agent_challenge ch = {.rotate = chain_wants_rotation(&a->chain)};
+    if (!chain_reserve(&a->chain, &ch.epoch, &ch.index)) {
+        close(fd); /* every index is out: the next authenticated client rotates */
+        return;
+    }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     conn *c = xcalloc(1, sizeof *c);
@@ -539,8 +559,14 @@ static void accept_peer(agent *a)
                 .cout = -1,
                 .cerr = -1,
                 .errpipe = -1,
+                .holds_index = true,
+                .epoch = ch.epoch,
+                .index = ch.index,
                 .next = a->conns};
     frame_decoder_init(&c->dec);
+    size_t len;
+    _cleanup_free_ char *greeting = challenge_encode(&ch, &len);
+    queue(c, FRAME_CHALLENGE, greeting, len);
     a->conns = c;
     a->unauth++;
 }
@@ -652,6 +678,7 @@ static void drain_signals(int sigfd)
 int agent_serve(const agent_config *cfg, bb_error **err)
 {
     agent a = {.cfg = cfg};
+    chain_state_init(&a.chain, cfg->head);
     struct utsname u;
     snprintf(a.kernel, sizeof a.kernel, "%s", uname(&u) == 0 ? u.release : "unknown");
     sigset_t set;
@@ -715,14 +742,16 @@ int agent_serve(const agent_config *cfg, bb_error **err)
 int agent_main(int argc, char **argv)
 {
     (void)argc, (void)argv;
-    _cleanup_free_ char *token = env_take_secret(AGENT_TOKEN_VAR);
-    if (!token || strlen(token) < 32) {
-        fprintf(stderr, "bluebox __agent: no %s (it is set by bluebox up)\n", AGENT_TOKEN_VAR);
+    _cleanup_free_ char *hex = env_take_secret(AGENT_HEAD_VAR);
+    agent_config cfg = {0};
+    if (hex_decode(hex, cfg.head, sizeof cfg.head) < 0) {
+        fprintf(stderr, "bluebox __agent: no %s (it is set by bluebox up)\n", AGENT_HEAD_VAR);
         return 2;
     }
     extern char **environ;
     _cleanup_free_ char *cwd = getcwd(NULL, 0);
-    agent_config cfg = {.token = token, .env = environ, .dir = cwd ? cwd : "/"};
+    cfg.env = environ;
+    cfg.dir = cwd ? cwd : "/";
     _cleanup_error_ bb_error *err = NULL;
     agent_serve(&cfg, &err);
     fprintf(stderr, "bluebox __agent: %s\n", err ? err->msg : "stopped");

@@ -1,5 +1,6 @@
 /* The in-guest agent (DESIGN section 5): a long-lived sandbox's main process. It listens on
- * TCP 7700 and runs commands for whoever presents the per-VM token. */
+ * TCP 7700 and runs commands for whoever proves, from the per-VM token, a value of the hash
+ * chain whose head it was given (chain.h). */
 #pragma once
 
 #include <stdbool.h>
@@ -7,11 +8,10 @@
 #include <sys/types.h>
 
 #include "util/err.h"
-
-#define AGENT_TOKEN_VAR "BLUEBOX_AGENT_TOKEN"
+#include "util/sha256.h"
 
 typedef struct agent_config {
-    const char *token;
+    uint8_t head[SHA256_LEN]; /* head_0 of the chain: it cannot authenticate anyone */
     char *const *env; /* every command's base environment (the image's), NULL-terminated */
     const char *dir;  /* working directory when the request names none */
     bool set_ids;     /* run commands as uid/gid/groups (the guest init is root) */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/runlog.h"
+#include "agent/chain.h"
 #include "util/xalloc.h"
 
 #define DIAL_MS      2000
@@ -118,14 +119,45 @@ static int read_one(agent_conn *c, frame *f, bb_error **err)
     return r < 0 ? -1 : 0;
 }
 
-int agent_handshake(agent_conn *c, const agent_hello *h, char **ret_kernel, bb_error **err)
+/* The agent's challenge names a chain value; the hello carries it (and the next epoch's
+ * head when asked). Every copy of a value derived from the token is wiped once sent. */
+static int send_hello(agent_conn *c, const char *token, const agent_hello *h, bb_error **err)
 {
-    set_timeout(c->fd, c->handshake_ms);
+    frame f;
+    if (read_one(c, &f, err) < 0)
+        return -1;
+    agent_challenge ch;
+    if (f.type != FRAME_CHALLENGE)
+        return bb_fail(err, EPROTO, "agent protocol error: expected a challenge frame");
+    if (challenge_decode((const char *)f.data, f.len, &ch, err) < 0)
+        return -1;
+    uint8_t v[SHA256_LEN];
+    char proof[2 * SHA256_LEN + 1], next[2 * SHA256_LEN + 1];
+    chain_value(token, ch.epoch, ch.index, v);
+    hex_encode(v, sizeof v, proof);
+    agent_hello hh = *h;
+    hh.proof = proof;
+    hh.next_head = NULL;
+    if (ch.rotate && ch.epoch < CHAIN_EPOCH_MAX) {
+        chain_value(token, ch.epoch + 1, CHAIN_LEN, v);
+        hex_encode(v, sizeof v, next);
+        hh.next_head = next;
+    }
+    explicit_bzero(v, sizeof v);
     size_t len;
-    _cleanup_free_ char *hello = hello_encode(h, &len);
+    char *hello = hello_encode(&hh, &len);
+    explicit_bzero(proof, sizeof proof);
     int r = frame_write(c->fd, FRAME_HELLO, hello, len, err);
     explicit_bzero(hello, len);
-    if (r < 0)
+    free(hello);
+    return r;
+}
+
+int agent_handshake(agent_conn *c, const char *token, const agent_hello *h, char **ret_kernel,
+                    bb_error **err)
+{
+    set_timeout(c->fd, c->handshake_ms);
+    if (send_hello(c, token, h, err) < 0)
         return -1;
     frame f;
     if (read_one(c, &f, err) < 0)
@@ -148,9 +180,9 @@ int agent_ping(const char *addr, const char *token, int timeout_ms, char **ret_k
     if (agent_connect(addr, &c, err) < 0)
         return -1;
     c.handshake_ms = timeout_ms;
-    agent_hello h = {.token = (char *)token};
+    agent_hello h = {0};
     _cleanup_free_ char *kernel = NULL;
-    if (agent_handshake(&c, &h, &kernel, err) < 0)
+    if (agent_handshake(&c, token, &h, &kernel, err) < 0)
         return -1;
     set_timeout(c.fd, timeout_ms);
     frame f;

@@ -24,9 +24,12 @@ static inline void agent_conn_closep(agent_conn *c)
 }
 #define _cleanup_agent_conn_ _cleanup_(agent_conn_closep)
 
-/* Send the hello and wait for the ready frame; *ret_kernel is the kernel it reports, which
- * has already passed agent_kernel_gate. */
-int agent_handshake(agent_conn *c, const agent_hello *h, char **ret_kernel, bb_error **err);
+/* Read the agent's challenge, send the hello with the chain value (chain.h) derived from
+ * token that answers it (h->proof and h->next_head are filled in here), and wait for the
+ * ready frame; *ret_kernel is the kernel it reports, which has already passed
+ * agent_kernel_gate. */
+int agent_handshake(agent_conn *c, const char *token, const agent_hello *h, char **ret_kernel,
+                    bb_error **err);
 /* Refuse an agent that reports this host's own kernel: that is a container, not a VM. */
 int agent_kernel_gate(const char *guest_kernel, bb_error **err);
 /* Hello with an empty argv, and the exit frame that answers it, within timeout_ms. */

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include "agent/chain.h"
 #include "util/xalloc.h"
 
 #define KERNEL_MAX 64
@@ -64,10 +65,23 @@ static int int_field(json_t *o, const char *key, long long lo, long long hi, lon
     return 0;
 }
 
+/* A chain value: exactly 64 hex digits. */
+static char *hex_field(json_t *o, const char *key)
+{
+    _cleanup_free_ char *s = plain_string(json_object_get(o, key));
+    uint8_t v[SHA256_LEN];
+    if (!s || hex_decode(s, v, sizeof v) < 0)
+        return NULL;
+    explicit_bzero(v, sizeof v);
+    return steal_pointer(&s);
+}
+
 char *hello_encode(const agent_hello *h, size_t *ret_len)
 {
     json_t *o = json_object(), *argv = json_array(), *env = json_object();
-    json_object_set_new(o, "token", json_string(h->token ? h->token : ""));
+    json_object_set_new(o, "proof", json_string(h->proof ? h->proof : ""));
+    if (h->next_head)
+        json_object_set_new(o, "next_head", json_string(h->next_head));
     for (size_t i = 0; i < h->argv.n; i++)
         json_array_append_new(argv, json_string(h->argv.v[i]));
     json_object_set_new(o, "argv", argv);
@@ -130,9 +144,12 @@ int hello_decode(const char *data, size_t len, agent_hello *ret, bb_error **err)
     _cleanup_json_ json_t *o = load(data, len, "hello", err);
     if (!o)
         return -1;
-    ret->token = plain_string(json_object_get(o, "token"));
-    if (!ret->token)
-        return bad(err, "hello", "token");
+    ret->proof = hex_field(o, "proof");
+    if (!ret->proof)
+        return bad(err, "hello", "proof");
+    json_t *next = json_object_get(o, "next_head");
+    if (next && !json_is_null(next) && !(ret->next_head = hex_field(o, "next_head")))
+        return bad(err, "hello", "next_head");
     if (hello_argv(o, ret, err) < 0 || hello_env(o, ret, err) < 0)
         return -1;
     json_t *dir = json_object_get(o, "dir");
@@ -158,13 +175,45 @@ int hello_decode(const char *data, size_t len, agent_hello *ret, bb_error **err)
 
 void hello_clear(agent_hello *h)
 {
-    if (h->token)
-        explicit_bzero(h->token, strlen(h->token));
-    free(h->token);
+    if (h->proof)
+        explicit_bzero(h->proof, strlen(h->proof));
+    free(h->proof);
+    free(h->next_head);
     strv_clear(&h->argv);
     strv_clear(&h->env);
     free(h->dir);
     *h = (agent_hello){0};
+}
+
+char *challenge_encode(const agent_challenge *c, size_t *ret_len)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "epoch", json_integer(c->epoch));
+    json_object_set_new(o, "index", json_integer(c->index));
+    if (c->rotate)
+        json_object_set_new(o, "rotate", json_true());
+    return dump(o, ret_len);
+}
+
+int challenge_decode(const char *data, size_t len, agent_challenge *ret, bb_error **err)
+{
+    *ret = (agent_challenge){0};
+    _cleanup_json_ json_t *o = load(data, len, "challenge", err);
+    if (!o)
+        return -1;
+    long long e = -1, i = -1;
+    if (int_field(o, "epoch", 0, CHAIN_EPOCH_MAX, &e, "challenge", err) < 0 ||
+        int_field(o, "index", 1, CHAIN_LEN - 1, &i, "challenge", err) < 0)
+        return -1;
+    if (e < 0 || i < 0)
+        return bad(err, "challenge", e < 0 ? "epoch" : "index");
+    json_t *r = json_object_get(o, "rotate");
+    if (r && !json_is_boolean(r))
+        return bad(err, "challenge", "rotate");
+    ret->epoch = (uint32_t)e;
+    ret->index = (uint32_t)i;
+    ret->rotate = json_is_true(r);
+    return 0;
 }
 
 char *exit_encode(const agent_exit *x, size_t *ret_len)

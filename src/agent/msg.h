@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util/err.h"
 #include "util/strv.h"
@@ -13,20 +14,31 @@
 #define AGENT_PORT 7700
 
 typedef struct agent_hello {
-    char *token;
-    strv argv; /* empty: a ping */
-    strv env;  /* "NAME=value", added to the image's environment */
-    char *dir; /* NULL: the agent's default (/data) */
+    char *proof;     /* hex: the chain value of the index the challenge named (chain.h) */
+    char *next_head; /* hex, or NULL: the next epoch's head, when the challenge asked */
+    strv argv;       /* empty: a ping */
+    strv env;        /* "NAME=value", added to the image's environment */
+    char *dir;       /* NULL: the agent's default (/data) */
     int timeout_seconds;
     bool tty;
     unsigned rows, cols;
 } agent_hello;
 
 char *hello_encode(const agent_hello *h, size_t *ret_len);
-/* Parse a hello. The token is filled in first, and kept even when a later field is refused,
+/* Parse a hello. The proof is filled in first, and kept even when a later field is refused,
  * so that the agent answers an authenticated peer's mistake and stays silent to anyone else. */
 int hello_decode(const char *data, size_t len, agent_hello *ret, bb_error **err);
 void hello_clear(agent_hello *h);
+
+/* C: the agent's first words on a connection: which chain value proves the peer. */
+typedef struct agent_challenge {
+    uint32_t epoch;
+    uint32_t index; /* 1 .. CHAIN_LEN-1 */
+    bool rotate;    /* send the next epoch's head with the hello */
+} agent_challenge;
+
+char *challenge_encode(const agent_challenge *c, size_t *ret_len);
+int challenge_decode(const char *data, size_t len, agent_challenge *ret, bb_error **err);
 
 typedef struct agent_exit {
     int code; /* 0-255 */

@@ -20,6 +20,7 @@
 bool frame_type_valid(uint8_t type)
 {
     switch (type) {
+    case FRAME_CHALLENGE:
     case FRAME_HELLO:
     case FRAME_READY:
     case FRAME_GO:

@@ -15,7 +15,9 @@
 #define FRAME_HEADER 5
 
 typedef enum {
-    FRAME_HELLO = 'H',     /* JSON: token, argv, env, dir, timeout_seconds, tty, rows, cols */
+    FRAME_CHALLENGE = 'C', /* JSON: epoch, index, rotate (agent → host, first on a connection) */
+    FRAME_HELLO = 'H',     /* JSON: proof, next_head, argv, env, dir, timeout_seconds, tty, rows,
+                              cols */
     FRAME_READY = 'R',     /* JSON: kernel */
     FRAME_GO = 'G',        /* empty */
     FRAME_STDIN = 'I',     /* bytes */

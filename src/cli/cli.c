@@ -392,6 +392,8 @@ void cli_print_error(const char *prefix, const char *msg)
     /* Messages quote untrusted text (Bluefile values, names, what a guest reports): escaped,
      * newlines too, so an error is always one line and never drives the terminal. */
     _cleanup_sb_ strbuf b = {0};
+    if (!msg)
+        msg = BB_ERROR_NO_MESSAGE;
     tty_escape(&b, msg, strlen(msg), 0);
     fprintf(stderr, "bluebox: %s%s\n", prefix ? prefix : "", b.s ? b.s : "");
 }
@@ -417,10 +419,10 @@ bool cli_showf(FILE *f, const char *fmt, ...)
     return cli_show(f, text, strlen(text));
 }
 
-static int print_error(bb_error *e)
+static int print_error(const bb_error *e)
 {
-    cli_print_error(NULL, e->msg);
-    return e->exit ? e->exit : 1;
+    cli_print_error(NULL, bb_error_message(e));
+    return bb_error_exit(e);
 }
 
 static int run_command(const cli_command *c, int argc, char **argv)

@@ -150,7 +150,7 @@ int cmd_exec(cli_args *a, bb_error **err)
         return -1;
 
     bool in_tty = isatty(STDIN_FILENO), interactive = cli_flag(a, "interactive");
-    agent_hello h = {.token = s.token, .timeout_seconds = bf->timeout_seconds};
+    agent_hello h = {.timeout_seconds = bf->timeout_seconds};
     for (int i = 1; i < a->argc; i++)
         strv_add(&h.argv, a->argv[i]);
     h.tty = cli_flag(a, "tty") || (interactive && in_tty && isatty(STDOUT_FILENO));
@@ -165,8 +165,8 @@ int cmd_exec(cli_args *a, bb_error **err)
     _cleanup_free_ char *kernel = NULL;
     int r = agent_connect(s.addr, &c, err);
     if (r == 0)
-        r = agent_handshake(&c, &h, &kernel, err);
-    h.token = NULL; /* borrowed from the state */
+        r = agent_handshake(&c, s.token, &h, &kernel, err);
+    explicit_bzero(s.token, strlen(s.token)); /* needed for the handshake only */
     if (r < 0) {
         strv_clear(&h.argv);
         return (*err)->status == EPERM ? -1 : lost(name, err);

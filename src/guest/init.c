@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/chain.h"
 #include "agent/proto.h"
 #include "guest/datadisk.h"
 #include "guest/spec.h"
@@ -253,15 +254,15 @@ static void read_spec(launch_spec *spec)
         fail("%s", err->msg);
 }
 
-/* Take the agent token out of the spec's environment, so no command ever inherits it. */
+/* Take the agent's chain head out of the spec's environment, so no command inherits it. */
 static char *take_token(launch_spec *spec)
 {
-    const size_t n = strlen(AGENT_TOKEN_VAR "=");
+    const size_t n = strlen(AGENT_HEAD_VAR "=");
     char *token = NULL;
     size_t j = 0;
     for (size_t i = 0; i < spec->env.n; i++) {
         char *e = spec->env.v[i];
-        if (strncmp(e, AGENT_TOKEN_VAR "=", n) != 0) {
+        if (strncmp(e, AGENT_HEAD_VAR "=", n) != 0) {
             spec->env.v[j++] = e;
             continue;
         }
@@ -279,17 +280,16 @@ static char *take_token(launch_spec *spec)
 /* mode agent (bluebox up): PID 1 serves the agent, and reaps every orphan while it does. */
 static _noreturn_ void run_agent(launch_spec *spec)
 {
-    _cleanup_free_ char *token = take_token(spec);
-    if (!token || strlen(token) < 32)
-        fail("no agent token in the launch spec (it is set by bluebox up)");
-    agent_config cfg = {.token = token,
-                        .env = spec->env.v,
+    _cleanup_free_ char *head = take_token(spec);
+    agent_config cfg = {.env = spec->env.v,
                         .dir = spec->cwd,
                         .set_ids = true,
                         .uid = spec->uid,
                         .gid = spec->gid,
                         .groups = spec->groups,
                         .n_groups = spec->n_groups};
+    if (hex_decode(head, cfg.head, sizeof cfg.head) < 0)
+        fail("no agent chain head in the launch spec (it is set by bluebox up)");
     _cleanup_error_ bb_error *err = NULL;
     agent_serve(&cfg, &err);
     fail("%s", err ? err->msg : "the agent stopped");

@@ -105,7 +105,7 @@ int diskjob_run(const char *root, const char *name, char *const *args, int in_fd
                 bb_error **err)
 {
     _cleanup_(boot_done) boot b = {0};
-    if (boot_prepare(root, name, BOOT_CACHED, &b, err) < 0)
+    if (boot_prepare(root, name, BOOT_CACHED, NULL, &b, err) < 0)
         return -1;
     _cleanup_strv_ strv cmd = {0};
     strv_add(&cmd, GUEST_BINARY);
@@ -119,7 +119,7 @@ int diskjob_run(const char *root, const char *name, char *const *args, int in_fd
     _cleanup_strv_ strv argv = {0};
     if (launch_argv(b.b, &b.l, &argv, err) < 0)
         return -1;
-    session s = {.argv = argv.v, .container = b.container, .log_fd = -1};
+    session s = {.argv = argv.v, .container = b.container};
     session_result res;
     int saved_in = -1, saved_out = -1, pipe_w = -1, r;
     fflush(stdout);

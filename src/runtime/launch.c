@@ -86,7 +86,7 @@ static void agent_flags(strv *a)
 {
     add(a, "-d");
     add(a, "--publish=127.0.0.1::7700");
-    add(a, "--env=BLUEBOX_AGENT_TOKEN");
+    add(a, "--env=BLUEBOX_AGENT_HEAD");
     add(a, "--log-driver=k8s-file");
     add(a, "--log-opt=max-size=1mb");
 }

@@ -1,5 +1,6 @@
-/* bluebox up and down. The token is made here, handed to podman only through podman's own
- * environment (never argv), and kept in run/<name>.json for exec. */
+/* bluebox up and down. The token is made here and kept in run/<name>.json for exec; the
+ * guest gets only the head of the hash chain derived from it (agent/chain.h), through
+ * podman's own environment (never argv). */
 #include "up.h"
 
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/chain.h"
 #include "agent/client.h"
 #include "core/home.h"
 #include "session.h"
@@ -42,20 +44,24 @@ static int make_token(char **ret, bb_error **err)
     if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
         return bb_fail_errno(err, errno, "cannot read random bytes for the agent token");
     char *hex = xmalloc(sizeof raw * 2 + 1);
-    for (size_t i = 0; i < sizeof raw; i++)
-        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    hex_encode(raw, sizeof raw, hex);
     explicit_bzero(raw, sizeof raw);
     *ret = hex;
     return 0;
 }
 
-/* podman run -d, with the token in podman's environment for `--env BLUEBOX_AGENT_TOKEN`. */
+/* podman run -d, with the chain's head in podman's environment for `--env
+ * BLUEBOX_AGENT_HEAD`. The head authenticates no one; the token stays on the host. */
 static int start_vm(char *const *argv, const char *token, bb_error **err)
 {
-    setenv(AGENT_TOKEN_VAR, token, 1);
+    uint8_t head[SHA256_LEN];
+    char hex[2 * SHA256_LEN + 1];
+    chain_value(token, 0, CHAIN_LEN, head);
+    hex_encode(head, sizeof head, hex);
+    setenv(AGENT_HEAD_VAR, hex, 1);
     _cleanup_free_ char *out = NULL, *errout = NULL;
     int rc = spawn_capture(argv, &out, &errout, err);
-    env_take_secret(AGENT_TOKEN_VAR); /* not inherited by anything we start later */
+    free(env_take_secret(AGENT_HEAD_VAR)); /* not inherited by anything we start later */
     if (rc < 0)
         return -1;
     if (rc != 0) {

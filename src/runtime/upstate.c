@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <malloc.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +14,21 @@
 
 #define STATE_MAX 65536
 
+/* jansson copies every string it parses or packs (and its lexer and dumper buffer them):
+ * have whatever it frees wiped, so no copy of the token is left in the heap. Process-wide,
+ * and harmless for everything else jansson holds. */
+static void wiping_free(void *p)
+{
+    if (p)
+        explicit_bzero(p, malloc_usable_size(p));
+    free(p);
+}
+
+static void wipe_json_frees(void)
+{
+    json_set_alloc_funcs(malloc, wiping_free);
+}
+
 static char *str_field(json_t *o, const char *key)
 {
     json_t *v = json_object_get(o, key);
@@ -22,6 +38,7 @@ static char *str_field(json_t *o, const char *key)
 int upstate_load(const char *root, const char *name, up_state *ret, bb_error **err)
 {
     *ret = (up_state){0};
+    wipe_json_frees();
     _cleanup_free_ char *path = home_path_of(root, HP_RUN, name);
     _cleanup_free_ char *data = NULL;
     size_t len = 0;
@@ -55,6 +72,7 @@ int upstate_save(const char *root, const char *name, const up_state *s, bb_error
         return -1;
     if (chmod(dir, 0700) < 0)
         return bb_fail_errno(err, errno, "cannot make %s owner-only", dir);
+    wipe_json_frees();
     json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:I}", "container", s->container, "addr", s->addr,
                           "token", s->token, "kernel", s->kernel ? s->kernel : "", "started",
                           (json_int_t)s->started);

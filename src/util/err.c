@@ -62,6 +62,16 @@ int bb_prefix(bb_error **err, const char *fmt, ...)
     return -1;
 }
 
+const char *bb_error_message(const bb_error *e)
+{
+    return e && e->msg && *e->msg ? e->msg : BB_ERROR_NO_MESSAGE;
+}
+
+int bb_error_exit(const bb_error *e)
+{
+    return e && e->exit ? e->exit : 1;
+}
+
 void bb_error_free(bb_error *e)
 {
     if (!e)

@@ -19,6 +19,13 @@ int bb_fail_usage(bb_error **err, const char *fmt, ...) _printf_(2, 3);
 /* Prefix an existing error's message with context ("context: message"). Returns -1. */
 int bb_prefix(bb_error **err, const char *fmt, ...) _printf_(2, 3);
 
+/* What to tell the user about a failure, and the exit code for it. A caller that returned
+ * failure without filling the error (a bug) still gets a message and exit code 1, never a
+ * crash. */
+#define BB_ERROR_NO_MESSAGE "internal error: a failure with no message"
+const char *bb_error_message(const bb_error *e);
+int bb_error_exit(const bb_error *e);
+
 void bb_error_free(bb_error *e);
 static inline void bb_error_freep(bb_error **e)
 {

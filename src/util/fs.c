@@ -15,7 +15,7 @@
 
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len, bb_error **err)
 {
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return bb_fail_errno(err, errno, "cannot open %s", path);
     struct stat st;

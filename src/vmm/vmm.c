@@ -18,6 +18,7 @@
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -45,6 +46,8 @@
 #define POWEROFF_GRACE_MS 3000
 /* From fork to the guest's ready frame; a boot takes well under a second. */
 #define BOOT_TIMEOUT_MS 30000
+/* How much of the end of UML's log is read to show its last messages. */
+#define LOG_TAIL 65536
 
 /* Boot-time trims for Debian's UML kernel: initcalls a sandbox does not need. */
 static const char *const kernel_trims[] = {
@@ -224,12 +227,25 @@ static int signals_setup(sigset_t *old)
     return fd;
 }
 
-/* Fork and exec UML in its own process group (it forks helpers; we kill them as one). */
-static pid_t start_uml(char **argv, const char *dir, int serial, const sigset_t *mask)
+/* UML's console log, made before boot and kept open: the guest sees /.bluebox/mem and may
+ * replace the path with a symlink (to /dev/zero, say) or a FIFO, never this file, which is
+ * where the tail is read from. -1 when it cannot be made (the console then goes nowhere). */
+static int open_log(void)
 {
-    int log = open(UML_LOG, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (log < 0)
-        log = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    int fd = open(UML_LOG, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Fork and exec UML in its own process group (it forks helpers; we kill them as one). */
+static pid_t start_uml(char **argv, const char *dir, int serial, int log_fd, const sigset_t *mask)
+{
+    int log =
+        log_fd >= 0 ? fcntl(log_fd, F_DUPFD_CLOEXEC, 0) : open("/dev/null", O_WRONLY | O_CLOEXEC);
     _cleanup_free_ char *ld = xasprintf("LD_LIBRARY_PATH=%s", dir);
     _cleanup_free_ char *tmp = xasprintf("TMPDIR=%s", MEM_DIR);
     /* Saves guest FPU state that Debian's UML cannot hold on AVX-512/AMX hosts (xstate.c). */
@@ -273,6 +289,7 @@ static pid_t start_uml(char **argv, const char *dir, int serial, const sigset_t 
 
 typedef struct relay {
     int sock, sigfd;
+    int log_fd; /* UML's console log, opened before boot */
     pid_t uml;
     bool uml_alive;
     int uml_status;
@@ -479,37 +496,37 @@ static void print_log_line(const char *line)
     fputc('\n', stderr);
 }
 
-static void show_log_tail(void)
+/* The last lines of the log, read from the fd kept since before boot: only its end (the
+ * guest can make the file as big as the tmpfs), in one bounded read. */
+static void show_log_tail(int fd)
 {
-    _cleanup_fclose_ FILE *f = fopen(UML_LOG, "re");
-    if (!f)
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
         return;
-    /* Only the end matters, and the guest can make the file as big as the tmpfs. */
-    if (fseeko(f, -65536, SEEK_END) == 0) {
-        int c;
-        while ((c = fgetc(f)) != EOF && c != '\n')
-            ;
-    } else {
-        rewind(f);
+    off_t off = st.st_size > LOG_TAIL ? st.st_size - LOG_TAIL : 0;
+    _cleanup_free_ char *buf = xmalloc(LOG_TAIL + 1);
+    ssize_t n = pread(fd, buf, LOG_TAIL, off);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    char *p = buf;
+    if (off > 0) { /* a partial first line */
+        char *nl = memchr(buf, '\n', (size_t)n);
+        p = nl ? nl + 1 : buf + n;
     }
-    char *lines[8] = {0};
-    size_t n = 0;
-    char *line = NULL;
-    size_t cap = 0;
-    while (getline(&line, &cap, f) > 0) {
+    const char *lines[8] = {0};
+    size_t k = 0;
+    for (char *save = NULL, *line = strtok_r(p, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
         /* Stack dumps say nothing to a user; the lines around them do. */
-        if (line[0] == ' ' || line[0] == '\t' || streq(line, "Stack:\n") ||
-            streq(line, "Call Trace:\n"))
+        if (line[0] == ' ' || line[0] == '\t' || streq(line, "Stack:") ||
+            streq(line, "Call Trace:"))
             continue;
-        free(lines[n % ELEMENTSOF(lines)]);
-        lines[n++ % ELEMENTSOF(lines)] = steal_pointer(&line);
+        lines[k++ % ELEMENTSOF(lines)] = line;
     }
-    free(line);
-    size_t first = n > ELEMENTSOF(lines) ? n - ELEMENTSOF(lines) : 0;
-    for (size_t i = first; i < n; i++)
+    size_t first = k > ELEMENTSOF(lines) ? k - ELEMENTSOF(lines) : 0;
+    for (size_t i = first; i < k; i++)
         print_log_line(lines[i % ELEMENTSOF(lines)]);
-    for (size_t i = 0; i < ELEMENTSOF(lines); i++)
-        free(lines[i]);
 }
 
 static int finish(relay *r)
@@ -529,7 +546,7 @@ static int finish(relay *r)
                 "bluebox-vmm: the guest kernel stopped before the command finished "
                 "(exit status %d); its last messages follow\n",
                 WEXITSTATUS(r->uml_status));
-    show_log_tail();
+    show_log_tail(r->log_fd);
     return EXIT_VMM;
 }
 
@@ -624,6 +641,7 @@ int main(int argc, char **argv)
         die("socketpair: %s", strerror(errno));
     sigset_t old;
     relay r = {.sock = sv[0],
+               .log_fd = open_log(),
                .stdin_open = true,
                .sock_open = true,
                .uml_alive = true,
@@ -632,7 +650,7 @@ int main(int argc, char **argv)
     r.sigfd = signals_setup(&old);
     frame_decoder_init(&r.dec);
     clock_gettime(CLOCK_MONOTONIC, &r.started);
-    r.uml = start_uml(kargv.v, dir, sv[1], &old);
+    r.uml = start_uml(kargv.v, dir, sv[1], r.log_fd, &old);
     close(sv[1]);
     fcntl(r.sock, F_SETFL, fcntl(r.sock, F_GETFL) | O_NONBLOCK);
     tty_setup(&r, spec.mode);

@@ -59,8 +59,42 @@ def frame(t, payload=b""):
     return t + struct.pack(">I", len(payload)) + payload
 
 
-def hello(token, argv=(), **kw):
-    return frame(b"H", json.dumps(dict(token=token, argv=list(argv), **kw)).encode())
+CHAIN_LEN = 1024
+
+
+def chain_value(token, epoch, index):
+    """The agent's hash chain (src/agent/chain.h): SHA256^index(seed_epoch)."""
+    v = hashlib.sha256(token.encode() + b"bluebox-agent" + struct.pack(">I", epoch)).digest()
+    for _ in range(index):
+        v = hashlib.sha256(v).digest()
+    return v
+
+
+def hello(proof, argv=(), **kw):
+    return frame(b"H", json.dumps(dict(proof=proof, argv=list(argv), **kw)).encode())
+
+
+def challenge(sock, timeout=20):
+    """The agent's first frame on a connection: {epoch, index[, rotate]}."""
+    frames = read_frames(sock, until=b"C", timeout=timeout)
+    assert frames and frames[-1][0] == b"C", frames
+    return json.loads(frames[-1][1])
+
+
+def proof_for(token, ch):
+    return chain_value(token, ch["epoch"], ch["index"]).hex()
+
+
+def authed_hello(sock, token, argv=(), **kw):
+    """Answer the challenge the way bluebox does; returns the proof sent."""
+    p = proof_for(token, challenge(sock))
+    sock.sendall(hello(p, argv, **kw))
+    return p
+
+
+def fake_challenge(c):
+    """What a fake agent sends first, as the real one does."""
+    c.sendall(frame(b"C", json.dumps({"epoch": 0, "index": CHAIN_LEN - 1}).encode()))
 
 
 def read_frames(sock, until=b"X", timeout=20):
@@ -245,13 +279,13 @@ def test_token_never_leaks(box):
     for key in ("Args", "Path"):
         assert s["token"] not in json.dumps(info.get(key))
     create = info["Config"].get("CreateCommand") or []
-    assert create and "--env=BLUEBOX_AGENT_TOKEN" in create
+    assert create and "--env=BLUEBOX_AGENT_HEAD" in create
     assert s["token"] not in json.dumps(create) and s["token"] not in json.dumps(
         info["Config"].get("Cmd"))
     r = h("exec", name, "--", "sh", "-c",
           "env; cat /proc/1/environ /proc/1/cmdline; for f in /proc/[0-9]*/environ; do "
           "cat $f; done 2>/dev/null; ls /.bluebox/mem")
-    assert r.returncode == 0 and token not in r.stdout and b"BLUEBOX_AGENT_TOKEN" not in r.stdout
+    assert r.returncode == 0 and token not in r.stdout and b"BLUEBOX_AGENT_HEAD" not in r.stdout
     assert b"spec" not in r.stdout  # the launch spec was deleted after reading
     logs = podman("logs", s["container"]).stdout + podman("logs", s["container"]).stderr
     assert s["token"] not in logs
@@ -326,17 +360,20 @@ def test_agent_under_abuse(box):
     addr, token = s["addr"], s["token"]
     base = agent_rss_kib(h, name)
 
-    # a connection that never speaks is closed (after 3 s)
+    # a connection that never speaks is closed (after 3 s), having heard only the challenge
     c = connect(addr)
+    challenge(c)
     assert closed_silently(c)
     c.close()
-    # a wrong token: silence
+    # a wrong proof, the token itself, the chain's head: silence
+    for wrong in ("0" * 64, token, chain_value(token, 0, CHAIN_LEN).hex()):
+        c = connect(addr)
+        challenge(c)
+        c.sendall(hello(wrong, ["true"]))
+        assert closed_silently(c)
+    # the right proof after garbage on the same connection: still silence
     c = connect(addr)
-    c.sendall(hello("0" * 64, ["true"]))
-    assert closed_silently(c)
-    # the right token after garbage on the same connection: still silence
-    c = connect(addr)
-    c.sendall(b"\x01garbage" + hello(token))
+    c.sendall(b"\x01garbage" + hello(proof_for(token, challenge(c))))
     assert closed_silently(c)
     # a frame declaring 4 GiB, a truncated frame, random bytes
     for junk in (b"H\xff\xff\xff\xff" + b"x" * 1000, b"H\x00\x00\x00\x64" + b"{" * 10,
@@ -359,7 +396,7 @@ def test_agent_under_abuse(box):
     r = h("exec", name, "--", "echo", "owner")
     assert (r.returncode, r.stdout) == (0, b"owner\n"), r
     c = connect(addr)
-    c.sendall(hello(token))
+    authed_hello(c, token)
     frames = read_frames(c)
     assert [t for t, _ in frames] == [b"R", b"X"], frames
     assert json.loads(frames[0][1])["kernel"] == s["kernel"]
@@ -373,6 +410,28 @@ def test_agent_under_abuse(box):
     assert r.stdout == b"still\n", r
 
 
+def test_a_sniffed_proof_is_refused(box):
+    """Guest root sees every hello on its own network stack. What it learns there (a proof
+    already accepted, and what hashing it yields) gets no one in again: the agent hands out
+    each index once, and the values it accepts next lie below, where hashing cannot go."""
+    h, name = box
+    token = state(h, name)["token"]
+    c = connect(state(h, name)["addr"])
+    sniffed = authed_hello(c, token)
+    assert [t for t, _ in read_frames(c)] == [b"R", b"X"]
+    c.close()
+    replays = [sniffed, hashlib.sha256(bytes.fromhex(sniffed)).hexdigest()]
+    for p in replays:
+        c = connect(state(h, name)["addr"])
+        challenge(c)
+        c.sendall(hello(p, ["touch", "/data/replayed"]))
+        assert closed_silently(c), p
+        c.close()
+    assert not (h.data(name) / "replayed").exists()
+    r = h("exec", name, "--", "echo", "owner")  # the owner still gets in
+    assert (r.returncode, r.stdout) == (0, b"owner\n"), r
+
+
 def test_kernel_gate_refuses_an_agent_on_the_host_kernel(box):
     """A fake agent that reports the host's kernel (what a plain container would): exec
     refuses it and never sends go."""
@@ -383,6 +442,7 @@ def test_kernel_gate_refuses_an_agent_on_the_host_kernel(box):
 
     def serve():
         c, _ = srv.accept()
+        fake_challenge(c)
         got.extend(t for t, _ in read_frames(c, until=b"H"))
         c.sendall(frame(b"R", json.dumps({"kernel": os.uname().release}).encode()))
         got.extend(t for t, _ in read_frames(c, until=b"G", timeout=5))
@@ -417,6 +477,7 @@ def _fake_agent(h, name, got):
     def serve():
         c, _ = srv.accept()
         srv.close()
+        fake_challenge(c)
         got.extend(t for t, _ in read_frames(c, until=b"H"))
         c.sendall(frame(b"R", json.dumps({"kernel": "6.1.0-not-the-host"}).encode()))
         got.extend(t for t, _ in read_frames(c, until=b"G"))
@@ -486,6 +547,7 @@ def test_an_agents_error_text_cannot_drive_the_terminal(box):
 
     def serve():
         c, _ = srv.accept()
+        fake_challenge(c)
         read_frames(c, until=b"H")
         c.sendall(frame(b"R", json.dumps({"kernel": "6.1.0-not-the-host"}).encode()))
         read_frames(c, until=b"G")

@@ -158,7 +158,6 @@ WEAKENED = [
     ("guest-rw", "agent-binary"),
     ("kvm", "dev-kvm"),
     ("mount=TMP", "host-files,symlinks,dotdot"),
-    ("token-argv", "token"),
     # the data_limit image is still bound, but the VMM neither attaches nor caps it
     ("disk-cap", "data-limit"),
 ]
@@ -195,3 +194,13 @@ def test_data_checks_fail_against_tools_that_follow_symlinks(root_suite):
     assert r.returncode == 1, r.stdout + r.stderr
     for c in checks.split(","):
         assert results.get(c, ("missing",))[0] == "FAIL", r.stdout + r.stderr
+
+
+def test_token_check_fails_when_the_guest_holds_the_token(root_suite):
+    """The guest never gets the token (only the agent's chain head); a bluebox that handed
+    it over anyway (a guest process keeping it in memory) must fail [token] through the
+    scan of every guest process's memory."""
+    r, results = root_suite("standard", only="token", weaken="token-guest", weak_bluebox=True)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and results.get("token", ("missing",))[0] == "FAIL", out
+    assert "guest-memory" in results["token"][1], out

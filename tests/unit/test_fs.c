@@ -91,6 +91,22 @@ static void atomic_write_and_read(void **s)
     bb_error_free(err);
 }
 
+/* A FIFO where a file was expected is refused at once: opening it must not wait for a
+ * writer. */
+static void read_file_refuses_a_fifo_without_blocking(void **s)
+{
+    (void)s;
+    assert_int_equal(mkfifo(p("fifo"), 0600), 0);
+    alarm(10);
+    char *text = NULL;
+    size_t len = 0;
+    bb_error *err = NULL;
+    assert_int_equal(read_file(p("fifo"), 100, &text, &len, &err), -1);
+    alarm(0);
+    assert_int_equal(err->status, EINVAL);
+    bb_error_free(err);
+}
+
 static void mkdir_p_and_empty(void **s)
 {
     (void)s;
@@ -114,6 +130,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(rm_rf_keeps_symlink_targets, setup, teardown),
         cmocka_unit_test_setup_teardown(openat_beneath_refuses_escapes, setup, teardown),
         cmocka_unit_test_setup_teardown(atomic_write_and_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(read_file_refuses_a_fifo_without_blocking, setup, teardown),
         cmocka_unit_test_setup_teardown(mkdir_p_and_empty, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

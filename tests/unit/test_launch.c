@@ -112,7 +112,7 @@ static void strict_bridge_readonly_mounts_seccomp_passt(void **s)
 }
 
 /* bluebox up on krun: detached, kept for its log, the agent published on the host's loopback
- * only, the token named without a value (podman reads it from its own environment). */
+ * only, the chain head named without a value (podman reads it from its own environment). */
 static void krun_agent(void **s)
 {
     (void)s;
@@ -125,7 +125,7 @@ static void krun_agent(void **s)
              "--cap-drop=all --cap-add=CHOWN,DAC_OVERRIDE,FOWNER,SETUID,SETGID,NET_BIND_SERVICE "
              "--pids-limit=512 --memory=2304m --network=bridge -v /r/data/box:/data "
              "-v /usr/bin/bluebox:/.bluebox/bluebox:ro -d --publish=127.0.0.1::7700 "
-             "--env=BLUEBOX_AGENT_TOKEN --log-driver=k8s-file --log-opt=max-size=1mb "
+             "--env=BLUEBOX_AGENT_HEAD --log-driver=k8s-file --log-opt=max-size=1mb "
              "--runtime=%s/krun --annotation=krun.cpus=2 "
              "--annotation=krun.ram_mib=2048 --entrypoint=/.bluebox/bluebox "
              "localhost/bluebox/box:" HOME_R " __agent",

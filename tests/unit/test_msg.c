@@ -1,4 +1,4 @@
-/* Unit tests for the agent's JSON payloads: strict shapes, unknown fields ignored, the token
+/* Unit tests for the agent's JSON payloads: strict shapes, unknown fields ignored, the proof
  * kept for a hello that is refused later (so the agent can answer its owner's mistake). */
 #include "unit.h"
 
@@ -9,6 +9,9 @@
 #include "agent/msg.h"
 #include "util/xalloc.h"
 
+#define P64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define TOK "\"proof\":\"" P64 "\""
+
 static int decode(const char *json, agent_hello *h)
 {
     return hello_decode(json, strlen(json), h, NULL);
@@ -17,7 +20,8 @@ static int decode(const char *json, agent_hello *h)
 static void hello_roundtrip(void **s)
 {
     (void)s;
-    agent_hello h = {.token = xstrdup("tok"),
+    agent_hello h = {.proof = xstrdup(P64),
+                     .next_head = xstrdup(P64),
                      .dir = xstrdup("/data"),
                      .timeout_seconds = 7,
                      .tty = true,
@@ -31,7 +35,8 @@ static void hello_roundtrip(void **s)
     char *json = hello_encode(&h, &len);
     agent_hello d;
     assert_int_equal(hello_decode(json, len, &d, NULL), 0);
-    assert_string_equal(d.token, "tok");
+    assert_string_equal(d.proof, P64);
+    assert_string_equal(d.next_head, P64);
     assert_int_equal(d.argv.n, 3);
     assert_string_equal(d.argv.v[2], "echo \"$A\"");
     assert_string_equal(d.env.v[0], "A=x=y");
@@ -50,19 +55,23 @@ static void hello_strict(void **s)
     static const char *bad[] = {
         "[]",
         "{\"argv\":[]}",
-        "{\"token\":5,\"argv\":[]}",
-        "{\"token\":\"t\"}",
-        "{\"token\":\"t\",\"argv\":\"sh\"}",
-        "{\"token\":\"t\",\"argv\":[1]}",
-        "{\"token\":\"t\",\"argv\":[\"\"]}",
-        "{\"token\":\"t\",\"argv\":[\"a\\u0000b\"]}",
-        "{\"token\":\"t\",\"argv\":[],\"env\":{\"A=B\":\"1\"}}",
-        "{\"token\":\"t\",\"argv\":[],\"env\":{\"A\":1}}",
-        "{\"token\":\"t\",\"argv\":[],\"dir\":\"data\"}",
-        "{\"token\":\"t\",\"argv\":[],\"tty\":1}",
-        "{\"token\":\"t\",\"argv\":[],\"timeout_seconds\":-1}",
-        "{\"token\":\"t\",\"argv\":[],\"rows\":70000}",
-        "{\"token\":\"t\",\"token\":\"u\",\"argv\":[]}",
+        "{\"proof\":5,\"argv\":[]}",
+        "{\"proof\":\"t\",\"argv\":[]}",
+        "{\"proof\":\"" P64 "0\",\"argv\":[]}",
+        "{\"proof\":\"" P64 "\",\"next_head\":\"zz\",\"argv\":[]}",
+        "{\"token\":\"" P64 "\",\"argv\":[]}",
+        "{" TOK "}",
+        "{" TOK ",\"argv\":\"sh\"}",
+        "{" TOK ",\"argv\":[1]}",
+        "{" TOK ",\"argv\":[\"\"]}",
+        "{" TOK ",\"argv\":[\"a\\u0000b\"]}",
+        "{" TOK ",\"argv\":[],\"env\":{\"A=B\":\"1\"}}",
+        "{" TOK ",\"argv\":[],\"env\":{\"A\":1}}",
+        "{" TOK ",\"argv\":[],\"dir\":\"data\"}",
+        "{" TOK ",\"argv\":[],\"tty\":1}",
+        "{" TOK ",\"argv\":[],\"timeout_seconds\":-1}",
+        "{" TOK ",\"argv\":[],\"rows\":70000}",
+        "{" TOK "," TOK ",\"argv\":[]}",
     };
     for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
         agent_hello h;
@@ -70,12 +79,12 @@ static void hello_strict(void **s)
         hello_clear(&h);
     }
     agent_hello h;
-    assert_int_equal(decode("{\"token\":\"t\",\"argv\":[],\"later\":{\"x\":[1]}}", &h), 0);
+    assert_int_equal(decode("{" TOK ",\"argv\":[],\"later\":{\"x\":[1]}}", &h), 0);
     assert_int_equal(h.argv.n, 0);
     hello_clear(&h);
-    /* refused after the token: the token is there for the agent to check */
-    assert_int_equal(decode("{\"token\":\"t\",\"argv\":[],\"tty\":\"yes\"}", &h), -1);
-    assert_string_equal(h.token, "t");
+    /* refused after the proof: the proof is there for the agent to check */
+    assert_int_equal(decode("{" TOK ",\"argv\":[],\"tty\":\"yes\"}", &h), -1);
+    assert_string_equal(h.proof, P64);
     hello_clear(&h);
 }
 
@@ -111,6 +120,33 @@ static void exit_and_ready(void **s)
         assert_int_equal(ready_decode(bad_ready[i], strlen(bad_ready[i]), &k, NULL), -1);
 }
 
+static void challenge(void **s)
+{
+    (void)s;
+    agent_challenge c = {.epoch = 3, .index = 1023, .rotate = true}, d;
+    size_t len;
+    char *json = challenge_encode(&c, &len);
+    assert_int_equal(challenge_decode(json, len, &d, NULL), 0);
+    assert_int_equal(d.epoch, 3);
+    assert_int_equal(d.index, 1023);
+    assert_true(d.rotate);
+    free(json);
+    assert_int_equal(challenge_decode("{\"epoch\":0,\"index\":1}", 21, &d, NULL), 0);
+    assert_false(d.rotate);
+    /* index 0 would be the seed itself, CHAIN_LEN the head: neither is ever asked for */
+    static const char *bad[] = {"{}",
+                                "{\"epoch\":0}",
+                                "{\"index\":5}",
+                                "{\"epoch\":0,\"index\":0}",
+                                "{\"epoch\":0,\"index\":1024}",
+                                "{\"epoch\":-1,\"index\":5}",
+                                "{\"epoch\":2147483648,\"index\":5}",
+                                "{\"epoch\":0,\"index\":\"5\"}",
+                                "{\"epoch\":0,\"index\":5,\"rotate\":1}"};
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+        assert_int_equal(challenge_decode(bad[i], strlen(bad[i]), &d, NULL), -1);
+}
+
 static void signals_and_winsize(void **s)
 {
     (void)s;
@@ -131,9 +167,8 @@ static void signals_and_winsize(void **s)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(hello_roundtrip),
-        cmocka_unit_test(hello_strict),
-        cmocka_unit_test(exit_and_ready),
+        cmocka_unit_test(hello_roundtrip),     cmocka_unit_test(hello_strict),
+        cmocka_unit_test(exit_and_ready),      cmocka_unit_test(challenge),
         cmocka_unit_test(signals_and_winsize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
