@@ -326,12 +326,12 @@ def test_exec_output_cannot_fill_the_run_log(box):
     h, name = box
     log = h.dir / "home" / "logs" / f"{name}.log"
     before = log.stat().st_size if log.exists() else 0
-    r = h("exec", name, "--", "sh", "-c", "head -c 10M /dev/zero; exit 4", timeout=300)
+    r = h("exec", name, "--", "sh", "-c", "head -c 10485760 /dev/zero; exit 4", timeout=300)
     assert r.returncode == 4 and len(r.stdout) == 10 << 20, (r.returncode, len(r.stdout))
     text = log.read_bytes()
     assert len(text) - before < 256 << 10 or len(text) < 256 << 10, (before, len(text))
     tail = text[-(200 << 10):].decode(errors="replace")
-    assert "exec: 'sh' '-c' 'head -c 10M /dev/zero; exit 4'\n" in tail
+    assert "exec: 'sh' '-c' 'head -c 10485760 /dev/zero; exit 4'\n" in tail
     assert re.search(r"\n\[\u2026 \d+ bytes clipped \u2026\]\n", tail), tail[-300:]
     assert re.search(r"\n=== exit 4 \(\d+\.\d\ds\)\n$", tail), tail[-100:]
 

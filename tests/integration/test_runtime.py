@@ -174,7 +174,7 @@ def test_uml_run_plumbing(home, uml_box):
     assert "run: 'sh' '-c' 'echo out; echo err >&2; exit 3'\nout\nerr\n=== exit 3 (" in log
     # 50 MB of output: the terminal gets it all; the run log (64 KiB at each end) and
     # podman's own container log (none for an attached run) do not (issue 12, finding 3)
-    r = home("run", uml_box, "--", "sh", "-c", "head -c 50M /dev/zero; exit 4", timeout=300)
+    r = home("run", uml_box, "--", "sh", "-c", "head -c 52428800 /dev/zero; exit 4", timeout=300)
     assert r.returncode == 4 and len(r.stdout) == 50 << 20, (r.returncode, len(r.stdout))
     log = (home.dir / "home" / "logs" / f"{uml_box}.log").read_bytes()
     assert len(log) < 1 << 20, len(log)
