@@ -379,6 +379,7 @@ def test_agent_under_abuse(box):
     for junk in (b"H\xff\xff\xff\xff" + b"x" * 1000, b"H\x00\x00\x00\x64" + b"{" * 10,
                  random.randbytes(1 << 20)):
         c = connect(addr)
+        challenge(c)  # every connection hears the challenge first, then nothing
         try:
             c.sendall(junk)
         except OSError:
