@@ -4,12 +4,19 @@ and sandboxes made before names carried the home's id keep working.
 
 The podman here is the conftest stub: it logs every call and answers `container inspect`,
 `image inspect`, `image exists` and `port` from the test's environment, so these tests
-check what bluebox asks podman to remove. tests/integration/test_homes.py does the same
+check what bluebox asks podman to remove. tests/integration/test_homes_podman.py does the same
 with the real podman and a real up VM.
 """
+import importlib.util
+from pathlib import Path
 import json
 
-from conftest import Bluebox, home_id
+# tests/cli's conftest by path: `import conftest` finds tests/integration's when both
+# directories are collected in one run, as make check does.
+_spec = importlib.util.spec_from_file_location("cli_conftest", Path(__file__).with_name("conftest.py"))
+_conftest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_conftest)
+Bluebox, home_id = _conftest.Bluebox, _conftest.home_id
 
 LEGACY_IMAGE = "localhost/bluebox/s:latest"
 IID = "ab" * 32
