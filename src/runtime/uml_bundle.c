@@ -15,7 +15,7 @@
 #include "util/xalloc.h"
 
 /* Bump when the bundle's layout or contents change in a way old bundles lack. */
-#define BUNDLE_FORMAT "bluebox-uml-bundle-1"
+#define BUNDLE_FORMAT "bluebox-uml-bundle-2"
 #define MAX_LIBS      128
 #define STALE_TMP_SEC 3600
 
@@ -38,7 +38,16 @@ static const char *const lib_dirs[] = {
 };
 
 /* Names the bundle uses for its own files; a library called so would overwrite one. */
-static const char *const reserved[] = {"linux.uml", "ld.so", "bluebox-vmm"};
+static const char *const reserved[] = {"linux.uml", "ld.so", "bluebox-vmm", UML_BUNDLE_OVERLAY,
+                                       UML_BUNDLE_XSTATE};
+
+/* Built and installed beside bluebox-vmm; preloaded into linux.uml (src/vmm/xstate.c). */
+#define XSTATE_LIB "bluebox-uml-xstate.so"
+
+/* Debian's user-mode-linux keeps the kernel's modules in <dir>/<release>/; overlay (the
+ * guest's RAM layer over the image) has no dependencies. */
+#define OVERLAY_REL "kernel/fs/overlayfs/overlay.ko"
+#define MODINFO_MAX (64u << 20)
 
 typedef struct input {
     char *name; /* file name in the bundle */
@@ -73,6 +82,73 @@ const char *uml_kernel_path(void)
 {
     const char *k = getenv("BLUEBOX_UML_KERNEL");
     return k && *k ? k : "/usr/bin/linux.uml";
+}
+
+const char *uml_modules_dir(void)
+{
+    const char *d = getenv("BLUEBOX_UML_MODULES");
+    return d && *d ? d : "/usr/lib/uml/modules";
+}
+
+/* Whether the file holds `needle` (bounded read; only when building or choosing). */
+static bool file_holds(const char *path, const char *needle, size_t n)
+{
+    _cleanup_free_ char *data = NULL;
+    size_t len = 0;
+    return read_file(path, MODINFO_MAX, &data, &len, NULL) == 0 && memmem(data, len, needle, n);
+}
+
+static bool kernel_is_release(const char *kernel, const char *release)
+{
+    _cleanup_free_ char *banner = xasprintf("Linux version %s ", release);
+    return file_holds(kernel, banner, strlen(banner));
+}
+
+/* overlay.ko of the kernel's release: the one release directory that has it, or, when
+ * several do, the one the kernel's banner names. */
+static int find_overlay(const char *kernel, char **ret, bb_error **err)
+{
+    const char *dir = uml_modules_dir();
+    _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_strv_ strv releases = {0}, found = {0};
+    if (dfd >= 0 && list_dir_at(dfd, &releases, NULL) == 0)
+        for (size_t i = 0; i < releases.n; i++) {
+            _cleanup_free_ char *p = xasprintf("%s/%s/" OVERLAY_REL, dir, releases.v[i]);
+            if (path_exists(p))
+                strv_add(&found, releases.v[i]);
+        }
+    for (size_t i = 0; i < found.n; i++)
+        if (found.n == 1 || kernel_is_release(kernel, found.v[i])) {
+            *ret = xasprintf("%s/%s/" OVERLAY_REL, dir, found.v[i]);
+            return 0;
+        }
+    return bb_fail(err, ENOENT,
+                   "the uml backend needs the overlay module of %s (%s/<release>/" OVERLAY_REL
+                   ") for the guest's RAM layer; reinstall user-mode-linux",
+                   kernel, dir);
+}
+
+/* The module must be the kernel's own build: its vermagic starts with the release the
+ * kernel's banner names. Checked once, when the bundle is built. */
+static int check_vermagic(const char *kernel, const char *module, bb_error **err)
+{
+    _cleanup_free_ char *data = NULL;
+    size_t len = 0;
+    if (read_file(module, MODINFO_MAX, &data, &len, err) < 0)
+        return -1;
+    static const char key[] = "vermagic=";
+    const char *v = memmem(data, len, key, strlen(key));
+    const char *end = v ? memchr(v, '\0', len - (size_t)(v - data)) : NULL;
+    if (!end)
+        return bb_fail(err, ENOEXEC, "%s has no vermagic: not a kernel module", module);
+    v += strlen(key);
+    _cleanup_free_ char *release = xstrndup(v, strcspn(v, " "));
+    if (!*release || !kernel_is_release(kernel, release))
+        return bb_fail(err, ENOEXEC,
+                       "%s was built for kernel %s, not for %s; install the user-mode-linux "
+                       "package whose kernel and modules match",
+                       module, release, kernel);
+    return 0;
 }
 
 static bool is_exec_file(const char *path)
@@ -259,6 +335,24 @@ static int plan_make(const char *vmm_path, plan *p, bb_error **err)
                        UML_BUNDLE_LOADER, UML_BUNDLE_MOUNT);
     add_input(p, "bluebox-vmm", vmm_path, &st, 0755, false);
 
+    const char *slash = strrchr(vmm_path, '/');
+    _cleanup_free_ char *xstate =
+        slash ? xasprintf("%.*s/" XSTATE_LIB, (int)(slash - vmm_path), vmm_path)
+              : xstrdup(XSTATE_LIB);
+    if (stat(xstate, &st) < 0)
+        return bb_fail_errno(err, errno,
+                             "uml backend: cannot find %s (it is installed beside bluebox-vmm); "
+                             "reinstall bluebox",
+                             xstate);
+    add_input(p, UML_BUNDLE_XSTATE, xstate, &st, 0644, false);
+
+    _cleanup_free_ char *overlay = NULL;
+    if (find_overlay(kernel, &overlay, err) < 0)
+        return -1;
+    if (stat(overlay, &st) < 0)
+        return bb_fail_errno(err, errno, "cannot stat %s", overlay);
+    add_input(p, UML_BUNDLE_OVERLAY, overlay, &st, 0644, false);
+
     _cleanup_strv_ strv queue = {0};
     _cleanup_strv_ strv needed_by = {0};
     for (size_t i = 0; i < ke.needed.n; i++) {
@@ -361,6 +455,10 @@ static void tmpdir_cleanup(char **p)
 
 static int build(const plan *p, const char *parent, const char *dir, bb_error **err)
 {
+    for (size_t i = 0; i < p->n; i++)
+        if (streq(p->v[i].name, UML_BUNDLE_OVERLAY) &&
+            check_vermagic(p->v[0].src, p->v[i].src, err) < 0)
+            return bb_prefix(err, "cannot build the VMM bundle");
     _cleanup_free_ char *tmpl =
         xasprintf("%s/.uml-%016llx.tmp-XXXXXX", parent, (unsigned long long)p->hash);
     if (!mkdtemp(tmpl))

@@ -27,6 +27,10 @@
 /* Where the new root is assembled: on the exec tmpfs, the one place we may create a dir
  * (the container's root can be read-only). After the pivot it is an empty directory. */
 #define JAIL_DIR "/.bluebox/mem/root"
+/* The exec tmpfs: UML's memory file, pid file and log. Ours, never the guest's. */
+#define MEM_DIR "/.bluebox/mem"
+/* Everything under here is bluebox's (the VMM bundle, the guest init, the exec tmpfs). */
+#define OWN_DIR "/.bluebox"
 
 /* Never part of the guest's view: the kernel's API filesystems of the container. */
 static const char *const hidden[] = {"/proc", "/sys", "/dev"};
@@ -98,13 +102,14 @@ static int dev_null(const char **what)
     return bind_as("/dev/null", JAIL_DIR "/dev/null", MS_NOSUID | MS_NOEXEC);
 }
 
-typedef struct {
-    strv points;
-    unsigned long *flags;
-    size_t n;
-} mount_list;
+bool jail_guest_mount(const char *mp)
+{
+    struct stat st;
+    return !streq(mp, "/") && !is_hidden(mp) && !path_within(mp, OWN_DIR) && stat(mp, &st) == 0 &&
+           S_ISDIR(st.st_mode);
+}
 
-static int read_mounts(mount_list *ret)
+int jail_mounts_read(jail_mounts *ret)
 {
     FILE *f = fopen("/proc/self/mountinfo", "re");
     if (!f)
@@ -129,14 +134,33 @@ static int read_mounts(mount_list *ret)
     return 0;
 }
 
+void jail_mounts_clear(jail_mounts *m)
+{
+    strv_clear(&m->points);
+    free(m->flags);
+    *m = (jail_mounts){0};
+}
+
+/* What UML may write on the host: the guest's own hostfs mounts (/data, the Bluefile's rw
+ * mounts) as the container has them, and the exec tmpfs. The container's root and every
+ * other mount (podman's /etc files, all of /.bluebox but the exec tmpfs) are bound read-only, so
+ * that not even guest root mounting hostfs by hand (`mount -t hostfs none /x -o /`) can write the
+ * host disk. */
+static unsigned long jail_flags(const char *mp, unsigned long flags)
+{
+    if (jail_guest_mount(mp) || streq(mp, MEM_DIR))
+        return flags;
+    return flags | MS_RDONLY;
+}
+
 int jail_enter(const char **what)
 {
     *what = "a mount namespace of its own";
     if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return -1;
     *what = "the container's mounts";
-    mount_list m = {0};
-    if (read_mounts(&m) < 0)
+    _cleanup_(jail_mounts_clearp) jail_mounts m = {0};
+    if (jail_mounts_read(&m) < 0)
         return -1;
     *what = JAIL_DIR;
     if (mkdir(JAIL_DIR, 0700) < 0 && errno != EEXIST)
@@ -147,7 +171,7 @@ int jail_enter(const char **what)
     for (size_t i = 0; r == 0 && i < m.n; i++)
         if (streq(m.points.v[i], "/")) {
             *what = "the container's root";
-            r = bind_as("/", JAIL_DIR, m.flags[i]);
+            r = bind_as("/", JAIL_DIR, jail_flags("/", m.flags[i]));
         }
     if (r == 0)
         r = dev_null(what);
@@ -157,10 +181,8 @@ int jail_enter(const char **what)
             continue;
         _cleanup_free_ char *dst = xasprintf(JAIL_DIR "%s", p);
         *what = p;
-        r = bind_as(p, dst, m.flags[i]);
+        r = bind_as(p, dst, jail_flags(p, m.flags[i]));
     }
-    strv_clear(&m.points);
-    free(m.flags);
     if (r < 0)
         return -1;
     *what = "pivot_root";

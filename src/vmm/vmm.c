@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -129,6 +130,34 @@ static void spec_fill(launch_spec *s, int argc, char **argv)
     }
 }
 
+static unsigned spec_mount_flags(unsigned long f)
+{
+    return (f & MS_RDONLY ? SPEC_MOUNT_RO : 0) | (f & MS_NOSUID ? SPEC_MOUNT_NOSUID : 0) |
+           (f & MS_NODEV ? SPEC_MOUNT_NODEV : 0) | (f & MS_NOEXEC ? SPEC_MOUNT_NOEXEC : 0);
+}
+
+/* The guest's root is the image under a RAM layer; /data and the Bluefile's mounts are
+ * hostfs mounts of their own, as the container has them (jail_guest_mount() is the same
+ * rule the jail binds them writable by). A read-only container root stays read-only. */
+static void spec_mounts(launch_spec *s)
+{
+    _cleanup_(jail_mounts_clearp) jail_mounts m = {0};
+    if (jail_mounts_read(&m) < 0)
+        die("cannot read the container's mounts: %s", strerror(errno));
+    for (size_t i = 0; i < m.n; i++) {
+        const char *p = m.points.v[i];
+        if (streq(p, "/")) {
+            s->root_flags = m.flags[i] & MS_RDONLY ? SPEC_ROOT_RO : 0;
+            continue;
+        }
+        if (!jail_guest_mount(p))
+            continue;
+        if (!spec_mount_path_ok(p))
+            die("cannot hand the mount %s to the guest: not a plain absolute path", p);
+        spec_add_mount(s, p, spec_mount_flags(m.flags[i]));
+    }
+}
+
 static void write_spec(const launch_spec *s)
 {
     size_t len;
@@ -226,7 +255,9 @@ static pid_t start_uml(char **argv, const char *dir, int serial, const sigset_t 
         log = open("/dev/null", O_WRONLY | O_CLOEXEC);
     _cleanup_free_ char *ld = xasprintf("LD_LIBRARY_PATH=%s", dir);
     _cleanup_free_ char *tmp = xasprintf("TMPDIR=%s", MEM_DIR);
-    char *envp[] = {ld, tmp, NULL};
+    /* UML's FPU-state fix for large-XSAVE hosts (src/vmm/xstate.c). */
+    _cleanup_free_ char *preload = xasprintf("LD_PRELOAD=%s/xstate.so", dir);
+    char *envp[] = {ld, tmp, preload, NULL};
     /* Opened here: the kernel's view of the container has no /dev. */
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     pid_t pid = fork();
@@ -591,6 +622,7 @@ int main(int argc, char **argv)
         die("no command to run (usage: bluebox-vmm COMMAND [ARG...])");
     _cleanup_spec_ launch_spec spec = {0};
     spec_fill(&spec, argc, argv);
+    spec_mounts(&spec);
     unsigned mib = ram_mib();
     vmm_net *net = net_setup(getenv("BLUEBOX_NETWORK"), getenv("BLUEBOX_FORWARD"));
     _cleanup_free_ char *dir = vmm_dir();
