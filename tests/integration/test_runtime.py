@@ -49,7 +49,8 @@ class Home:
             # copies of bluebox and bluebox-vmm (found beside it) from this world-readable dir
             bindir = self.dir / "bin"
             bindir.mkdir(mode=0o755)
-            for prog in (Path(binary), Path(binary).parent / "bluebox-vmm"):
+            for prog in (Path(binary), Path(binary).parent / "bluebox-vmm",
+                         Path(binary).parent / "bluebox-uml-xstate.so"):
                 if prog.exists():
                     shutil.copy2(prog, bindir / prog.name)
             self.bin = str(bindir / Path(binary).name)

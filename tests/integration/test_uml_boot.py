@@ -66,7 +66,8 @@ def _libs(binary):
 
 def _make_bundle(d):
     """A VMM bundle by hand, as src/runtime/uml_bundle.c makes one: linux.uml with PT_INTERP
-    rewritten in place to /.bluebox/vmm/ld.so, ld.so, the libraries, bluebox-vmm."""
+    rewritten in place to /.bluebox/vmm/ld.so, ld.so, the libraries, bluebox-vmm, the
+    xstate preload (src/vmm/xstate.c) and the kernel's overlay.ko (the guest's RAM layer)."""
     d.mkdir()
     kernel = bytearray(LINUX_UML.read_bytes())
     old, new = b"/lib64/ld-linux-x86-64.so.2\0", b"/.bluebox/vmm/ld.so"
@@ -78,6 +79,10 @@ def _make_bundle(d):
     for lib in set(_libs(LINUX_UML) + _libs(BUILD / "bluebox-vmm")):
         shutil.copyfile(lib, d / Path(lib).name)
     shutil.copyfile(BUILD / "bluebox-vmm", d / "bluebox-vmm")
+    shutil.copyfile(BUILD / "bluebox-uml-xstate.so", d / "xstate.so")
+    ko = sorted(Path("/usr/lib/uml/modules").glob("*/kernel/fs/overlayfs/overlay.ko"))
+    assert ko, "user-mode-linux ships no overlay.ko"
+    shutil.copyfile(ko[-1], d / "overlay.ko")
     for f in d.iterdir():
         f.chmod(0o755)
 
