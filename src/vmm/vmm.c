@@ -255,9 +255,10 @@ static pid_t start_uml(char **argv, const char *dir, int serial, const sigset_t 
         log = open("/dev/null", O_WRONLY | O_CLOEXEC);
     _cleanup_free_ char *ld = xasprintf("LD_LIBRARY_PATH=%s", dir);
     _cleanup_free_ char *tmp = xasprintf("TMPDIR=%s", MEM_DIR);
-    /* UML's FPU-state fix for large-XSAVE hosts (src/vmm/xstate.c). */
-    _cleanup_free_ char *preload = xasprintf("LD_PRELOAD=%s/xstate.so", dir);
-    char *envp[] = {ld, tmp, preload, NULL};
+    /* UML's FPU-state fix for large-XSAVE hosts (src/vmm/xstate.c), when the bundle has it. */
+    _cleanup_free_ char *xstate = xasprintf("%s/xstate.so", dir);
+    _cleanup_free_ char *preload = xasprintf("LD_PRELOAD=%s", xstate);
+    char *envp[] = {ld, tmp, access(xstate, R_OK) == 0 ? preload : NULL, NULL};
     /* Opened here: the kernel's view of the container has no /dev. */
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     pid_t pid = fork();

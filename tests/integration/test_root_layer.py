@@ -29,9 +29,10 @@ def home(env, bluebox_bin):  # noqa: F811
     h.close()
 
 
-def box(home, extra="", ram=256):
+def box(home, extra="", ram=256, network="none"):
     name = home.sandbox(f"root-{os.getpid()}-{len(home.names)}",
-                        f"base: {IMAGE}\nbackend: uml\nram_mib: {ram}\nnetwork: none\n{extra}")
+                        f"base: {IMAGE}\nbackend: uml\nram_mib: {ram}\n"
+                        f"network: {network}\n{extra}")
     r = home("build", name)
     assert r.returncode == 0, r
     return name
@@ -193,7 +194,8 @@ def test_non_root_user_works_like_a_real_machine(home):
             "echo hi > ~/f; chmod 640 ~/f; mkdir -m 700 ~/d; echo in > ~/d/x; "
             "touch -d 2001-01-01 ~/d/x; cp -p ~/d/x ~/y; "
             "stat -c '%U %a %n' /tmp/u ~/f ~/d ~/d/x; stat -c %y ~/y | cut -c1-10")
-    script = ("echo 'u:x:1000:1000::/home/u:/bin/sh' >> /etc/passwd; echo 'u:x:1000:' >> /etc/group; "
+    script = ("echo 'u:x:1000:1000::/home/u:/bin/sh' >> /etc/passwd; "
+              "echo 'u:x:1000:' >> /etc/group; "
               f"mkdir -p /home/u && chown u:u /home/u && su u -c \"{user}\"")
     r = home("run", name, "--", "sh", "-c", script)
     assert r.returncode == 0, r
@@ -215,8 +217,10 @@ def _names(text):
 
 
 @UML
-def test_etc_files_carry_nothing_of_the_host(home):
-    name = box(home)
+@pytest.mark.parametrize("network,readonly", [("none", False), ("bridge", False),
+                                              ("bridge", True), ("none", True)])
+def test_etc_files_carry_nothing_of_the_host(home, network, readonly):
+    name = box(home, f"readonly: {str(readonly).lower()}\n", network=network)
     r = home("run", name, "--", "sh", "-c",
              "cat /etc/hosts; echo ==; cat /etc/resolv.conf; echo ==; hostname; "
              "ping -c1 -W1 localhost >/dev/null 2>&1 && echo localhost-ok")
@@ -228,4 +232,6 @@ def test_etc_files_carry_nothing_of_the_host(home):
                                                            "ip6-loopback"}
     assert not (_names(hosts) & host_names), hosts
     assert "localhost-ok" in rest, r
-    assert not re.search(r"^\s*(nameserver|search|domain)\b", resolv, re.M), resolv
+    want = "nameserver 10.0.2.3\n" if network == "bridge" else "# network: none\n"
+    assert resolv == want, resolv
+    assert not re.search(r"^\s*(search|domain)\b", resolv, re.M), resolv
