@@ -25,12 +25,14 @@
 
 /* The exec tmpfs of the container: a directory that exists in every uml container, used
  * only as a mount point. After the switch it is out of reach under the new root. */
-#define LAYER_DIR  "/.bluebox/mem"
-#define UPPER_DIR  LAYER_DIR "/upper"
-#define WORK_DIR   LAYER_DIR "/work"
-#define NEW_ROOT   LAYER_DIR "/root"
-#define ETC_LAYER  LAYER_DIR "/etc-layer"
-#define OVERLAY_KO UML_BUNDLE_MOUNT "/" UML_BUNDLE_OVERLAY
+#define LAYER_DIR "/.bluebox/mem"
+#define UPPER_DIR LAYER_DIR "/upper"
+#define WORK_DIR  LAYER_DIR "/work"
+#define NEW_ROOT  LAYER_DIR "/root"
+#define ETC_LAYER LAYER_DIR "/etc-layer"
+/* In every uml container (the exec tmpfs): a mount point for a moment, in the new root. */
+#define SCRATCH_DIR "/.bluebox/mem"
+#define OVERLAY_KO  UML_BUNDLE_MOUNT "/" UML_BUNDLE_OVERLAY
 /* The RAM layer (and a read-only root's /tmp) may take up to half of the guest's memory
  * (ram_mib): tmpfs pages are the guest's own RAM, so a run that fills it gets ENOSPC and the
  * guest keeps the other half for its programs. The host never sees a byte of it. */
@@ -164,12 +166,41 @@ static int switch_into(bb_error **err)
     return 0;
 }
 
+static unsigned long mount_flags(const spec_mount *m)
+{
+    return (m->flags & SPEC_MOUNT_RO ? MS_RDONLY : 0) |
+           (m->flags & SPEC_MOUNT_NOSUID ? MS_NOSUID : 0) |
+           (m->flags & SPEC_MOUNT_NODEV ? MS_NODEV : 0) |
+           (m->flags & SPEC_MOUNT_NOEXEC ? MS_NOEXEC : 0);
+}
+
+/* A single file mounted from the host: hostfs mounts directories only, so its parent is
+ * mounted for a moment on SCRATCH_DIR and the file bound from there. hostfs opens the host
+ * path, which in the jail is the file's own mount, writable only when declared rw. */
+static int file_mount(const spec_mount *m, bb_error **err)
+{
+    const char *slash = strrchr(m->path, '/');
+    _cleanup_free_ char *parent =
+        slash == m->path ? xstrdup("/") : xstrndup(m->path, (size_t)(slash - m->path));
+    _cleanup_free_ char *src = xasprintf(SCRATCH_DIR "/%s", slash + 1);
+    if (mount("none", SCRATCH_DIR, "hostfs", MS_NOSUID | MS_NODEV, parent) < 0)
+        return bb_fail_errno(err, errno, "cannot mount %s", m->path);
+    int r = mount(src, m->path, NULL, MS_BIND, NULL);
+    if (r == 0)
+        r = mount(NULL, m->path, NULL, MS_BIND | MS_REMOUNT | mount_flags(m), NULL);
+    int e = errno;
+    umount2(SCRATCH_DIR, MNT_DETACH);
+    if (r < 0)
+        return bb_fail_errno(err, e, "cannot mount %s", m->path);
+    return 0;
+}
+
 static int hostfs_mount(const spec_mount *m, bb_error **err)
 {
-    unsigned long flags = (m->flags & SPEC_MOUNT_RO ? MS_RDONLY : 0) |
-                          (m->flags & SPEC_MOUNT_NOSUID ? MS_NOSUID : 0) |
-                          (m->flags & SPEC_MOUNT_NODEV ? MS_NODEV : 0) |
-                          (m->flags & SPEC_MOUNT_NOEXEC ? MS_NOEXEC : 0);
+    unsigned long flags = mount_flags(m);
+    struct stat st;
+    if (stat(m->path, &st) == 0 && S_ISREG(st.st_mode))
+        return file_mount(m, err);
     mkdir(m->path, 0755); /* podman made the mount point in the container's root already */
     /* hostfs takes the host path as its data: the container path, which the jail keeps. */
     if (mount("none", m->path, "hostfs", flags, m->path) < 0)

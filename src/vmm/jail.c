@@ -102,11 +102,20 @@ static int dev_null(const char **what)
     return bind_as("/dev/null", JAIL_DIR "/dev/null", MS_NOSUID | MS_NOEXEC);
 }
 
+/* Files podman writes for the container itself (its hostname, and /etc/hosts and
+ * /etc/resolv.conf where it still writes them): never the guest's to write. */
+static const char *const podman_files[] = {"/etc/hostname", "/etc/hosts", "/etc/resolv.conf",
+                                           "/run/.containerenv"};
+
 bool jail_guest_mount(const char *mp)
 {
+    if (streq(mp, "/") || is_hidden(mp) || path_within(mp, OWN_DIR))
+        return false;
+    for (size_t i = 0; i < ELEMENTSOF(podman_files); i++)
+        if (streq(mp, podman_files[i]))
+            return false;
     struct stat st;
-    return !streq(mp, "/") && !is_hidden(mp) && !path_within(mp, OWN_DIR) && stat(mp, &st) == 0 &&
-           S_ISDIR(st.st_mode);
+    return stat(mp, &st) == 0 && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode));
 }
 
 int jail_mounts_read(jail_mounts *ret)

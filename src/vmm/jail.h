@@ -26,9 +26,9 @@ static inline void jail_mounts_clearp(jail_mounts *m)
 }
 
 /* A mount the guest gets as a hostfs mount of its own (and that UML may write when the
- * container may): a directory other than the root, /proc, /sys, /dev and bluebox's own
- * /.bluebox. In practice /data and the Bluefile's mounts. Every other part of the
- * container, the root first, is bound read-only for UML. */
+ * container may): a directory or file other than the root, /proc, /sys, /dev, bluebox's
+ * own /.bluebox and podman's own /etc files. In practice /data and the Bluefile's mounts.
+ * Every other part of the container, the root first, is bound read-only for UML. */
 bool jail_guest_mount(const char *mp);
 
 /* In the child that becomes UML: a private mount namespace holding the container's root
