@@ -2,7 +2,8 @@
  * linux.uml with its PT_INTERP rewritten to /.bluebox/vmm/ld.so, the host's loader as ld.so,
  * the shared libraries linux.uml and bluebox-vmm need (under their DT_NEEDED names),
  * bluebox-vmm, xstate.so (preloaded into linux.uml, see src/vmm/xstate.c) and the kernel's
- * overlay.ko (for the guest's RAM layer). Bind-mounted read-only at /.bluebox/vmm. Inside the container:
+ * overlay.ko (for the guest's RAM layer). Bind-mounted read-only at /.bluebox/vmm. Inside
+ * the container:
  *   - bluebox-vmm finds its libraries through its own rpath; it must be linked with
  *     -Wl,--dynamic-linker=/.bluebox/vmm/ld.so -Wl,-rpath,/.bluebox/vmm (and
  *     -Wl,--disable-new-dtags, so the rpath also covers its libraries' own dependencies);
