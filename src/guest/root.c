@@ -70,8 +70,8 @@ static int mkdir_in(const char *dir, bb_error **err)
 }
 
 /* bluebox's /etc files. podman's copies carry the host's details (its /etc/hosts entries,
- * its resolvers and search domains); the launch asks podman for none (--no-hosts,
- * --dns=none), and the guest gets these. */
+ * its resolvers and search domains): the launch asks for no /etc/hosts (--no-hosts), the
+ * jail leaves podman's other files out of UML's view, and the guest gets these. */
 typedef struct etc_file {
     const char *name;
     char *text;

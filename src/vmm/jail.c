@@ -102,18 +102,24 @@ static int dev_null(const char **what)
     return bind_as("/dev/null", JAIL_DIR "/dev/null", MS_NOSUID | MS_NOEXEC);
 }
 
-/* Files podman writes for the container itself (its hostname, and /etc/hosts and
- * /etc/resolv.conf where it still writes them): never the guest's to write. */
+/* Files podman writes for the container itself: its hostname, and /etc/resolv.conf with
+ * the host's resolvers and search domains (the VMM's libslirp reads it to forward the
+ * guest's DNS). Not part of UML's view at all: the guest init writes its own. */
 static const char *const podman_files[] = {"/etc/hostname", "/etc/hosts", "/etc/resolv.conf",
                                            "/run/.containerenv"};
 
-bool jail_guest_mount(const char *mp)
+static bool is_podman_file(const char *mp)
 {
-    if (streq(mp, "/") || is_hidden(mp) || path_within(mp, OWN_DIR))
-        return false;
     for (size_t i = 0; i < ELEMENTSOF(podman_files); i++)
         if (streq(mp, podman_files[i]))
-            return false;
+            return true;
+    return false;
+}
+
+bool jail_guest_mount(const char *mp)
+{
+    if (streq(mp, "/") || is_hidden(mp) || path_within(mp, OWN_DIR) || is_podman_file(mp))
+        return false;
     struct stat st;
     return stat(mp, &st) == 0 && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode));
 }
@@ -193,7 +199,7 @@ int jail_enter(const char **what)
         r = dev_null(what);
     for (size_t i = 0; r == 0 && i < m.n; i++) {
         const char *p = m.points.v[i];
-        if (streq(p, "/") || is_hidden(p))
+        if (streq(p, "/") || is_hidden(p) || is_podman_file(p))
             continue;
         _cleanup_free_ char *dst = xasprintf(JAIL_DIR "%s", p);
         *what = p;
