@@ -143,35 +143,36 @@ def test_hostfs_by_hand_cannot_write_the_host(home):
 def test_data_and_mounts_persist_ro_stays_ro(home):
     ro = Path(tempfile.mkdtemp(prefix="bluebox-it-ro-", dir="/var/tmp"))
     rw = Path(tempfile.mkdtemp(prefix="bluebox-it-rw-", dir="/var/tmp"))
+    one = Path(tempfile.mkdtemp(prefix="bluebox-it-file-", dir="/var/tmp"))
     try:
         (ro / "in").write_text("host file\n")
         rw.chmod(0o777)
-        (rw / "one-file").write_text("file\n")
+        (one / "one-file").write_text("file\n")
         name = box(home, "mounts:\n"
                    f"  - {{host: {ro}, guest: /ro, mode: ro}}\n"
                    f"  - {{host: {rw}, guest: /src/rw, mode: rw}}\n"
-                   f"  - {{host: {rw / 'one-file'}, guest: /opt/one, mode: rw}}\n"
+                   f"  - {{host: {one / 'one-file'}, guest: /opt/one, mode: rw}}\n"
                    f"  - {{host: {ro / 'in'}, guest: /opt/ro-one, mode: ro}}\n")
         r = home("run", name, "--", "sh", "-c",
                  "cat /ro/in; grep -E ' /(data|ro|src/rw) ' /proc/mounts | cut -d' ' -f2-4; "
                  "(echo x > /ro/new) 2>/dev/null && echo RO-WRITABLE; "
                  "mount -o remount,rw /ro 2>/dev/null; (echo y >> /ro/in) 2>/dev/null && "
                  "echo RO-WRITABLE-AFTER-REMOUNT; echo out > /src/rw/out; echo d > /data/d; "
-                 "echo more >> /opt/one; (echo x >> /opt/ro-one) 2>/dev/null && echo RO-FILE")
+                 "echo more >> /opt/one; (echo x >> /opt/ro-one) 2>/dev/null && echo RO-FILE; true")
         assert r.returncode == 0, r
         out = r.stdout.decode()
         assert out.startswith("host file\n") and "RO-WRITABLE" not in out, out
         assert "/ro hostfs ro," in out and "/src/rw hostfs rw," in out, out
         assert "/data hostfs rw," in out, out
         assert (rw / "out").read_text() == "out\n"
-        assert (rw / "one-file").read_text() == "file\nmore\n" and "RO-FILE" not in out
+        assert (one / "one-file").read_text() == "file\nmore\n" and "RO-FILE" not in out
         assert (home.data(name) / "d").read_text() == "d\n"
         assert (ro / "in").read_text() == "host file\n" and not (ro / "new").exists()
         r = home("run", name, "--", "cat", "/data/d", "/src/rw/out")
         assert (r.returncode, r.stdout) == (0, b"d\nout\n"), r
     finally:
-        shutil.rmtree(ro, ignore_errors=True)
-        shutil.rmtree(rw, ignore_errors=True)
+        for d in (ro, rw, one):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 @UML
