@@ -183,6 +183,11 @@ static int file_mount(const spec_mount *m, bb_error **err)
     _cleanup_free_ char *parent =
         slash == m->path ? xstrdup("/") : xstrndup(m->path, (size_t)(slash - m->path));
     _cleanup_free_ char *src = xasprintf(SCRATCH_DIR "/%s", slash + 1);
+    /* The mount point: in the image already, or made here on a scratch tmpfs. */
+    (void)mkdir_p(parent, 0755, NULL);
+    int fd = open(m->path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0)
+        close(fd);
     if (mount("none", SCRATCH_DIR, "hostfs", MS_NOSUID | MS_NODEV, parent) < 0)
         return bb_fail_errno(err, errno, "cannot mount %s", m->path);
     int r = mount(src, m->path, NULL, MS_BIND, NULL);
@@ -198,10 +203,11 @@ static int file_mount(const spec_mount *m, bb_error **err)
 static int hostfs_mount(const spec_mount *m, bb_error **err)
 {
     unsigned long flags = mount_flags(m);
-    struct stat st;
-    if (stat(m->path, &st) == 0 && S_ISREG(st.st_mode))
+    if (m->flags & SPEC_MOUNT_FILE)
         return file_mount(m, err);
-    mkdir(m->path, 0755); /* podman made the mount point in the container's root already */
+    /* podman made the mount point in the container's root already; under a read-only
+     * root's scratch tmpfs it is made here. */
+    (void)mkdir_p(m->path, 0755, NULL);
     /* hostfs takes the host path as its data: the container path, which the jail keeps. */
     if (mount("none", m->path, "hostfs", flags, m->path) < 0)
         return bb_fail_errno(err, errno, "cannot mount %s", m->path);
@@ -244,13 +250,14 @@ int guest_root_setup(const launch_spec *spec, const char *nameserver, bb_error *
     bool readonly = spec->root_flags & SPEC_ROOT_RO;
     etc_file files[3];
     etc_files(spec, nameserver, files);
+    /* A read-only root's scratch tmpfs first: the container had podman's there, and the
+     * shared mounts (a mount under /tmp, say) go on top of them as they did. */
     int r = assemble(readonly, files, err) < 0 || switch_into(err) < 0 ||
-                    mount_shared(spec, err) < 0 || (!readonly && put_etc(files, err) < 0)
+                    (readonly && scratch_dirs(err) < 0) || mount_shared(spec, err) < 0 ||
+                    (!readonly && put_etc(files, err) < 0)
                 ? -1
                 : 0;
     for (size_t i = 0; i < 3; i++)
         free(files[i].text);
-    if (r < 0)
-        return -1;
-    return readonly ? scratch_dirs(err) : 0;
+    return r;
 }

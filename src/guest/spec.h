@@ -37,7 +37,8 @@ typedef enum {
 #define SPEC_MOUNT_NOSUID 0x2u
 #define SPEC_MOUNT_NODEV  0x4u
 #define SPEC_MOUNT_NOEXEC 0x8u
-#define SPEC_MOUNT_FLAGS  0xfu
+#define SPEC_MOUNT_FILE   0x10u /* a single file, not a directory */
+#define SPEC_MOUNT_FLAGS  0x1fu
 
 typedef struct spec_mount {
     char *path; /* absolute, normalised: no empty, "." or ".." component, not "/" */

@@ -19,6 +19,7 @@
 #include <sys/mount.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -130,10 +131,13 @@ static void spec_fill(launch_spec *s, int argc, char **argv)
     }
 }
 
-static unsigned spec_mount_flags(unsigned long f)
+static unsigned spec_mount_flags(const char *path, unsigned long f)
 {
+    struct stat st;
+    bool file = stat(path, &st) == 0 && S_ISREG(st.st_mode);
     return (f & MS_RDONLY ? SPEC_MOUNT_RO : 0) | (f & MS_NOSUID ? SPEC_MOUNT_NOSUID : 0) |
-           (f & MS_NODEV ? SPEC_MOUNT_NODEV : 0) | (f & MS_NOEXEC ? SPEC_MOUNT_NOEXEC : 0);
+           (f & MS_NODEV ? SPEC_MOUNT_NODEV : 0) | (f & MS_NOEXEC ? SPEC_MOUNT_NOEXEC : 0) |
+           (file ? SPEC_MOUNT_FILE : 0);
 }
 
 /* The guest's root is the image under a RAM layer; /data and the Bluefile's mounts are
@@ -154,7 +158,7 @@ static void spec_mounts(launch_spec *s)
             continue;
         if (!spec_mount_path_ok(p))
             die("cannot hand the mount %s to the guest: not a plain absolute path", p);
-        spec_add_mount(s, p, spec_mount_flags(m.flags[i]));
+        spec_add_mount(s, p, spec_mount_flags(p, m.flags[i]));
     }
 }
 

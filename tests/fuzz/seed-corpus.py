@@ -92,7 +92,7 @@ spec_cases = {
                   groups=(1000, 27, 100), rows=50, cols=200),
     "probe": spec("probe", argv=(b"/.bluebox/probe",), env=(), host=b"", groups=(), mounts=()),
     "readonly-mounts": spec(root=1, mounts=((0, b"/data"), (1, b"/src"), (0xf, b"/src/out dir"),
-                                            (2, b"/a/b/c"))),
+                                            (2, b"/a/b/c"), (0x11, b"/etc/app.conf"))),
     "agent": spec("agent", argv=(b"agent", b"\xff\xfe not utf-8", b""), env=(b"A==b", b"X=")),
     "reordered": SPEC_MAGIC + u32("k", 0) + rec("c", b"/") + rec("a", b"true") + rec("m", b"run")
                  + rec("h", b"h") + u32("u", 1) + u32("g", 1) + u32("r", 0) + rec("M", b"\0/x")
@@ -103,7 +103,7 @@ spec_cases = {
     "no-root": valid_run.replace(u32("R", 0), b""),
     "dup-root": spec(extra=u32("R", 1)),
     "bad-root-flag": spec(root=2),
-    "mount-bad-flag": spec(mounts=((0x10, b"/data"),)),
+    "mount-bad-flag": spec(mounts=((0x20, b"/data"),)),
     "mount-relative": spec(mounts=((0, b"data"),)),
     "mount-root": spec(mounts=((0, b"/"),)),
     "mount-dotdot": spec(mounts=((0, b"/data/../etc"),)),
