@@ -146,11 +146,31 @@ static void locked_refuses(void **s)
     assert_int_equal(probe_in_child(P_FORK, true), 0);
 }
 
+/* Which container mounts the guest gets as hostfs mounts of its own (and UML may write):
+ * directories and files other than the root, the kernel's API filesystems, bluebox's own
+ * /.bluebox and podman's /etc files. */
+static void guest_mounts(void **s)
+{
+    (void)s;
+    assert_false(jail_guest_mount("/"));
+    assert_false(jail_guest_mount("/proc"));
+    assert_false(jail_guest_mount("/sys/fs/cgroup"));
+    assert_false(jail_guest_mount("/dev/shm"));
+    assert_false(jail_guest_mount("/.bluebox"));
+    assert_false(jail_guest_mount("/etc/hosts"));
+    assert_false(jail_guest_mount("/etc/resolv.conf"));
+    assert_false(jail_guest_mount("/etc/hostname"));
+    assert_false(jail_guest_mount("/no/such/mount/point"));
+    assert_true(jail_guest_mount("/usr"));        /* a directory, as /data is */
+    assert_true(jail_guest_mount("/etc/passwd")); /* a file, as a single-file mount is */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(unlocked_control),
         cmocka_unit_test(locked_refuses),
+        cmocka_unit_test(guest_mounts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
