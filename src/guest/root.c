@@ -30,6 +30,7 @@
 #define WORK_DIR  LAYER_DIR "/work"
 #define NEW_ROOT  LAYER_DIR "/root"
 #define ETC_LAYER LAYER_DIR "/etc-layer"
+#define OWN_DIR   "/.bluebox"
 /* In every uml container (the exec tmpfs): a mount point for a moment, in the new root. */
 #define SCRATCH_DIR "/.bluebox/mem"
 #define OVERLAY_KO  UML_BUNDLE_MOUNT "/" UML_BUNDLE_OVERLAY
@@ -214,6 +215,16 @@ static int hostfs_mount(const spec_mount *m, bb_error **err)
     return 0;
 }
 
+/* bluebox's own files (the guest init and agent, the VMM bundle) stay read-only in the
+ * guest too, not copies on the RAM layer a workload could change for later execs: a
+ * read-only hostfs mount of /.bluebox, which the jail also binds read-only on the host. */
+static int mount_own(bb_error **err)
+{
+    if (mount("none", OWN_DIR, "hostfs", MS_RDONLY | MS_NOSUID | MS_NODEV, OWN_DIR) < 0)
+        return bb_fail_errno(err, errno, "cannot mount %s", OWN_DIR);
+    return 0;
+}
+
 /* /data: the sandbox's persistent directory on the host. */
 static int mount_data(const spec_mount *m, bb_error **err)
 {
@@ -253,8 +264,8 @@ int guest_root_setup(const launch_spec *spec, const char *nameserver, bb_error *
     /* A read-only root's scratch tmpfs first: the container had podman's there, and the
      * shared mounts (a mount under /tmp, say) go on top of them as they did. */
     int r = assemble(readonly, files, err) < 0 || switch_into(err) < 0 ||
-                    (readonly && scratch_dirs(err) < 0) || mount_shared(spec, err) < 0 ||
-                    (!readonly && put_etc(files, err) < 0)
+                    (readonly && scratch_dirs(err) < 0) || mount_own(err) < 0 ||
+                    mount_shared(spec, err) < 0 || (!readonly && put_etc(files, err) < 0)
                 ? -1
                 : 0;
     for (size_t i = 0; i < 3; i++)
