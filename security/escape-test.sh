@@ -319,6 +319,14 @@ for f in /.bluebox/bluebox /.bluebox/vmm/* /tmp/esc-r/.bluebox/bluebox /tmp/esc-
 done
 mount -o remount,rw /.bluebox/bluebox 2>/dev/null
 (: >> /.bluebox/bluebox) 2>/dev/null && echo "WRITABLE /.bluebox/bluebox after a remount"
+mkdir -p /tmp/esc-b
+if mount -t hostfs none /tmp/esc-b -o /.bluebox 2>/dev/null; then
+    for f in /tmp/esc-b/bluebox /tmp/esc-b/vmm/*; do
+        [ -f "\$f" ] || continue
+        (: >> "\$f") 2>/dev/null && echo "WRITABLE \$f through hostfs"
+    done
+    umount /tmp/esc-b
+fi
 echo "== dev-kvm"
 for f in /dev/kvm /tmp/esc-r/dev/kvm; do
     [ -e "\$f" ] && echo "PRESENT \$f"
@@ -774,6 +782,125 @@ fi
 for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null; done
 for p in "${BG_PIDS[@]}"; do wait "$p" 2>/dev/null; done
 BG_PIDS=()
+
+# ---------------------------------------------------------------- the root layer
+# Sandbox C has a writable root. What a run writes to it must never reach the host disk: on
+# uml it lives in guest RAM, and guest root mounting hostfs by hand finds the container
+# read-only. Host side, the running container's overlay upper directory must hold none of
+# it. And the guest's /etc/hosts and /etc/resolv.conf are bluebox's, not podman's copies
+# of the host's entries, resolvers and search domains.
+C=$BASE_NAME-c
+MARK=esc-root-$(rand | cut -c1-8)
+root_layer_script() {
+    cat <<EOF
+mkdir -p /home /var /root /tmp/esc-h 2>/dev/null
+for d in / /tmp /home /var /root /etc; do echo x > "\$d/$MARK" 2>/dev/null; done
+dd if=/dev/zero of=/root/$MARK.big bs=1M count=16 2>/dev/null
+if mount -t hostfs none /tmp/esc-h -o / 2>/dev/null; then
+    for f in /tmp/esc-h/$MARK /tmp/esc-h/etc/$MARK /tmp/esc-h/usr/$MARK /tmp/esc-h/.bluebox/$MARK; do
+        (echo x > "\$f") 2>/dev/null && echo "WROTE \$f through hostfs"
+    done
+    umount /tmp/esc-h
+fi
+echo "== hosts"
+cat /etc/hosts 2>/dev/null
+echo "== resolv"
+cat /etc/resolv.conf 2>/dev/null
+echo "== hostname"
+hostname
+echo "== ready"
+while [ ! -e /data/.esc-go ]; do sleep 0.2; done
+EOF
+}
+# rsection NAME: the lines the root-layer run printed in that section
+rsection() { awk -v s="== $1" '$0 == s { on = 1; next } /^== / { on = 0 } on' "$WORK/root.out"; }
+
+# upper_marks DIR: files named after MARK under the container's overlay upper DIR
+upper_marks() {
+    if [ "$ME" = 0 ]; then
+        find "$1" -name "$MARK*" 2>/dev/null
+    else
+        podman unshare find "$1" -name "$MARK*" 2>/dev/null
+    fi
+}
+
+ROOT_OK=0
+ROOT_UPPER=""
+ROOT_UPPER_HITS=""
+run_root_layer() {
+    define "$C" "base: $IMAGE
+backend: $BACKEND
+ram_mib: 256
+network: none
+timeout_seconds: 300
+$ISO"
+    "$BIN" build "$C" >"$WORK/root.out" 2>&1 || return
+    "$BIN" run "$C" -- sh -c "$(root_layer_script)" </dev/null >"$WORK/root.out" 2>&1 &
+    local pid=$! _ found cid
+    BG_PIDS+=("$pid")
+    for _ in $(seq 300); do
+        grep -qx '== ready' "$WORK/root.out" 2>/dev/null && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.2
+    done
+    if grep -qx '== ready' "$WORK/root.out" && found=$(find_container "$C"); then
+        read -r cid _ <<<"$found"
+        ROOT_UPPER=$(podman inspect --format '{{.GraphDriver.Data.UpperDir}}' "$cid" 2>/dev/null)
+        [ -n "$ROOT_UPPER" ] && ROOT_UPPER_HITS=$(upper_marks "$ROOT_UPPER" | head -n 4 | paste -sd ' ')
+        ROOT_OK=1
+    fi
+    : >"$BLUEBOX_HOME/data/$C/.esc-go"
+    wait "$pid" 2>/dev/null
+}
+
+check_root_disk() {
+    local h
+    if [ "$ROOT_OK" != 1 ]; then
+        fail root-disk "the root-layer run did not come up: $(tail -n 2 "$WORK/root.out" | paste -sd ' ')"
+        return
+    fi
+    h=$(grep -E '^WROTE' "$WORK/root.out" | head -n 4 | paste -sd ';' | sed 's/;/; /g')
+    if [ -n "$h" ]; then
+        fail root-disk "guest root wrote the container's files on the host: $h"
+    elif [ -n "$ROOT_UPPER_HITS" ] && [ "$BACKEND" = krun ]; then
+        warn root-disk "krun: root writes land in the container's overlay on the host disk (known gap, SECURITY.md): $ROOT_UPPER_HITS"
+    elif [ -n "$ROOT_UPPER_HITS" ]; then
+        fail root-disk "root writes reached the host disk: $ROOT_UPPER_HITS"
+    elif [ -z "$ROOT_UPPER" ]; then
+        warn root-disk "nothing written was seen, but the container's overlay upper directory is unknown"
+    else
+        pass root-disk "writes to / /tmp /home /var /root /etc stay off the host disk; hostfs of / is read-only"
+    fi
+}
+
+check_hosts() {
+    local guest_host names bad=""
+    if [ "$ROOT_OK" != 1 ]; then
+        fail hosts "the root-layer run did not come up"
+        return
+    fi
+    guest_host=$(rsection hostname | sed -n 1p)
+    names=$(rsection hosts | sed 's/#.*//' | awk '{ for (i = 2; i <= NF; i++) print $i }' | sort -u)
+    names=$(printf '%s\n' "$names" | grep -vxE "localhost|ip6-localhost|ip6-loopback|${guest_host:-localhost}" | paste -sd ' ')
+    [ -n "$names" ] && bad="/etc/hosts names $names"
+    if rsection resolv | grep -qE '^[[:space:]]*(search|domain)[[:space:]]' ||
+        rsection resolv | grep -E '^[[:space:]]*nameserver' | grep -qvE 'nameserver[[:space:]]+10\.0\.2\.3[[:space:]]*$'; then
+        bad="${bad:+$bad; }/etc/resolv.conf: $(rsection resolv | grep -E 'nameserver|search|domain' | head -n 3 | paste -sd ' ')"
+    fi
+    if [ -z "$bad" ]; then
+        pass hosts "the guest's /etc/hosts and /etc/resolv.conf are bluebox's, with nothing of the host's"
+    elif [ "$BACKEND" = krun ]; then
+        warn hosts "krun: podman's /etc files (known gap, SECURITY.md): $bad"
+    else
+        fail hosts "host details in the guest: $bad"
+    fi
+}
+
+if want_any root-disk hosts; then
+    run_root_layer
+    want root-disk && check_root_disk
+    want hosts && check_hosts
+fi
 
 # ---------------------------------------------------------------- fork bomb
 check_fork_bomb() {

@@ -1,6 +1,7 @@
 /* The uml guest init. The kernel runs the static bluebox as PID 1 (init=/.bluebox/bluebox)
  * with the container's filesystem as its root through hostfs. It mounts the kernel
- * filesystems, reads and deletes the launch spec bluebox-vmm left on the exec tmpfs, opens
+ * filesystems, reads and deletes the launch spec bluebox-vmm left on the exec tmpfs, builds
+ * the guest's own root (root.c: the image under a RAM layer) and switches into it, opens
  * the control serial line, runs the command there as the spec's user with the spec's env
  * and cwd, relays its stdio as agent frames, reaps every process, sends the exit frame and
  * powers off. PID 1 must never exit (that is a kernel panic): every failure becomes an E
@@ -37,6 +38,7 @@
 #include "agent/chain.h"
 #include "agent/proto.h"
 #include "guest/datadisk.h"
+#include "guest/root.h"
 #include "guest/spec.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
@@ -125,14 +127,6 @@ static void mount_kernel_fs(void)
     mount_one("shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 }
 
-/* A read-only root (podman --read-only) still needs a writable /tmp. */
-static void mount_tmp_if_readonly(void)
-{
-    if (access("/tmp", W_OK) == 0 || errno != EROFS)
-        return;
-    mount_one("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
-}
-
 static void open_serial(void)
 {
     serial = open(SERIAL_DEV, O_RDWR | O_NOCTTY | O_CLOEXEC);
@@ -168,45 +162,17 @@ static void loopback_up(void)
 
 /* network: bridge. bluebox-vmm gives the kernel a vector device (NET_DEV) only then, wired to
  * libslirp: the guest is 10.0.2.15/24, its gateway 10.0.2.2, its DNS 10.0.2.3. */
-#define NET_DEV     "vec0"
-#define NET_ADDR    "10.0.2.15"
-#define NET_MASK    "255.255.255.0"
-#define NET_GW      "10.0.2.2"
-#define NET_DNS     "nameserver 10.0.2.3\n"
-#define RESOLV_CONF "/etc/resolv.conf"
-/* Exists in every uml container (the exec tmpfs); borrowed for a moment, see resolv_conf(). */
-#define SCRATCH_DIR "/.bluebox/mem"
+#define NET_DEV  "vec0"
+#define NET_ADDR "10.0.2.15"
+#define NET_MASK "255.255.255.0"
+#define NET_GW   "10.0.2.2"
+#define NET_DNS  "10.0.2.3"
 
 static void set_addr(struct sockaddr *sa, const char *ip)
 {
     struct sockaddr_in *in = (struct sockaddr_in *)sa;
     *in = (struct sockaddr_in){.sin_family = AF_INET};
     inet_pton(AF_INET, ip, &in->sin_addr);
-}
-
-/* Point the guest's resolver at slirp's DNS without writing to the image or the host: a
- * one-file tmpfs bind-mounted read-only over /etc/resolv.conf (podman always provides that
- * file with a network). The tmpfs is mounted on SCRATCH_DIR only long enough to write the
- * file and bind it; the lazy unmount leaves nothing visible but the bound file. When the root
- * has no /etc/resolv.conf to cover, nothing is done: podman's own file stays, and it names a
- * server the guest can also reach through slirp. */
-static void resolv_conf(void)
-{
-    struct stat st;
-    if (stat(RESOLV_CONF, &st) < 0 || !S_ISREG(st.st_mode))
-        return;
-    if (mount("tmpfs", SCRATCH_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-              "size=4k,mode=0755") < 0)
-        return;
-    const char *file = SCRATCH_DIR "/resolv.conf";
-    int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    bool ok = fd >= 0 && write(fd, NET_DNS, strlen(NET_DNS)) == (ssize_t)strlen(NET_DNS);
-    if (fd >= 0)
-        close(fd);
-    if (ok && mount(file, RESOLV_CONF, NULL, MS_BIND, NULL) == 0)
-        mount(NULL, RESOLV_CONF, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
-              NULL);
-    umount2(SCRATCH_DIR, MNT_DETACH);
 }
 
 static void network_up(void)
@@ -235,7 +201,14 @@ static void network_up(void)
     set_addr(&rt.rt_gateway, NET_GW);
     if (ioctl(s, SIOCADDRT, &rt) < 0)
         fail("cannot add the default route via %s: %s", NET_GW, strerror(errno));
-    resolv_conf();
+}
+
+/* The root of a machine of its own (root.c); /etc/resolv.conf names slirp's DNS. */
+static void root_setup(const launch_spec *spec)
+{
+    _cleanup_error_ bb_error *err = NULL;
+    if (guest_root_setup(spec, if_nametoindex(NET_DEV) ? NET_DNS : NULL, &err) < 0)
+        fail("%s", err->msg);
 }
 
 static void read_spec(launch_spec *spec)
@@ -603,11 +576,13 @@ int guest_init_main(int argc, char **argv)
     open_serial();
     _cleanup_spec_ launch_spec spec = {0};
     read_spec(&spec);
+    root_setup(&spec);
     if (spec.hostname[0] && sethostname(spec.hostname, strlen(spec.hostname)) < 0)
         fail("cannot set the hostname: %s", strerror(errno));
     loopback_up();
     network_up();
-    mount_tmp_if_readonly();
+    /* data_limit: /data is the sandbox's disk, mounted over the shared /data once
+     * bluebox-vmm has capped the files it may grow (datadisk.c). */
     _cleanup_free_ char *why = NULL;
     if (datadisk_setup(serial, &why) < 0)
         fail("%s", why);

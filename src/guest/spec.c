@@ -2,6 +2,7 @@
 #include "spec.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -27,12 +28,15 @@ enum {
     T_GROUP = 'G',
     T_ROWS = 'r',
     T_COLS = 'k',
+    T_ROOT = 'R',
+    T_MOUNT = 'M',
 };
-static const char singular[] = {T_MODE, T_CWD, T_HOST, T_UID, T_GID, T_ROWS, T_COLS};
+static const char singular[] = {T_MODE, T_CWD, T_HOST, T_UID, T_GID, T_ROWS, T_COLS, T_ROOT};
 
 /* Limits far above anything real; they only keep a damaged file from costing much. */
 #define SPEC_MAX_ITEMS 65536
 #define SPEC_HOST_MAX  64
+#define SPEC_MOUNT_MAX 1024
 
 const char *spec_mode_name(spec_mode m)
 {
@@ -85,6 +89,15 @@ char *spec_encode(const launch_spec *s, size_t *ret_len)
         put_u32(&b, T_GROUP, s->groups[i]);
     put_u32(&b, T_ROWS, s->rows);
     put_u32(&b, T_COLS, s->cols);
+    put_u32(&b, T_ROOT, s->root_flags);
+    for (size_t i = 0; i < s->n_mounts; i++) {
+        /* One flags byte, then the path. */
+        size_t n = strlen(s->mounts[i].path);
+        _cleanup_free_ char *rec = xmalloc(n + 1);
+        rec[0] = (char)s->mounts[i].flags;
+        memcpy(rec + 1, s->mounts[i].path, n);
+        put_rec(&b, T_MOUNT, rec, n + 1);
+    }
     *ret_len = b.len;
     return sb_steal(&b);
 }
@@ -129,6 +142,39 @@ static int take_list(strv *v, const uint8_t *d, size_t n, bool need_eq)
     return 0;
 }
 
+bool spec_mount_path_ok(const char *p)
+{
+    if (p[0] != '/' || p[1] == '\0' || strlen(p) >= PATH_MAX)
+        return false;
+    /* Every component non-empty and neither "." nor "..": the guest mounts at exactly the
+     * path the VMM saw, and hostfs opens the same path on the host. */
+    for (const char *c = p + 1;;) {
+        size_t n = strcspn(c, "/");
+        if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+            return false;
+        if (c[n] == '\0')
+            return true;
+        c += n + 1;
+    }
+}
+
+void spec_add_mount(launch_spec *s, const char *path, unsigned flags)
+{
+    s->mounts = xreallocarray(s->mounts, s->n_mounts + 1, sizeof *s->mounts);
+    s->mounts[s->n_mounts++] = (spec_mount){.path = xstrdup(path), .flags = flags};
+}
+
+static int take_mount(launch_spec *s, const uint8_t *d, size_t n)
+{
+    if (n < 2 || (d[0] & ~SPEC_MOUNT_FLAGS) || s->n_mounts >= SPEC_MOUNT_MAX)
+        return -1;
+    _cleanup_free_ char *path = str_of(d + 1, n - 1);
+    if (!path || !spec_mount_path_ok(path))
+        return -1;
+    spec_add_mount(s, path, d[0]);
+    return 0;
+}
+
 static int take_one(launch_spec *s, uint8_t tag, const uint8_t *d, size_t n)
 {
     uint32_t v;
@@ -167,6 +213,13 @@ static int take_one(launch_spec *s, uint8_t tag, const uint8_t *d, size_t n)
         return take_size(d, n, &s->rows);
     case T_COLS:
         return take_size(d, n, &s->cols);
+    case T_ROOT:
+        if (u32_of(d, n, &v) < 0 || (v & ~SPEC_ROOT_RO))
+            return -1;
+        s->root_flags = v;
+        return 0;
+    case T_MOUNT:
+        return take_mount(s, d, n);
     default:
         return -1;
     }
@@ -225,5 +278,8 @@ void spec_clear(launch_spec *s)
     free(s->cwd);
     free(s->hostname);
     free(s->groups);
+    for (size_t i = 0; i < s->n_mounts; i++)
+        free(s->mounts[i].path);
+    free(s->mounts);
     *s = (launch_spec){0};
 }

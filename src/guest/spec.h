@@ -7,6 +7,7 @@
  * and never trusts a length it has not checked against what is left. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -17,7 +18,7 @@
  * sees the container's root and its mounts through hostfs, so the path is the same. */
 #define SPEC_PATH  "/.bluebox/mem/spec"
 #define SPEC_MAX   (4u << 20)
-#define SPEC_MAGIC "bluebox-spec 1\n"
+#define SPEC_MAGIC "bluebox-spec 2\n"
 
 typedef enum {
     SPEC_RUN,
@@ -25,6 +26,24 @@ typedef enum {
     SPEC_PROBE,
     SPEC_AGENT,
 } spec_mode;
+
+/* Root flags: the container's root is read-only (Bluefile readonly: true). */
+#define SPEC_ROOT_RO 0x1u
+
+/* A container mount the guest gets as a hostfs mount of its own (/data and the Bluefile's
+ * mounts), at the same path, with these flags; everything else of the root is the image
+ * under a RAM layer. */
+#define SPEC_MOUNT_RO     0x1u
+#define SPEC_MOUNT_NOSUID 0x2u
+#define SPEC_MOUNT_NODEV  0x4u
+#define SPEC_MOUNT_NOEXEC 0x8u
+#define SPEC_MOUNT_FILE   0x10u /* a single file, not a directory */
+#define SPEC_MOUNT_FLAGS  0x1fu
+
+typedef struct spec_mount {
+    char *path; /* absolute, normalised: no empty, "." or ".." component, not "/" */
+    unsigned flags;
+} spec_mount;
 
 typedef struct launch_spec {
     spec_mode mode;
@@ -37,6 +56,9 @@ typedef struct launch_spec {
     gid_t *groups;
     size_t n_groups;
     unsigned rows, cols; /* initial window size for shell; 0 when unknown */
+    unsigned root_flags; /* SPEC_ROOT_* */
+    spec_mount *mounts;  /* in mount order: a mount inside another comes after it */
+    size_t n_mounts;
 } launch_spec;
 
 const char *spec_mode_name(spec_mode m);
@@ -45,6 +67,10 @@ int spec_mode_parse(const char *s, spec_mode *ret);
 
 /* Serialise into a new buffer (never fails; aborts on OOM). */
 char *spec_encode(const launch_spec *s, size_t *ret_len);
+/* Append a mount (the path is copied). */
+void spec_add_mount(launch_spec *s, const char *path, unsigned flags);
+/* A path the reader accepts for a mount: absolute, normalised, not "/", below PATH_MAX. */
+bool spec_mount_path_ok(const char *path);
 /* Strict parse of len bytes. */
 int spec_decode(const char *data, size_t len, launch_spec *ret, bb_error **err);
 

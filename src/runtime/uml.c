@@ -53,6 +53,14 @@ static int uml_flags(const launch *l, strv *argv, bb_error **err)
     if (l->mode == LAUNCH_AGENT)
         strv_add(argv, "--cap-add=NET_ADMIN");
     strv_add(argv, "--security-opt=apparmor=unconfined");
+    /* podman's /etc/hosts carries the host's entries: the guest init writes its own
+     * (src/guest/root.c). Its /etc/resolv.conf stays for the VMM's libslirp, which forwards
+     * the guest's DNS to those resolvers; the jail keeps it out of the guest's view. */
+    strv_add(argv, "--no-hosts");
+    /* A read-only root's /tmp, /run and /var/tmp are the guest's own tmpfs (in its RAM), not
+     * podman's on the host. */
+    if (l->bf->readonly)
+        strv_add(argv, "--read-only-tmpfs=false");
     /* UML maps its memory from a file in TMPDIR, which must allow exec. */
     strv_push(argv, xasprintf("--tmpfs=" UML_MEM_DIR ":rw,exec,nosuid,nodev,size=%dm",
                               l->bf->ram_mib + 64));

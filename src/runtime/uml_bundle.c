@@ -17,7 +17,7 @@
 #include "util/xalloc.h"
 
 /* Bump when the bundle's layout or contents change in a way old bundles lack. */
-#define BUNDLE_FORMAT "bluebox-uml-bundle-1"
+#define BUNDLE_FORMAT "bluebox-uml-bundle-2"
 #define MAX_LIBS      128
 #define STALE_TMP_SEC 3600
 
@@ -40,7 +40,13 @@ static const char *const lib_dirs[] = {
 };
 
 /* Names the bundle uses for its own files; a library called so would overwrite one. */
-static const char *const reserved[] = {"linux.uml", "ld.so", "bluebox-vmm", UML_BUNDLE_XSTATE};
+static const char *const reserved[] = {"linux.uml", "ld.so", "bluebox-vmm", UML_BUNDLE_OVERLAY,
+                                       UML_BUNDLE_XSTATE};
+
+/* Debian's user-mode-linux keeps the kernel's modules in <dir>/<release>/; overlay (the
+ * guest's RAM layer over the image) has no dependencies. */
+#define OVERLAY_REL "kernel/fs/overlayfs/overlay.ko"
+#define MODINFO_MAX (64u << 20)
 
 typedef struct input {
     char *name; /* file name in the bundle */
@@ -75,6 +81,85 @@ const char *uml_kernel_path(void)
 {
     const char *k = getenv("BLUEBOX_UML_KERNEL");
     return k && *k ? k : "/usr/bin/linux.uml";
+}
+
+const char *uml_modules_dir(void)
+{
+    const char *d = getenv("BLUEBOX_UML_MODULES");
+    return d && *d ? d : "/usr/lib/uml/modules";
+}
+
+/* Whether the file holds `needle` (bounded read; only when building or choosing). */
+static bool file_holds(const char *path, const char *needle, size_t n)
+{
+    _cleanup_free_ char *data = NULL;
+    size_t len = 0;
+    return read_file(path, MODINFO_MAX, &data, &len, NULL) == 0 && memmem(data, len, needle, n);
+}
+
+static bool kernel_is_release(const char *kernel, const char *release)
+{
+    _cleanup_free_ char *banner = xasprintf("Linux version %s ", release);
+    return file_holds(kernel, banner, strlen(banner));
+}
+
+/* Whether the kernel names its release at all: a file that does not is a stand-in (the
+ * tests' /bin/true), whose bundle has no module to match. */
+static bool kernel_has_banner(const char *kernel)
+{
+    static const char banner[] = "Linux version ";
+    return file_holds(kernel, banner, strlen(banner));
+}
+
+/* overlay.ko of the kernel's release: the one release directory that has it, or, when
+ * several do, the one the kernel's banner names; NULL when there is none (a kernel that
+ * needs one is refused when the bundle is built, see check_overlay). */
+static char *find_overlay(const char *kernel)
+{
+    const char *dir = uml_modules_dir();
+    _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_strv_ strv releases = {0}, found = {0};
+    if (dfd >= 0 && list_dir_at(dfd, &releases, NULL) == 0)
+        for (size_t i = 0; i < releases.n; i++) {
+            _cleanup_free_ char *p = xasprintf("%s/%s/" OVERLAY_REL, dir, releases.v[i]);
+            if (path_exists(p))
+                strv_add(&found, releases.v[i]);
+        }
+    for (size_t i = 0; i < found.n; i++)
+        if (found.n == 1 || kernel_is_release(kernel, found.v[i]))
+            return xasprintf("%s/%s/" OVERLAY_REL, dir, found.v[i]);
+    return NULL;
+}
+
+/* The module must be the kernel's own build: its vermagic starts with the release the
+ * kernel's banner names. Checked once, when the bundle is built; a real kernel (one with a
+ * banner) without a module is refused here too, not at its first boot. */
+static int check_overlay(const char *kernel, const char *module, bb_error **err)
+{
+    if (!kernel_has_banner(kernel))
+        return 0;
+    if (!module)
+        return bb_fail(err, ENOENT,
+                       "the uml backend needs the overlay module of %s (%s/<release>/" OVERLAY_REL
+                       ") for the guest's RAM layer; reinstall user-mode-linux",
+                       kernel, uml_modules_dir());
+    _cleanup_free_ char *data = NULL;
+    size_t len = 0;
+    if (read_file(module, MODINFO_MAX, &data, &len, err) < 0)
+        return -1;
+    static const char key[] = "vermagic=";
+    const char *v = memmem(data, len, key, strlen(key));
+    const char *end = v ? memchr(v, '\0', len - (size_t)(v - data)) : NULL;
+    if (!end)
+        return bb_fail(err, ENOEXEC, "%s has no vermagic: not a kernel module", module);
+    v += strlen(key);
+    _cleanup_free_ char *release = xstrndup(v, strcspn(v, " "));
+    if (!*release || !kernel_is_release(kernel, release))
+        return bb_fail(err, ENOEXEC,
+                       "%s was built for kernel %s, not for %s; install the user-mode-linux "
+                       "package whose kernel and modules match",
+                       module, release, kernel);
+    return 0;
 }
 
 static bool is_exec_file(const char *path)
@@ -293,6 +378,13 @@ static int plan_make(const char *vmm_path, plan *p, bb_error **err)
     if (add_xstate(p, vmm_path, err) < 0)
         return bb_prefix(err, "uml backend");
 
+    _cleanup_free_ char *overlay = find_overlay(kernel);
+    if (overlay) {
+        if (stat(overlay, &st) < 0)
+            return bb_fail_errno(err, errno, "cannot stat %s", overlay);
+        add_input(p, UML_BUNDLE_OVERLAY, overlay, &st, 0644, false);
+    }
+
     _cleanup_strv_ strv queue = {0};
     _cleanup_strv_ strv needed_by = {0};
     for (size_t i = 0; i < ke.needed.n; i++) {
@@ -395,6 +487,12 @@ static void tmpdir_cleanup(char **p)
 
 static int build(const plan *p, const char *parent, const char *dir, bb_error **err)
 {
+    const char *overlay = NULL;
+    for (size_t i = 0; i < p->n; i++)
+        if (streq(p->v[i].name, UML_BUNDLE_OVERLAY))
+            overlay = p->v[i].src;
+    if (check_overlay(p->v[0].src, overlay, err) < 0)
+        return bb_prefix(err, "cannot build the VMM bundle");
     _cleanup_free_ char *tmpl =
         xasprintf("%s/.uml-%016llx.tmp-XXXXXX", parent, (unsigned long long)p->hash);
     if (!mkdtemp(tmpl))

@@ -1,7 +1,9 @@
 /* The uml backend's VMM bundle (DESIGN section 2): `<home>/vmm/uml-<hash>/` holding
  * linux.uml with its PT_INTERP rewritten to /.bluebox/vmm/ld.so, the host's loader as ld.so,
- * the shared libraries linux.uml and bluebox-vmm need (under their DT_NEEDED names) and
- * bluebox-vmm. Bind-mounted read-only at /.bluebox/vmm. Inside the container:
+ * the shared libraries linux.uml and bluebox-vmm need (under their DT_NEEDED names),
+ * bluebox-vmm, xstate.so (preloaded into linux.uml, see src/vmm/xstate.c) and the kernel's
+ * overlay.ko (for the guest's RAM layer). Bind-mounted read-only at /.bluebox/vmm. Inside
+ * the container:
  *   - bluebox-vmm finds its libraries through its own rpath; it must be linked with
  *     -Wl,--dynamic-linker=/.bluebox/vmm/ld.so -Wl,-rpath,/.bluebox/vmm (and
  *     -Wl,--disable-new-dtags, so the rpath also covers its libraries' own dependencies);
@@ -24,6 +26,8 @@
 /* Whether this CPU's XSAVE area is larger than UML_XSTATE_BYTES: the bundle then must hold
  * UML_BUNDLE_XSTATE, or every guest process dies. */
 bool uml_needs_xstate_shim(void);
+/* The kernel's overlay module, loaded by the guest init for the RAM layer over the image. */
+#define UML_BUNDLE_OVERLAY "overlay.ko"
 
 /* Make (or find) the bundle for the current inputs under `<home_root>/vmm/` and return its
  * path. Cheap when it exists already: stats and ELF headers only. */
@@ -44,3 +48,5 @@ char *uml_vmm_locate(const char *self);
 
 /* $BLUEBOX_UML_KERNEL or /usr/bin/linux.uml. */
 const char *uml_kernel_path(void);
+/* $BLUEBOX_UML_MODULES or /usr/lib/uml/modules: <release>/kernel/... of the kernel. */
+const char *uml_modules_dir(void);

@@ -28,6 +28,13 @@
 /* Where the new root is assembled: on the exec tmpfs, the one place we may create a dir
  * (the container's root can be read-only). After the pivot it is an empty directory. */
 #define JAIL_DIR "/.bluebox/mem/root"
+/* The exec tmpfs: UML's memory file, pid file and log. Ours, never the guest's. */
+#define MEM_DIR "/.bluebox/mem"
+/* Everything under here is bluebox's (the VMM bundle, the guest init, the exec tmpfs). */
+#define OWN_DIR "/.bluebox"
+/* data_limit: the /data disk image, which UML opens read-write as a block device (ubd) and
+ * never as a guest mount (DATADISK_CONTAINER_PATH of src/runtime/datadisk.h). */
+#define DATA_DISK "/.bluebox/data.img"
 
 /* Never part of the guest's view: the kernel's API filesystems of the container. */
 static const char *const hidden[] = {"/proc", "/sys", "/dev"};
@@ -99,13 +106,29 @@ static int dev_null(const char **what)
     return bind_as("/dev/null", JAIL_DIR "/dev/null", MS_NOSUID | MS_NOEXEC);
 }
 
-typedef struct {
-    strv points;
-    unsigned long *flags;
-    size_t n;
-} mount_list;
+/* Files podman writes for the container itself: its hostname, and /etc/resolv.conf with
+ * the host's resolvers and search domains (the VMM's libslirp reads it to forward the
+ * guest's DNS). Not part of UML's view at all: the guest init writes its own. */
+static const char *const podman_files[] = {"/etc/hostname", "/etc/hosts", "/etc/resolv.conf",
+                                           "/run/.containerenv"};
 
-static int read_mounts(mount_list *ret)
+static bool is_podman_file(const char *mp)
+{
+    for (size_t i = 0; i < ELEMENTSOF(podman_files); i++)
+        if (streq(mp, podman_files[i]))
+            return true;
+    return false;
+}
+
+bool jail_guest_mount(const char *mp)
+{
+    if (streq(mp, "/") || is_hidden(mp) || path_within(mp, OWN_DIR) || is_podman_file(mp))
+        return false;
+    struct stat st;
+    return stat(mp, &st) == 0 && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode));
+}
+
+int jail_mounts_read(jail_mounts *ret)
 {
     FILE *f = fopen("/proc/self/mountinfo", "re");
     if (!f)
@@ -130,14 +153,40 @@ static int read_mounts(mount_list *ret)
     return 0;
 }
 
+void jail_mounts_clear(jail_mounts *m)
+{
+    strv_clear(&m->points);
+    free(m->flags);
+    *m = (jail_mounts){0};
+}
+
+/* What UML may write on the host: the guest's own hostfs mounts (/data, the Bluefile's rw
+ * mounts) as the container has them, and the exec tmpfs. The container's root and every
+ * other mount (podman's /etc files, all of /.bluebox but the exec tmpfs) are bound read-only, so
+ * that not even guest root mounting hostfs by hand (`mount -t hostfs none /x -o /`) can write the
+ * host disk. */
+static unsigned long jail_flags(const char *mp, unsigned long flags)
+{
+#ifdef BB_WEAKEN_JAIL
+    /* bluebox-vmm-weak only (security/weaken, never installed): the container's flags as
+     * they are, so the escape suite can show its root-disk check failing. */
+    (void)mp;
+    return flags;
+#else
+    if (jail_guest_mount(mp) || streq(mp, MEM_DIR) || streq(mp, DATA_DISK))
+        return flags;
+    return flags | MS_RDONLY;
+#endif
+}
+
 int jail_enter(const char **what)
 {
     *what = "a mount namespace of its own";
     if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return -1;
     *what = "the container's mounts";
-    mount_list m = {0};
-    if (read_mounts(&m) < 0)
+    _cleanup_(jail_mounts_clearp) jail_mounts m = {0};
+    if (jail_mounts_read(&m) < 0)
         return -1;
     *what = JAIL_DIR;
     if (mkdir(JAIL_DIR, 0700) < 0 && errno != EEXIST)
@@ -148,20 +197,18 @@ int jail_enter(const char **what)
     for (size_t i = 0; r == 0 && i < m.n; i++)
         if (streq(m.points.v[i], "/")) {
             *what = "the container's root";
-            r = bind_as("/", JAIL_DIR, m.flags[i]);
+            r = bind_as("/", JAIL_DIR, jail_flags("/", m.flags[i]));
         }
     if (r == 0)
         r = dev_null(what);
     for (size_t i = 0; r == 0 && i < m.n; i++) {
         const char *p = m.points.v[i];
-        if (streq(p, "/") || is_hidden(p))
+        if (streq(p, "/") || is_hidden(p) || is_podman_file(p))
             continue;
         _cleanup_free_ char *dst = xasprintf(JAIL_DIR "%s", p);
         *what = p;
-        r = bind_as(p, dst, m.flags[i]);
+        r = bind_as(p, dst, jail_flags(p, m.flags[i]));
     }
-    strv_clear(&m.points);
-    free(m.flags);
     if (r < 0)
         return -1;
     *what = "pivot_root";

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -133,6 +134,37 @@ static void spec_fill(launch_spec *s, int argc, char **argv)
     if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0) {
         s->rows = ws.ws_row;
         s->cols = ws.ws_col;
+    }
+}
+
+static unsigned spec_mount_flags(const char *path, unsigned long f)
+{
+    struct stat st;
+    bool file = stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    return (f & MS_RDONLY ? SPEC_MOUNT_RO : 0) | (f & MS_NOSUID ? SPEC_MOUNT_NOSUID : 0) |
+           (f & MS_NODEV ? SPEC_MOUNT_NODEV : 0) | (f & MS_NOEXEC ? SPEC_MOUNT_NOEXEC : 0) |
+           (file ? SPEC_MOUNT_FILE : 0);
+}
+
+/* The guest's root is the image under a RAM layer; /data and the Bluefile's mounts are
+ * hostfs mounts of their own, as the container has them (jail_guest_mount() is the same
+ * rule the jail binds them writable by). A read-only container root stays read-only. */
+static void spec_mounts(launch_spec *s)
+{
+    _cleanup_(jail_mounts_clearp) jail_mounts m = {0};
+    if (jail_mounts_read(&m) < 0)
+        die("cannot read the container's mounts: %s", strerror(errno));
+    for (size_t i = 0; i < m.n; i++) {
+        const char *p = m.points.v[i];
+        if (streq(p, "/")) {
+            s->root_flags = m.flags[i] & MS_RDONLY ? SPEC_ROOT_RO : 0;
+            continue;
+        }
+        if (!jail_guest_mount(p))
+            continue;
+        if (!spec_mount_path_ok(p))
+            die("cannot hand the mount %s to the guest: not a plain absolute path", p);
+        spec_add_mount(s, p, spec_mount_flags(p, m.flags[i]));
     }
 }
 
@@ -625,6 +657,7 @@ int main(int argc, char **argv)
         die("no command to run (usage: bluebox-vmm COMMAND [ARG...])");
     _cleanup_spec_ launch_spec spec = {0};
     spec_fill(&spec, argc, argv);
+    spec_mounts(&spec);
     unsigned mib = ram_mib();
     vmm_net *net = net_setup(getenv("BLUEBOX_NETWORK"), getenv("BLUEBOX_FORWARD"));
     _cleanup_free_ char *dir = vmm_dir();

@@ -62,7 +62,7 @@ def parse_run(args):
     i = 0
     while i < len(args):
         a = args[i]
-        if a in ("-i", "-t", "--rm", "--read-only"):
+        if a in ("-i", "-t", "--rm", "--read-only", "--no-hosts"):
             opts["flags"].add(a)
         elif a == "-v":
             if i + 1 >= len(args):

@@ -4,8 +4,8 @@
  * error and leaves nothing behind; an accepted spec obeys the documented rules (known mode,
  * argv non-empty with a non-empty argv[0], cwd absolute, env entries NAME=value, no NUL
  * inside any string, hostname within 64 bytes, ids never (uid_t)-1, window size within
- * 16 bits) and survives encode -> decode unchanged, with the encoding canonical and exactly
- * as long as the input. */
+ * 16 bits, root flags known, mounts with known flags and normalised absolute paths) and survives
+ * encode -> decode unchanged, with the encoding canonical and exactly as long as the input. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +49,24 @@ static void check_valid(const launch_spec *s)
     for (size_t i = 0; i < s->n_groups; i++)
         CHECK(s->groups[i] != (gid_t)-1);
     CHECK(s->rows <= 65535 && s->cols <= 65535);
+    CHECK((s->root_flags & ~SPEC_ROOT_RO) == 0);
+    CHECK((s->n_mounts == 0) == (s->mounts == NULL));
+    for (size_t i = 0; i < s->n_mounts; i++) {
+        CHECK((s->mounts[i].flags & ~SPEC_MOUNT_FLAGS) == 0);
+        CHECK(spec_mount_path_ok(s->mounts[i].path));
+        CHECK(strstr(s->mounts[i].path, "/../") == NULL && strstr(s->mounts[i].path, "//") == NULL);
+    }
+}
+
+static int mounts_eq(const launch_spec *a, const launch_spec *b)
+{
+    if (a->n_mounts != b->n_mounts)
+        return 0;
+    for (size_t i = 0; i < a->n_mounts; i++)
+        if (a->mounts[i].flags != b->mounts[i].flags ||
+            strcmp(a->mounts[i].path, b->mounts[i].path) != 0)
+            return 0;
+    return 1;
 }
 
 static int strv_eq(const strv *a, const strv *b)
@@ -68,7 +86,8 @@ static int spec_eq(const launch_spec *a, const launch_spec *b)
            a->uid == b->uid && a->gid == b->gid && a->n_groups == b->n_groups &&
            (a->n_groups == 0 ||
             memcmp(a->groups, b->groups, a->n_groups * sizeof *a->groups) == 0) &&
-           a->rows == b->rows && a->cols == b->cols;
+           a->rows == b->rows && a->cols == b->cols && a->root_flags == b->root_flags &&
+           mounts_eq(a, b);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -79,7 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(err != NULL && err->msg != NULL);
         /* A refused spec leaves the output untouched. */
         CHECK(s.argv.v == NULL && s.env.v == NULL && s.cwd == NULL && s.hostname == NULL &&
-              s.groups == NULL);
+              s.groups == NULL && s.mounts == NULL);
         bb_error_free(err);
         return 0;
     }

@@ -413,6 +413,25 @@ static void fs_locked_refuses(void **s)
     }
 }
 
+/* Which container mounts the guest gets as hostfs mounts of its own (and UML may write):
+ * directories and files other than the root, the kernel's API filesystems, bluebox's own
+ * /.bluebox and podman's /etc files. */
+static void guest_mounts(void **s)
+{
+    (void)s;
+    assert_false(jail_guest_mount("/"));
+    assert_false(jail_guest_mount("/proc"));
+    assert_false(jail_guest_mount("/sys/fs/cgroup"));
+    assert_false(jail_guest_mount("/dev/shm"));
+    assert_false(jail_guest_mount("/.bluebox"));
+    assert_false(jail_guest_mount("/etc/hosts"));
+    assert_false(jail_guest_mount("/etc/resolv.conf"));
+    assert_false(jail_guest_mount("/etc/hostname"));
+    assert_false(jail_guest_mount("/no/such/mount/point"));
+    assert_true(jail_guest_mount("/usr"));        /* a directory, as /data is */
+    assert_true(jail_guest_mount("/etc/passwd")); /* a file, as a single-file mount is */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -420,6 +439,7 @@ int main(void)
         cmocka_unit_test(locked_refuses),
         cmocka_unit_test_setup_teardown(fs_unlocked_control, fs_setup, fs_teardown),
         cmocka_unit_test_setup_teardown(fs_locked_refuses, fs_setup, fs_teardown),
+        cmocka_unit_test(guest_mounts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

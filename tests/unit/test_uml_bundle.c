@@ -153,6 +153,10 @@ static void build_and_reuse(void **s)
     assert_int_equal(mode_of(dir, "libc.so.6"), 0644);
     assert_int_equal(mode_of(dir, "libm.so.6"), 0644);
     assert_int_equal(mode_of(dir, "ld-linux-x86-64.so.2"), 0644);
+    /* The guest's RAM layer needs the kernel's overlay.ko; the test program has the xstate
+     * preload beside it, as bluebox-vmm does. */
+    assert_int_equal(mode_of(dir, "overlay.ko"), 0644);
+    assert_int_equal(mode_of(dir, "bluebox-xstate.so"), 0644);
 
     char *k = path_join(dir, "linux.uml");
     elf_info e = {0};
@@ -278,12 +282,65 @@ static void refusals(void **s)
     free(home);
 }
 
+/* A module directory of one release holding an overlay.ko whose vermagic names `release`. */
+static char *fake_modules(const char *home, const char *release)
+{
+    char *dir = path_join(home, "modules");
+    char *sub = xasprintf("%s/%s/kernel/fs/overlayfs", dir, release);
+    assert_int_equal(mkdir_p(sub, 0755, NULL), 0);
+    char *ko = path_join(sub, "overlay.ko");
+    char *text = xasprintf("\177ELF...name=overlay%cvermagic=%s mod_unload %c", 0, release, 0);
+    size_t len = strlen(text) + 1 + strlen(release) + strlen("vermagic= mod_unload ") + 1;
+    assert_int_equal(write_file_atomic(ko, text, len, 0644, NULL), 0);
+    free(text);
+    free(ko);
+    free(sub);
+    return dir;
+}
+
+static void overlay_module_must_match(void **s)
+{
+    (void)s;
+    if (access(UML, R_OK) != 0)
+        skip();
+    unsetenv("BLUEBOX_UML_KERNEL");
+    char *home = tmpdir();
+    char *dir = NULL;
+    bb_error *err = NULL;
+
+    /* A module of another release: refused when the bundle is built, naming both. */
+    char *mods = fake_modules(home, "9.9.9-other");
+    setenv("BLUEBOX_UML_MODULES", mods, 1);
+    assert_int_equal(uml_bundle_ensure(home, UML_TESTPROG, &dir, &err), -1);
+    assert_contains(err->msg, "built for kernel 9.9.9-other");
+    assert_contains(err->msg, "user-mode-linux");
+    bb_error_free(err);
+    err = NULL;
+
+    /* No module at all for a real kernel: refused too, not at the guest's first boot. */
+    char *empty = path_join(home, "empty");
+    assert_int_equal(mkdir(empty, 0755), 0);
+    setenv("BLUEBOX_UML_MODULES", empty, 1);
+    assert_int_equal(uml_bundle_ensure(home, UML_TESTPROG, &dir, &err), -1);
+    assert_contains(err->msg, "needs the overlay module");
+    bb_error_free(err);
+    unsetenv("BLUEBOX_UML_MODULES");
+
+    char *vmm = path_join(home, "vmm");
+    assert_int_equal(entries(vmm), 0);
+    free(vmm);
+    free(empty);
+    free(mods);
+    rm_rf(home, NULL);
+    free(home);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(locate),          cmocka_unit_test(kernel_path),
         cmocka_unit_test(build_and_reuse), cmocka_unit_test(changed_input_new_bundle),
-        cmocka_unit_test(refusals),
+        cmocka_unit_test(refusals),        cmocka_unit_test(overlay_module_must_match),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,274 @@
+/* The uml guest's root filesystem. The kernel boots with the container's filesystem as its
+ * root through hostfs; the jail (src/vmm/jail.c) gives UML that root read-only. Guest init
+ * turns it into a machine of its own: the image read-only under a writable layer in guest
+ * RAM (overlayfs over a tmpfs), so that every user can write /, /tmp, /home, /var, /root
+ * as on a real machine and none of it reaches the host disk; then /data and the Bluefile's
+ * mounts as hostfs mounts of their own (the only paths whose writes reach the host), and
+ * bluebox-written /etc/hosts, /etc/hostname and /etc/resolv.conf instead of podman's. With
+ * `readonly: true` the root stays read-only (a read-only overlay: our /etc files over the
+ * image, no writable layer) and only /tmp is a tmpfs. */
+#include "root.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "runtime/uml_bundle.h"
+#include "util/fs.h"
+#include "util/xalloc.h"
+
+/* The exec tmpfs of the container: a directory that exists in every uml container, used
+ * only as a mount point. After the switch it is out of reach under the new root. */
+#define LAYER_DIR "/.bluebox/mem"
+#define UPPER_DIR LAYER_DIR "/upper"
+#define WORK_DIR  LAYER_DIR "/work"
+#define NEW_ROOT  LAYER_DIR "/root"
+#define ETC_LAYER LAYER_DIR "/etc-layer"
+#define OWN_DIR   "/.bluebox"
+/* In every uml container (the exec tmpfs): a mount point for a moment, in the new root. */
+#define SCRATCH_DIR "/.bluebox/mem"
+#define OVERLAY_KO  UML_BUNDLE_MOUNT "/" UML_BUNDLE_OVERLAY
+/* The RAM layer (and a read-only root's /tmp) may take up to half of the guest's memory
+ * (ram_mib): tmpfs pages are the guest's own RAM, so a run that fills it gets ENOSPC and the
+ * guest keeps the other half for its programs. The host never sees a byte of it. */
+#define LAYER_SIZE "size=50%"
+#define LOCALHOSTS "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+
+/* The kernel filesystems init mounted on the boot root, moved into the new one. */
+static const char *const moved[] = {"/dev", "/proc", "/sys"};
+
+static int load_overlay(bb_error **err)
+{
+    _cleanup_close_ int fd = open(OVERLAY_KO, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return bb_fail_errno(err, errno,
+                             "cannot open %s (the VMM bundle is older than this bluebox; "
+                             "run the command again to rebuild it)",
+                             OVERLAY_KO);
+    if (syscall(SYS_finit_module, fd, "", 0) == 0 || errno == EEXIST)
+        return 0;
+    int e = errno;
+    struct utsname u;
+    if (e == ENOEXEC)
+        return bb_fail(err, e,
+                       "%s was not built for this guest kernel (%s); install matching "
+                       "user-mode-linux kernel and modules",
+                       OVERLAY_KO, uname(&u) == 0 ? u.release : "?");
+    return bb_fail_errno(err, e, "cannot load %s", OVERLAY_KO);
+}
+
+static int mkdir_in(const char *dir, bb_error **err)
+{
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return bb_fail_errno(err, errno, "cannot create %s", dir);
+    return 0;
+}
+
+/* bluebox's /etc files. podman's copies carry the host's details (its /etc/hosts entries,
+ * its resolvers and search domains): the launch asks for no /etc/hosts (--no-hosts), the
+ * jail leaves podman's other files out of UML's view, and the guest gets these. */
+typedef struct etc_file {
+    const char *name;
+    char *text;
+} etc_file;
+
+static void etc_files(const launch_spec *spec, const char *nameserver, etc_file ret[3])
+{
+    ret[0] = (etc_file){"hosts", spec->hostname[0]
+                                     ? xasprintf(LOCALHOSTS "127.0.1.1\t%s\n", spec->hostname)
+                                     : xstrdup(LOCALHOSTS)};
+    ret[1] = (etc_file){"resolv.conf", nameserver ? xasprintf("nameserver %s\n", nameserver)
+                                                  : xstrdup("# network: none\n")};
+    ret[2] = (etc_file){"hostname", xasprintf("%s\n", spec->hostname)};
+}
+
+static int write_new(int dirfd, const char *name, const char *text, bb_error **err)
+{
+    _cleanup_close_ int fd =
+        openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 || write_full(fd, text, strlen(text)) < 0)
+        return bb_fail_errno(err, errno, "cannot write /etc/%s", name);
+    return 0;
+}
+
+/* On the RAM layer: replace what the image has (the guest may edit them afterwards). */
+static int put_etc(const etc_file files[3], bb_error **err)
+{
+    mkdir("/etc", 0755);
+    _cleanup_close_ int etc = open("/etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (etc < 0)
+        return bb_fail_errno(err, errno, "cannot open /etc");
+    for (size_t i = 0; i < 3; i++) {
+        if (unlinkat(etc, files[i].name, 0) < 0 && errno != ENOENT)
+            return bb_fail_errno(err, errno, "cannot replace /etc/%s", files[i].name);
+        if (write_new(etc, files[i].name, files[i].text, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* For a read-only root: the files in ETC_LAYER/etc, the top layer of a read-only overlay. */
+static int put_etc_layer(const etc_file files[3], bb_error **err)
+{
+    if (mkdir_in(ETC_LAYER, err) < 0 || mkdir_in(ETC_LAYER "/etc", err) < 0)
+        return -1;
+    _cleanup_close_ int etc = open(ETC_LAYER "/etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (etc < 0)
+        return bb_fail_errno(err, errno, "cannot open %s/etc", ETC_LAYER);
+    for (size_t i = 0; i < 3; i++)
+        if (write_new(etc, files[i].name, files[i].text, err) < 0)
+            return -1;
+    return 0;
+}
+
+/* NEW_ROOT: the image under a RAM layer; or (readonly) a read-only overlay of our /etc
+ * files over the image, with no writable layer at all. */
+static int assemble(bool readonly, const etc_file files[3], bb_error **err)
+{
+    if (mount("tmpfs", LAYER_DIR, "tmpfs", 0,
+              readonly ? "size=1m,mode=0755" : LAYER_SIZE ",mode=0755") < 0)
+        return bb_fail_errno(err, errno, "cannot mount the RAM layer on %s", LAYER_DIR);
+    if (mkdir_in(NEW_ROOT, err) < 0 || load_overlay(err) < 0)
+        return -1;
+    if (readonly) {
+        if (put_etc_layer(files, err) < 0)
+            return -1;
+        if (mount("overlay", NEW_ROOT, "overlay", MS_RDONLY, "lowerdir=" ETC_LAYER ":/") < 0)
+            return bb_fail_errno(err, errno, "cannot mount the read-only root (overlay)");
+        return 0;
+    }
+    if (mkdir_in(UPPER_DIR, err) < 0 || mkdir_in(WORK_DIR, err) < 0)
+        return -1;
+    if (mount("overlay", NEW_ROOT, "overlay", 0,
+              "lowerdir=/,upperdir=" UPPER_DIR ",workdir=" WORK_DIR) < 0)
+        return bb_fail_errno(err, errno, "cannot mount the root's RAM layer (overlay)");
+    return 0;
+}
+
+/* As switch_root does: the kernel filesystems move along, the new root moves onto /, and
+ * init chroots into it (every process it starts inherits that root). */
+static int switch_into(bb_error **err)
+{
+    for (size_t i = 0; i < ELEMENTSOF(moved); i++) {
+        _cleanup_free_ char *dst = xasprintf(NEW_ROOT "%s", moved[i]);
+        mkdir(dst, 0755); /* in the image already, as a rule */
+        if (mount(moved[i], dst, NULL, MS_MOVE, NULL) < 0)
+            return bb_fail_errno(err, errno, "cannot move %s into the new root", moved[i]);
+    }
+    if (chdir(NEW_ROOT) < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 ||
+        chdir("/") < 0)
+        return bb_fail_errno(err, errno, "cannot switch into the new root");
+    return 0;
+}
+
+static unsigned long mount_flags(const spec_mount *m)
+{
+    return (m->flags & SPEC_MOUNT_RO ? MS_RDONLY : 0) |
+           (m->flags & SPEC_MOUNT_NOSUID ? MS_NOSUID : 0) |
+           (m->flags & SPEC_MOUNT_NODEV ? MS_NODEV : 0) |
+           (m->flags & SPEC_MOUNT_NOEXEC ? MS_NOEXEC : 0);
+}
+
+/* A single file mounted from the host: hostfs mounts directories only, so its parent is
+ * mounted for a moment on SCRATCH_DIR and the file bound from there. hostfs opens the host
+ * path, which in the jail is the file's own mount, writable only when declared rw. */
+static int file_mount(const spec_mount *m, bb_error **err)
+{
+    const char *slash = strrchr(m->path, '/');
+    _cleanup_free_ char *parent =
+        slash == m->path ? xstrdup("/") : xstrndup(m->path, (size_t)(slash - m->path));
+    _cleanup_free_ char *src = xasprintf(SCRATCH_DIR "/%s", slash + 1);
+    /* The mount point: in the image already, or made here on a scratch tmpfs. */
+    (void)mkdir_p(parent, 0755, NULL);
+    int fd = open(m->path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0)
+        close(fd);
+    if (mount("none", SCRATCH_DIR, "hostfs", MS_NOSUID | MS_NODEV, parent) < 0)
+        return bb_fail_errno(err, errno, "cannot mount %s", m->path);
+    int r = mount(src, m->path, NULL, MS_BIND, NULL);
+    if (r == 0)
+        r = mount(NULL, m->path, NULL, MS_BIND | MS_REMOUNT | mount_flags(m), NULL);
+    int e = errno;
+    umount2(SCRATCH_DIR, MNT_DETACH);
+    if (r < 0)
+        return bb_fail_errno(err, e, "cannot mount %s", m->path);
+    return 0;
+}
+
+static int hostfs_mount(const spec_mount *m, bb_error **err)
+{
+    unsigned long flags = mount_flags(m);
+    if (m->flags & SPEC_MOUNT_FILE)
+        return file_mount(m, err);
+    /* podman made the mount point in the container's root already; under a read-only
+     * root's scratch tmpfs it is made here. */
+    (void)mkdir_p(m->path, 0755, NULL);
+    /* hostfs takes the host path as its data: the container path, which the jail keeps. */
+    if (mount("none", m->path, "hostfs", flags, m->path) < 0)
+        return bb_fail_errno(err, errno, "cannot mount %s", m->path);
+    return 0;
+}
+
+/* bluebox's own files (the guest init and agent, the VMM bundle) stay read-only in the
+ * guest too, not copies on the RAM layer a workload could change for later execs: a
+ * read-only hostfs mount of /.bluebox, which the jail also binds read-only on the host. */
+static int mount_own(bb_error **err)
+{
+    if (mount("none", OWN_DIR, "hostfs", MS_RDONLY | MS_NOSUID | MS_NODEV, OWN_DIR) < 0)
+        return bb_fail_errno(err, errno, "cannot mount %s", OWN_DIR);
+    return 0;
+}
+
+/* /data: the sandbox's persistent directory on the host. */
+static int mount_data(const spec_mount *m, bb_error **err)
+{
+    return hostfs_mount(m, err);
+}
+
+static int mount_shared(const launch_spec *spec, bb_error **err)
+{
+    for (size_t i = 0; i < spec->n_mounts; i++) {
+        const spec_mount *m = &spec->mounts[i];
+        if ((streq(m->path, "/data") ? mount_data(m, err) : hostfs_mount(m, err)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* A read-only root still has a writable /tmp, /run and /var/tmp, as podman --read-only
+ * gives a container: tmpfs in guest RAM. */
+static int scratch_dirs(bb_error **err)
+{
+    static const char *const dirs[] = {"/tmp", "/run", "/var/tmp"};
+    for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+        struct stat st;
+        if (lstat(dirs[i], &st) < 0 || !S_ISDIR(st.st_mode))
+            continue; /* a read-only root cannot gain one */
+        if (mount("tmpfs", dirs[i], "tmpfs", MS_NOSUID | MS_NODEV, LAYER_SIZE ",mode=1777") < 0)
+            return bb_fail_errno(err, errno, "cannot mount a tmpfs on %s", dirs[i]);
+    }
+    return 0;
+}
+
+int guest_root_setup(const launch_spec *spec, const char *nameserver, bb_error **err)
+{
+    bool readonly = spec->root_flags & SPEC_ROOT_RO;
+    etc_file files[3];
+    etc_files(spec, nameserver, files);
+    /* A read-only root's scratch tmpfs first: the container had podman's there, and the
+     * shared mounts (a mount under /tmp, say) go on top of them as they did. */
+    int r = assemble(readonly, files, err) < 0 || switch_into(err) < 0 ||
+                    (readonly && scratch_dirs(err) < 0) || mount_own(err) < 0 ||
+                    mount_shared(spec, err) < 0 || (!readonly && put_etc(files, err) < 0)
+                ? -1
+                : 0;
+    for (size_t i = 0; i < 3; i++)
+        free(files[i].text);
+    return r;
+}
