@@ -66,8 +66,6 @@ def _libs(binary):
 
 def _make_bundle(d):
     """A VMM bundle by hand, as src/runtime/uml_bundle.c makes one: linux.uml with PT_INTERP
-    rewritten in place to /.bluebox/vmm/ld.so, ld.so, the libraries, bluebox-vmm and the
-    XSAVE shim."""
     rewritten in place to /.bluebox/vmm/ld.so, ld.so, the libraries, bluebox-vmm, the
     xstate preload (src/vmm/xstate.c) and the kernel's overlay.ko (the guest's RAM layer)."""
     d.mkdir()
