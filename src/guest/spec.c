@@ -27,12 +27,14 @@ enum {
     T_GROUP = 'G',
     T_ROWS = 'r',
     T_COLS = 'k',
+    T_USER = 'U',
 };
-static const char singular[] = {T_MODE, T_CWD, T_HOST, T_UID, T_GID, T_ROWS, T_COLS};
+static const char singular[] = {T_MODE, T_CWD, T_HOST, T_UID, T_GID, T_ROWS, T_COLS, T_USER};
 
 /* Limits far above anything real; they only keep a damaged file from costing much. */
 #define SPEC_MAX_ITEMS 65536
 #define SPEC_HOST_MAX  64
+#define SPEC_USER_MAX  1024
 
 const char *spec_mode_name(spec_mode m)
 {
@@ -85,6 +87,7 @@ char *spec_encode(const launch_spec *s, size_t *ret_len)
         put_u32(&b, T_GROUP, s->groups[i]);
     put_u32(&b, T_ROWS, s->rows);
     put_u32(&b, T_COLS, s->cols);
+    put_str(&b, T_USER, s->user ? s->user : "");
     *ret_len = b.len;
     return sb_steal(&b);
 }
@@ -163,6 +166,9 @@ static int take_one(launch_spec *s, uint8_t tag, const uint8_t *d, size_t n)
             return -1;
         s->gid = v;
         return 0;
+    case T_USER:
+        s->user = str_of(d, n);
+        return s->user && n <= SPEC_USER_MAX ? 0 : -1;
     case T_ROWS:
         return take_size(d, n, &s->rows);
     case T_COLS:
@@ -225,5 +231,6 @@ void spec_clear(launch_spec *s)
     free(s->cwd);
     free(s->hostname);
     free(s->groups);
+    free(s->user);
     *s = (launch_spec){0};
 }
