@@ -141,8 +141,7 @@ static bool gr_find(const char *buf, size_t len, span want, bool numeric, uint32
     span line, name, members;
     uint32_t g;
     while (next_line(buf, len, &off, &line))
-        if (gr_parse(line, &name, &g, &members) &&
-            (span_eq(name, want) || (numeric && g == gid))) {
+        if (gr_parse(line, &name, &g, &members) && (span_eq(name, want) || (numeric && g == gid))) {
             *ret = g;
             return true;
         }

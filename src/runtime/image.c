@@ -229,8 +229,8 @@ int image_rename(const char *root, const char *old, const char *new, bb_error **
 /* podman's answer, one line: the USER as the image config has it. */
 static int inspect_user(const char *ref, char **ret, bb_error **err)
 {
-    char *argv[] = {"podman", "image", "inspect", "--format", "{{.Config.User}}", (char *)ref,
-                    NULL};
+    char *argv[] = {"podman",           "image",     "inspect", "--format",
+                    "{{.Config.User}}", (char *)ref, NULL};
     _cleanup_free_ char *out = NULL;
     int r = program_on_path("podman") ? spawn_capture(argv, &out, NULL, err) : -1;
     if (r < 0 && err && !*err)
@@ -243,8 +243,9 @@ static int inspect_user(const char *ref, char **ret, bb_error **err)
     while (n && (out[n - 1] == '\n' || out[n - 1] == '\r'))
         out[--n] = '\0';
     if (n > IMAGE_USER_MAX || strpbrk(out, "\n\r"))
-        return bb_fail(err, EINVAL, "the image %s has a USER that is not one line of at most %d "
-                                    "bytes; fix USER in the image and rebuild",
+        return bb_fail(err, EINVAL,
+                       "the image %s has a USER that is not one line of at most %d "
+                       "bytes; fix USER in the image and rebuild",
                        ref, IMAGE_USER_MAX);
     *ret = steal_pointer(&out);
     return 0;
@@ -269,8 +270,7 @@ int image_user_record(const char *dir, const char *ref, bb_error **err)
     return record_user(dir, ref, NULL, err);
 }
 
-int image_user(const char *root, const char *name, const char *image, char **ret,
-               bb_error **err)
+int image_user(const char *root, const char *name, const char *image, char **ret, bb_error **err)
 {
     if (image)
         return inspect_user(image, ret, err);
@@ -285,8 +285,9 @@ int image_user(const char *root, const char *name, const char *image, char **ret
     /* Built before build recorded it. */
     _cleanup_free_ char *ref = image_ref(root, name);
     if (record_user(dir, ref, ret, err) < 0)
-        return bb_prefix(err, "%s was built by an older bluebox and its image's USER is not "
-                              "known; rebuild it (bluebox build %s)",
+        return bb_prefix(err,
+                         "%s was built by an older bluebox and its image's USER is not "
+                         "known; rebuild it (bluebox build %s)",
                          name, name);
     return 0;
 }

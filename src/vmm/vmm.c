@@ -63,8 +63,8 @@ static const char *const kernel_trims[] = {
 
 /* Our own control variables: consumed here, never part of the workload's environment. */
 static const char *const control_vars[] = {
-    "BLUEBOX_DATA_DISK", "BLUEBOX_FORWARD", "BLUEBOX_MODE",
-    "BLUEBOX_NETWORK",   "BLUEBOX_RAM_MIB", "BLUEBOX_UML_ARGS", "BLUEBOX_USER",
+    "BLUEBOX_DATA_DISK", "BLUEBOX_FORWARD",  "BLUEBOX_MODE", "BLUEBOX_NETWORK",
+    "BLUEBOX_RAM_MIB",   "BLUEBOX_UML_ARGS", "BLUEBOX_USER",
 };
 
 static void die(const char *fmt, ...) _printf_(1, 2) _noreturn_;

@@ -3,9 +3,9 @@
  * refuse or accept any bytes without crashing or leaking. Checks: a failure comes with an
  * error and leaves nothing behind; an accepted spec obeys the documented rules (known mode,
  * argv non-empty with a non-empty argv[0], cwd absolute, env entries NAME=value, no NUL
- * inside any string, hostname within 64 bytes, the image's USER within 1024, ids never (uid_t)-1, window size within
- * 16 bits) and survives encode -> decode unchanged, with the encoding canonical and exactly
- * as long as the input. */
+ * inside any string, hostname within 64 bytes, the image's USER within 1024, ids never (uid_t)-1,
+ * window size within 16 bits) and survives encode -> decode unchanged, with the encoding canonical
+ * and exactly as long as the input. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -144,8 +144,8 @@ static void refusals(void **s)
 static void malformed_user(void **s)
 {
     (void)s;
-    static const char *const bad[] = {":", "app:", ":100", "a:b:c", "4294967295", "app\nroot",
-                                      "-1"};
+    static const char *const bad[] = {":",          "app:",      ":100", "a:b:c",
+                                      "4294967295", "app\nroot", "-1"};
     for (size_t i = 0; i < ELEMENTSOF(bad); i++)
         free(resolve_fail(bad[i], PASSWD, GROUP));
     /* no files at all (a scratch image): numbers still work, names do not */
