@@ -972,6 +972,7 @@ $ISO"
     uid=$(stat -c %u "$data")
     # let the guest's uid 4242 write there (under strict the directory is the subordinate uid's)
     chmod 0777 "$data" 2>/dev/null || podman unshare chmod 0777 "$data" 2>/dev/null
+    # shellcheck disable=SC2016  # expanded in the guest
     out=$("$BIN" run "$c" -- sh -c 'echo "guest-uid $(id -u)"; touch /data/esc-user' </dev/null 2>&1)
     owner=$(stat -c %u "$data/esc-user" 2>/dev/null)
     guest=$(sed -n 's/^guest-uid //p' <<<"$out")
