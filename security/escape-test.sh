@@ -81,6 +81,7 @@ cleanup() {
         [ -z "$ids" ] || podman rm -f -t 0 $ids >/dev/null 2>&1
         "$BIN" destroy "$n" --data -y >/dev/null 2>&1
     done
+    [ -z "${USER_IMAGE:-}" ] || podman rmi -f "$USER_IMAGE" >/dev/null 2>&1
     if [ -n "$WORK" ] && [ -d "$WORK" ]; then
         rm -rf "$WORK" 2>/dev/null || podman unshare rm -rf "$WORK" 2>/dev/null
     fi
@@ -1069,6 +1070,50 @@ $ISO"
     fi
 }
 want vmm-log && check_vmm_log
+# ---------------------------------------------------------------- the image's USER
+# An image whose USER is another uid (4242) must not make podman start the VMM, which writes
+# the guest's files on the host, as that host uid: a file the guest user makes in /data
+# belongs to the sandbox's identity (the data directory's owner), and the command still runs
+# as 4242 in the guest.
+USER_IMAGE=""
+check_image_user() {
+    if [ "$BACKEND" != uml ]; then
+        warn image-user "krun: the VMM runs as the image's USER and libkrun's virtio-fs writes as it (SECURITY.md, Modes and owners)"
+        return
+    fi
+    local c=$BASE_NAME-u out data uid owner guest
+    USER_IMAGE=localhost/bluebox-escape/$BASE_NAME-user:latest
+    mkdir -p "$WORK/user-ctx" && printf 'FROM %s\nUSER 4242:4242\n' "$IMAGE" >"$WORK/user-ctx/Containerfile"
+    podman build -q --pull=never -t "$USER_IMAGE" "$WORK/user-ctx" >/dev/null 2>&1 ||
+        setup_error "cannot build $USER_IMAGE"
+    define "$c" "base: $USER_IMAGE
+backend: $BACKEND
+ram_mib: 256
+network: none
+$ISO"
+    out=$("$BIN" build "$c" 2>&1) || {
+        printf '%s\n' "$out" | tail -n 5 >&2
+        setup_error "bluebox build $c failed"
+    }
+    data=$BLUEBOX_HOME/data/$c
+    uid=$(stat -c %u "$data")
+    # let the guest's uid 4242 write there (under strict the directory is the subordinate uid's)
+    chmod 0777 "$data" 2>/dev/null || podman unshare chmod 0777 "$data" 2>/dev/null
+    # shellcheck disable=SC2016  # expanded in the guest
+    out=$("$BIN" run "$c" -- sh -c 'echo "guest-uid $(id -u)"; touch /data/esc-user' </dev/null 2>&1)
+    owner=$(stat -c %u "$data/esc-user" 2>/dev/null)
+    guest=$(sed -n 's/^guest-uid //p' <<<"$out")
+    if [ -z "$owner" ]; then
+        fail image-user "the guest's user could not write /data, nothing was tested: $(tail -n1 <<<"$out")"
+    elif [ "$owner" != "$uid" ]; then
+        fail image-user "with USER 4242 in the image, a file the guest wrote in /data is owned by host uid $owner, not the sandbox's $uid"
+    elif [ "$guest" != 4242 ]; then
+        fail image-user "the command ran as uid ${guest:-?} in the guest, not the image's USER 4242"
+    else
+        pass image-user "with USER 4242 in the image, the command runs as 4242 and its files in /data belong to the sandbox's uid $uid"
+    fi
+}
+want image-user && check_image_user
 
 # ---------------------------------------------------------------- host-side /data tools
 # What the guest planted in /data (symlinks to $OUTSIDE, to its secret, a write target)

@@ -40,6 +40,7 @@
 #include "guest/datadisk.h"
 #include "guest/root.h"
 #include "guest/spec.h"
+#include "guest/user.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
@@ -586,6 +587,11 @@ int guest_init_main(int argc, char **argv)
     _cleanup_free_ char *why = NULL;
     if (datadisk_setup(serial, &why) < 0)
         fail("%s", why);
+    /* Once, from the image's files as they are before any workload ran: every command of an
+     * up sandbox (exec, shell) runs as the same user as run. */
+    _cleanup_error_ bb_error *user_err = NULL;
+    if (user_apply(&spec, &user_err) < 0)
+        fail("%s", user_err->msg);
     if (spec.mode == SPEC_AGENT)
         run_agent(&spec);
 

@@ -30,13 +30,16 @@ enum {
     T_COLS = 'k',
     T_ROOT = 'R',
     T_MOUNT = 'M',
+    T_USER = 'U',
 };
-static const char singular[] = {T_MODE, T_CWD, T_HOST, T_UID, T_GID, T_ROWS, T_COLS, T_ROOT};
+static const char singular[] = {T_MODE, T_CWD, T_HOST, T_UID,  T_GID,
+                                T_ROWS, T_COLS, T_ROOT, T_USER};
 
 /* Limits far above anything real; they only keep a damaged file from costing much. */
 #define SPEC_MAX_ITEMS 65536
 #define SPEC_HOST_MAX  64
 #define SPEC_MOUNT_MAX 1024
+#define SPEC_USER_MAX  1024
 
 const char *spec_mode_name(spec_mode m)
 {
@@ -98,6 +101,7 @@ char *spec_encode(const launch_spec *s, size_t *ret_len)
         memcpy(rec + 1, s->mounts[i].path, n);
         put_rec(&b, T_MOUNT, rec, n + 1);
     }
+    put_str(&b, T_USER, s->user ? s->user : "");
     *ret_len = b.len;
     return sb_steal(&b);
 }
@@ -209,6 +213,9 @@ static int take_one(launch_spec *s, uint8_t tag, const uint8_t *d, size_t n)
             return -1;
         s->gid = v;
         return 0;
+    case T_USER:
+        s->user = str_of(d, n);
+        return s->user && n <= SPEC_USER_MAX ? 0 : -1;
     case T_ROWS:
         return take_size(d, n, &s->rows);
     case T_COLS:
@@ -281,5 +288,6 @@ void spec_clear(launch_spec *s)
     for (size_t i = 0; i < s->n_mounts; i++)
         free(s->mounts[i].path);
     free(s->mounts);
+    free(s->user);
     *s = (launch_spec){0};
 }

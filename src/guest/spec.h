@@ -55,6 +55,10 @@ typedef struct launch_spec {
     gid_t gid;
     gid_t *groups;
     size_t n_groups;
+    /* The image's USER (podman's syntax: name, uid, name:group, uid:gid), resolved by the
+     * guest init in the image's /etc/passwd and /etc/group (guest/user.h) into uid, gid and
+     * groups; "" keeps the ids above. */
+    char *user;
     unsigned rows, cols; /* initial window size for shell; 0 when unknown */
     unsigned root_flags; /* SPEC_ROOT_* */
     spec_mount *mounts;  /* in mount order: a mount inside another comes after it */

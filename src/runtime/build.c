@@ -16,7 +16,7 @@
 
 static int move_into_place(const char *stage, const char *dir, bb_error **err)
 {
-    static const char *const names[] = {"Containerfile", "image-id", BLUEPRINT_DIR};
+    static const char *const names[] = {"Containerfile", "image-id", "image-user", BLUEPRINT_DIR};
     for (size_t i = 0; i < ELEMENTSOF(names); i++) {
         _cleanup_free_ char *from = path_join(stage, names[i]), *to = path_join(dir, names[i]);
         if (!path_exists(from)) {
@@ -143,6 +143,10 @@ int image_build(const char *root, const char *name, const bluefile *bf, bb_error
                            .limits = limits_enforced()};
         r = !spec.network && cf.fetch_end ? build_in_two(bf, &cf, &spec, err)
                                           : podman_build(bf, &spec, err);
+        /* Beside image-id, so that launches need not ask podman (image_user); when podman
+         * cannot say, the first launch asks. */
+        if (r == 0)
+            (void)image_user_record(tmpl, ref, NULL);
     }
     if (r == 0)
         r = move_into_place(tmpl, dir, err);

@@ -21,3 +21,12 @@ void image_record_ref(const char *root, const char *name);
 /* Fail when a container of this sandbox (this home's) is running: the VM of a run or shell
  * whose bluebox was killed still has /data. */
 int image_refuse_running(const char *root, const char *name, bb_error **err);
+/* The image's USER (podman's Config.User; "" when it has none), for backends that start
+ * their VMM as the container's root and the workload as this user in the guest. Read from
+ * sandboxes/<name>/image-user, which build records beside image-id; a sandbox built before
+ * that file existed asks podman once and records the answer. `image` (not NULL) names
+ * another image than the sandbox's own, and is asked every time. */
+int image_user(const char *root, const char *name, const char *image, char **ret,
+               bb_error **err);
+/* Write the USER of the image `ref` into <dir>/image-user (build, in its staging dir). */
+int image_user_record(const char *dir, const char *ref, bb_error **err);

@@ -40,6 +40,16 @@ static int krun_preflight(const launch *l, bb_error **err)
     return 0;
 }
 
+/* Unlike uml (src/runtime/uml.c, user_flags), krun leaves podman's --user as the image says:
+ * crun sets the OCI process user and the command runs in the guest as libkrun's init starts
+ * it. That is not because krun's VMM writes no guest files on the host: it does. crun hands
+ * libkrun the container's root (krun_set_root "/"), and libkrun serves it, /data and every
+ * mount included, to the guest over virtio-fs from the VMM process. Its passthrough creates
+ * files as each guest caller's uid when the VMM has CAP_SETUID (a root VMM, no USER), else as
+ * the VMM's own uid (the image's USER: host uid 1000 for `USER 1000` under root podman).
+ * Forcing --user=0:0 here would turn the second case into the first, host owners chosen by
+ * the guest, so it is no fix; krun's host owners are an open item (SECURITY.md, "Modes and
+ * owners"). Not tested here: it needs libkrun. */
 static int krun_flags(const launch *l, strv *argv, bb_error **err)
 {
     _cleanup_free_ char *krun = krun_path();

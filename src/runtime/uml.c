@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "fingerprint.h"
+#include "image.h"
 #include "uml_bundle.h"
 #include "util/spawn.h"
 #include "util/xalloc.h"
@@ -32,6 +33,26 @@ static int uml_preflight(const launch *l, bb_error **err)
         return bb_fail(err, ENOENT,
                        "backend: uml needs bluebox-vmm beside bluebox (or $BLUEBOX_VMM); "
                        "reinstall bluebox");
+    return 0;
+}
+
+/* bluebox-vmm, and so the UML kernel, runs as the container's root whatever the image's USER:
+ * the kernel writes every guest file in /data and in rw mounts on the host through hostfs,
+ * as its own host uid, so that uid must be the sandbox's own identity (root or the calling
+ * user under standard isolation, the base of the subordinate range under strict), never a
+ * uid the image names, which may be another user of this machine. The workload still runs
+ * as the image's USER: the guest init resolves it in the image's /etc/passwd and /etc/group
+ * (src/guest/user.c), as podman would have. */
+static int user_flags(const launch *l, strv *argv, bb_error **err)
+{
+    if (l->guest_root)
+        return 0; /* launch_argv gave --user=0:0 already, and the command runs as root */
+    _cleanup_free_ char *user = NULL;
+    if (image_user(l->root, l->name, l->image, &user, err) < 0)
+        return -1;
+    strv_add(argv, "--user=0:0");
+    if (*user)
+        strv_push(argv, xasprintf("--env=BLUEBOX_USER=%s", user));
     return 0;
 }
 
@@ -73,7 +94,7 @@ static int uml_flags(const launch *l, strv *argv, bb_error **err)
     if (l->mode == LAUNCH_AGENT) /* slirp forwards the published port to the guest's agent */
         strv_add(argv, "--env=BLUEBOX_FORWARD=7700");
     strv_add(argv, "--entrypoint=" UML_VMM_DIR "/bluebox-vmm");
-    return 0;
+    return user_flags(l, argv, err);
 }
 
 static int uml_entry(const launch *l, strv *argv, bb_error **err)

@@ -64,8 +64,8 @@ static const char *const kernel_trims[] = {
 
 /* Our own control variables: consumed here, never part of the workload's environment. */
 static const char *const control_vars[] = {
-    "BLUEBOX_DATA_DISK", "BLUEBOX_FORWARD", "BLUEBOX_MODE",
-    "BLUEBOX_NETWORK",   "BLUEBOX_RAM_MIB", "BLUEBOX_UML_ARGS",
+    "BLUEBOX_DATA_DISK", "BLUEBOX_FORWARD",  "BLUEBOX_MODE", "BLUEBOX_NETWORK",
+    "BLUEBOX_RAM_MIB",   "BLUEBOX_UML_ARGS", "BLUEBOX_USER",
 };
 
 static void die(const char *fmt, ...) _printf_(1, 2) _noreturn_;
@@ -130,6 +130,10 @@ static void spec_fill(launch_spec *s, int argc, char **argv)
     s->groups = xreallocarray(NULL, n > 0 ? (size_t)n : 1, sizeof *s->groups);
     n = getgroups(n, s->groups);
     s->n_groups = n > 0 ? (size_t)n : 0;
+    /* We run as the container's root (src/runtime/uml.c); the workload's user is the image's
+     * USER, which the guest init resolves in the image's own /etc/passwd and /etc/group. */
+    const char *user = getenv("BLUEBOX_USER");
+    s->user = xstrdup(user ? user : "");
     struct winsize ws;
     if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0) {
         s->rows = ws.ws_row;

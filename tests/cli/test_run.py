@@ -591,6 +591,30 @@ def test_launch_argv_has_the_confinement_and_the_uml_bits(sb):
     assert "-i" in head and "-t" not in head
 
 
+def test_uml_vmm_is_the_containers_root_and_the_image_user_goes_to_the_guest(sb):
+    """The VMM writes guest files on the host through hostfs, so it is the container's root
+    (the sandbox's identity) whatever the image's USER; that USER, recorded at build beside
+    image-id, goes to the guest init in BLUEBOX_USER, with no podman call per run."""
+    sb.sandbox()
+    (sb.bb.sandbox_dir(NAME) / "image-user").write_text("app:wheel\n")
+    r = sb.run("run", NAME, "--", "true")
+    assert r.rc == 0, r
+    head = before_image(sb.only_workload())
+    assert "--user=0:0" in head and "--env=BLUEBOX_USER=app:wheel" in head, head
+    assert not [c for c in sb.calls() if c[:2] == ["image", "inspect"]], sb.calls()
+    # an image without a USER: no variable, the guest's root as before
+    (sb.bb.sandbox_dir(NAME) / "image-user").write_text("\n")
+    sb.bb.podman_log.unlink()
+    assert sb.run("run", NAME, "--", "true").rc == 0
+    head = before_image(sb.only_workload())
+    assert "--user=0:0" in head and not any("BLUEBOX_USER" in a for a in head), head
+    # built before the USER was recorded: asked of podman once, then recorded
+    (sb.bb.sandbox_dir(NAME) / "image-user").unlink()
+    assert sb.run("run", NAME, "--", "true").rc == 0
+    assert [c for c in sb.calls() if c[:2] == ["image", "inspect"]], sb.calls()
+    assert (sb.bb.sandbox_dir(NAME) / "image-user").read_text() == "\n"
+
+
 def test_probe_launches_get_the_same_confinement(sb):
     sb.sandbox()
     assert sb.run("run", NAME, "--", "true").rc == 0

@@ -3,9 +3,10 @@
  * refuse or accept any bytes without crashing or leaking. Checks: a failure comes with an
  * error and leaves nothing behind; an accepted spec obeys the documented rules (known mode,
  * argv non-empty with a non-empty argv[0], cwd absolute, env entries NAME=value, no NUL
- * inside any string, hostname within 64 bytes, ids never (uid_t)-1, window size within
- * 16 bits, root flags known, mounts with known flags and normalised absolute paths) and survives
- * encode -> decode unchanged, with the encoding canonical and exactly as long as the input. */
+ * inside any string, hostname within 64 bytes, the image's USER within 1024, ids never
+ * (uid_t)-1, window size within 16 bits, root flags known, mounts with known flags and
+ * normalised absolute paths) and survives encode -> decode unchanged, with the encoding
+ * canonical and exactly as long as the input. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,7 @@ static void check_valid(const launch_spec *s)
     for (size_t i = 0; i < s->n_groups; i++)
         CHECK(s->groups[i] != (gid_t)-1);
     CHECK(s->rows <= 65535 && s->cols <= 65535);
+    CHECK(s->user != NULL && strlen(s->user) <= 1024);
     CHECK((s->root_flags & ~SPEC_ROOT_RO) == 0);
     CHECK((s->n_mounts == 0) == (s->mounts == NULL));
     for (size_t i = 0; i < s->n_mounts; i++) {
@@ -87,7 +89,7 @@ static int spec_eq(const launch_spec *a, const launch_spec *b)
            (a->n_groups == 0 ||
             memcmp(a->groups, b->groups, a->n_groups * sizeof *a->groups) == 0) &&
            a->rows == b->rows && a->cols == b->cols && a->root_flags == b->root_flags &&
-           mounts_eq(a, b);
+           mounts_eq(a, b) && strcmp(a->user, b->user) == 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -98,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(err != NULL && err->msg != NULL);
         /* A refused spec leaves the output untouched. */
         CHECK(s.argv.v == NULL && s.env.v == NULL && s.cwd == NULL && s.hostname == NULL &&
-              s.groups == NULL && s.mounts == NULL);
+              s.groups == NULL && s.mounts == NULL && s.user == NULL);
         bb_error_free(err);
         return 0;
     }

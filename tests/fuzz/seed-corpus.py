@@ -72,7 +72,7 @@ def u32(tag, v):
 
 def spec(mode="run", argv=(b"/bin/sh", b"-c", b"echo hi"), env=(b"PATH=/usr/bin:/bin",),
          cwd=b"/", host=b"bluebox", uid=0, gid=0, groups=(0,), rows=0, cols=0, root=0,
-         mounts=((0, b"/data"),), extra=b""):
+         mounts=((0, b"/data"),), user=b"", extra=b""):
     out = [SPEC_MAGIC, rec("m", mode.encode())]
     out += [rec("a", a) for a in argv]
     out += [rec("e", e) for e in env]
@@ -80,7 +80,7 @@ def spec(mode="run", argv=(b"/bin/sh", b"-c", b"echo hi"), env=(b"PATH=/usr/bin:
     out += [u32("G", g) for g in groups]
     out += [u32("r", rows), u32("k", cols), u32("R", root)]
     out += [rec("M", bytes([f]) + p) for f, p in mounts]
-    out += [extra]
+    out += [rec("U", user), extra]
     return b"".join(out)
 
 
@@ -96,7 +96,11 @@ spec_cases = {
     "agent": spec("agent", argv=(b"agent", b"\xff\xfe not utf-8", b""), env=(b"A==b", b"X=")),
     "reordered": SPEC_MAGIC + u32("k", 0) + rec("c", b"/") + rec("a", b"true") + rec("m", b"run")
                  + rec("h", b"h") + u32("u", 1) + u32("g", 1) + u32("r", 0) + rec("M", b"\0/x")
-                 + u32("R", 0),
+                 + u32("R", 0) + rec("U", b"1:1"),
+    "user-name-group": spec(user=b"app:wheel"),
+    "user-too-long": spec(user=b"u" * 1025),
+    "user-twice": spec(user=b"app", extra=rec("U", b"root")),
+    "user-missing": spec()[:-5],
     "truncated-record": valid_run[:-3],
     "truncated-header": valid_run[:len(SPEC_MAGIC) + 3],
     "bad-magic": b"bluebox-spec 1\n" + valid_run[len(SPEC_MAGIC):],

@@ -469,6 +469,91 @@ def test_uml_guest_cannot_plant_privileged_host_files(home, isolation):
         shutil.rmtree(rw, ignore_errors=True)
 
 
+USER_IMAGE = "localhost/bluebox-test/uml-user:latest"
+
+
+@pytest.fixture
+def user_image(env):  # noqa: F811
+    """A base image whose USER is app (uid 1000, in group extra as well)."""
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as ctx:
+        Path(ctx, "Containerfile").write_text(
+            f"FROM {IMAGE}\n"
+            "RUN echo 'app:x:1000:1000::/home/app:/bin/sh' >> /etc/passwd && "
+            "echo 'app:x:1000:' >> /etc/group && echo 'extra:x:1500:app' >> /etc/group && "
+            "mkdir -p /home/app && chown 1000:1000 /home/app\n"
+            "USER app\n")
+        podman("build", "-q", "--pull=never", "-t", USER_IMAGE, ctx)
+    yield USER_IMAGE
+    podman("rmi", "-f", USER_IMAGE, check=False)
+
+
+def _vmm_uids(name):
+    """Host uids of the running container of sandbox `name` (bluebox-vmm and UML)."""
+    for _ in range(300):
+        ids = [i for i in containers_of(name)
+               if podman("inspect", "--format", "{{.State.Running}}", i,
+                         check=False).stdout.strip() == "true"]
+        if ids:
+            pid = podman("inspect", "--format", "{{.State.Pid}}", ids[0]).stdout.strip()
+            kids = subprocess.run(["pgrep", "-P", pid], capture_output=True,
+                                  text=True).stdout.split()
+            if kids:
+                return {os.stat(f"/proc/{p}").st_uid for p in [pid, *kids]}
+        time.sleep(0.1)
+    pytest.fail("the sandbox's VMM never ran")
+
+
+@UML
+def test_uml_vmm_is_the_sandbox_identity_whatever_the_image_user(home, user_image):
+    """An image whose USER is uid 1000: before, podman started bluebox-vmm (and UML, which
+    writes guest files on the host) as host uid 1000, so files the guest wrote in /data and rw
+    mounts belonged to host uid 1000, possibly another user of the machine. Now the VMM is the
+    sandbox's identity (root under root podman, standard) and the workload is still app, with
+    its groups and home; run, exec into an up VM and a sandbox built before bluebox recorded
+    the image's USER all agree."""
+    rw = Path(tempfile.mkdtemp(prefix="bluebox-it-rw-", dir="/var/tmp"))
+    rw.chmod(0o777)
+    try:
+        name = home.sandbox(f"umluser-{os.getpid()}",
+                            f"base: {user_image}\nbackend: uml\nram_mib: 256\n"
+                            f"mounts:\n  - {{host: {rw}, guest: /rw, mode: rw}}\n")
+        r = home("build", name)
+        assert r.returncode == 0, r
+        recorded = home.dir / "home" / "sandboxes" / name / "image-user"
+        assert recorded.read_text() == "app\n"
+        home.data(name).chmod(0o777)
+        script = 'echo $(id -u) $(id -g) $(id -G) $HOME; touch /data/f /rw/g; sleep 3'
+        p = subprocess.Popen(home.cmd("run", name, "--", "sh", "-c", script), env=home.env,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        try:
+            uids = _vmm_uids(name)
+            out, err = p.communicate(timeout=120)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        assert (p.returncode, out) == (0, b"1000 1000 1000 1500 /home/app\n"), err
+        assert uids == {0}, uids
+        assert (home.data(name) / "f").stat().st_uid == 0
+        assert (rw / "g").stat().st_uid == 0
+        # built before image-user was recorded: asked of podman once, then recorded
+        recorded.unlink()
+        r = home("run", name, "--", "id", "-un")
+        assert (r.returncode, r.stdout) == (0, b"app\n"), r
+        assert recorded.read_text() == "app\n"
+        # exec into an up VM runs as the same user
+        r = home("up", name)
+        try:
+            assert r.returncode == 0, r
+            r = home("exec", name, "--", "sh", "-c", "id -u; id -G")
+            assert (r.returncode, r.stdout) == (0, b"1000\n1000 1500\n"), r
+        finally:
+            home("down", name)
+    finally:
+        shutil.rmtree(rw, ignore_errors=True)
+
+
 @UML
 def test_uml_home_directories_are_owner_only(home, uml_box):
     r = home("run", uml_box, "--", "true")
