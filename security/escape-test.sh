@@ -1115,6 +1115,190 @@ $ISO"
 }
 want image-user && check_image_user
 
+# ---------------------------------------------------------------- /data and logs around a run
+# One sandbox, built on first use, for the checks below: /data a plain directory (no
+# data_limit), no network. data-inuse runs last, since an old bluebox's destroy goes through.
+D=$BASE_NAME-d
+D_BUILT=0
+data_box() {
+    [ "$D_BUILT" = 1 ] && return
+    define "$D" "base: $IMAGE
+backend: $BACKEND
+ram_mib: 256
+network: none
+timeout_seconds: 240
+$ISO"
+    local out
+    out=$("$BIN" build "$D" 2>&1) || {
+        printf '%s\n' "$out" | tail -n 5 >&2
+        setup_error "bluebox build $D failed"
+    }
+    D_BUILT=1
+}
+
+# A run whose output is 50 MiB: the sandbox's run log (and its rotations) stays small and
+# still holds the command line and the exit line.
+check_run_log() {
+    data_box
+    local out log=$BLUEBOX_HOME/logs/$D.log total=0 f s
+    out=$("$BIN" run "$D" -- sh -c 'head -c 52428800 /dev/zero' </dev/null 2>&1 >/dev/null) || {
+        fail run-log "bluebox run of 50 MiB of output failed: $(tail -n1 <<<"$out")"
+        return
+    }
+    for f in "$log" "$log".*; do
+        [ -f "$f" ] || continue
+        s=$(stat -c %s "$f") && total=$((total + s))
+    done
+    if [ ! -f "$log" ]; then
+        fail run-log "no run log at $log"
+    elif [ "$total" -gt $((1 << 20)) ]; then
+        fail run-log "a run that printed 50 MiB left $total bytes of run log in $BLUEBOX_HOME/logs"
+    elif ! grep -aqF 'head -c 52428800 /dev/zero' "$log"; then
+        fail run-log "the run log lost the command line"
+    elif ! grep -aEq '^=== exit 0( |$)' "$log"; then
+        fail run-log "the run log lost the exit line"
+    else
+        pass run-log "a run that printed 50 MiB left $total bytes of run log, command line and exit line kept"
+    fi
+}
+
+# The guest makes a 4 GiB sparse file in /data with a few KiB at 1 GiB: snapshot and
+# restore keep the hole (a small archive, a small file on the host) and the data.
+check_sparse() {
+    data_box
+    local tok out snap file alloc size back
+    tok=sparse-$(rand)
+    # shellcheck disable=SC2016  # expanded by the guest shell
+    out=$("$BIN" run "$D" -- sh -c '
+        rm -f /data/sparse /data/chunk
+        i=0; while [ $i -lt 64 ]; do echo "$0"; i=$((i + 1)); done >/data/chunk
+        truncate -s 4G /data/sparse &&
+            dd if=/data/chunk of=/data/sparse bs=4096 seek=262144 conv=notrunc 2>/dev/null &&
+            rm /data/chunk && sync && echo made' "$tok" </dev/null 2>&1)
+    if ! grep -qx made <<<"$out"; then
+        fail sparse "the guest could not make the sparse file, nothing was tested: $(tail -n1 <<<"$out")"
+        return
+    fi
+    out=$("$BIN" snapshot "$D" sp -y 2>&1) || {
+        fail sparse "bluebox snapshot of a 4 GiB sparse file failed: $(tail -n1 <<<"$out")"
+        return
+    }
+    snap=$(find "$BLUEBOX_HOME/snapshots/$D" -maxdepth 1 -type f -name 'sp.tar*' 2>/dev/null | head -n1)
+    out=$("$BIN" restore "$D" sp -y 2>&1) || {
+        fail sparse "bluebox restore of a 4 GiB sparse file failed: $(tail -n1 <<<"$out")"
+        return
+    }
+    file=$BLUEBOX_HOME/data/$D/sparse
+    size=$(stat -c %s "$file" 2>/dev/null || echo 0)
+    alloc=$(($(stat -c %b "$file" 2>/dev/null || echo 0) * 512))
+    back=$(dd if="$file" bs=4096 skip=262144 count=1 2>/dev/null | tr -d '\0' | sort -u)
+    if [ -z "$snap" ]; then
+        fail sparse "no snapshot archive sp.tar* in $BLUEBOX_HOME/snapshots/$D"
+    elif [ "$(stat -c %s "$snap")" -gt $((1 << 20)) ]; then
+        fail sparse "the snapshot of a 4 GiB sparse file with 4 KiB of data is $(stat -c %s "$snap") bytes: the hole was filled in"
+    elif [ "$size" != $((4 << 30)) ]; then
+        fail sparse "the restored file is $size bytes, not 4 GiB"
+    elif [ "$alloc" -gt $((1 << 20)) ]; then
+        fail sparse "the restored 4 GiB sparse file takes $alloc bytes of host disk: the hole was filled in"
+    elif [ "$back" != "$tok" ]; then
+        fail sparse "the data at 1 GiB in the restored file is not what the guest wrote"
+    else
+        pass sparse "a 4 GiB sparse file: snapshot $(stat -c %s "$snap") bytes, restored with $alloc bytes on disk, data intact"
+    fi
+}
+
+# Bluefile values (env:, run:) with terminal escapes: `env` and `build --dry-run` on a terminal show them
+# escaped, and piped `env` still gives the exact bytes (eval-safe).
+check_tty_escape() {
+    local t=$BASE_NAME-t out rc cmd got bad=""
+    local evil=$'\e]0;PWNED\a\e[2J'
+    define "$t" "base: $IMAGE
+backend: $BACKEND
+env:
+  EVIL: \"\\e]0;PWNED\\a\\e[2J\"
+run:
+  - \"echo \\e]0;PWNED\\a \\e[2J\"
+$ISO"
+    for cmd in env "build --dry-run"; do
+        # shellcheck disable=SC2086  # cmd is two words for build
+        out=$(script -qec "$(printf '%q ' "$BIN" $cmd "$t")" /dev/null </dev/null 2>&1)
+        rc=$?
+        if [ "$rc" != 0 ]; then
+            bad="$bad; \`$cmd\` on a terminal exited $rc: $(tr -d '\r' <<<"$out" | tail -n1 | cat -v)"
+        elif LC_ALL=C grep -aq $'\e\|\xc2\x9b' <<<"$out"; then
+            bad="$bad; \`$cmd\` wrote raw escape bytes to the terminal"
+        fi
+    done
+    # shellcheck disable=SC2016
+    got=$(sh -c 'eval "$("$0" env "$1")" && printf %s "$BLUEBOX_ENV_EVIL"' "$BIN" "$t" </dev/null 2>/dev/null)
+    [ "$got" = "$evil" ] || bad="$bad; piped \`env\` does not eval to the exact bytes ($(printf %s "$got" | cat -v))"
+    if [ -n "$bad" ]; then
+        fail tty-escape "${bad#; }"
+    else
+        pass tty-escape "env and build --dry-run show ESC sequences escaped on a terminal; piped env evals to the exact bytes"
+    fi
+}
+
+# reset, restore and destroy --data while a `bluebox run` uses /data: each must refuse,
+# naming the run, and what the run wrote must stay.
+check_data_inuse() {
+    data_box
+    local out rc run_pid cmd what _ went="" named="" mark=$BLUEBOX_HOME/data/$D/inuse-mark tok
+    tok=inuse-$(rand)
+    out=$("$BIN" snapshot "$D" iu -y 2>&1) || {
+        fail data-inuse "bluebox snapshot failed, nothing was tested: $(tail -n1 <<<"$out")"
+        return
+    }
+    # shellcheck disable=SC2016  # expanded by the guest shell
+    "$BIN" run "$D" -- sh -c 'echo "$0" >/data/inuse-mark && sync && sleep 30' "$tok" \
+        </dev/null >"$WORK/inuse.out" 2>&1 &
+    run_pid=$!
+    BG_PIDS+=("$run_pid")
+    find_container "$D" >/dev/null || setup_error "no running container for $D"
+    for _ in $(seq 300); do
+        [ "$(cat "$mark" 2>/dev/null)" = "$tok" ] && break
+        kill -0 "$run_pid" 2>/dev/null || break
+        sleep 0.2
+    done
+    if [ "$(cat "$mark" 2>/dev/null)" != "$tok" ]; then
+        kill "$run_pid" 2>/dev/null
+        wait "$run_pid" 2>/dev/null
+        fail data-inuse "the run never wrote its marker to /data, nothing was tested: $(tail -n1 "$WORK/inuse.out")"
+        return
+    fi
+    for cmd in "reset $D -y" "restore $D iu -y" "destroy $D --data -y"; do
+        # shellcheck disable=SC2086  # the words of cmd
+        out=$("$BIN" $cmd </dev/null 2>&1)
+        rc=$?
+        what=${cmd%% *}
+        [ "$what" = destroy ] && what="destroy --data"
+        if [ "$rc" = 0 ]; then
+            went="$went, $what"
+        elif ! grep -q 'run' <<<"$out"; then
+            named="$named; $what: $(tail -n1 <<<"$out")"
+        fi
+    done
+    local alive=0
+    kill -0 "$run_pid" 2>/dev/null && alive=1
+    kill "$run_pid" 2>/dev/null
+    wait "$run_pid" 2>/dev/null
+    if [ -n "$went" ]; then
+        fail data-inuse "${went#, } went through while bluebox run was using /data"
+    elif [ "$(cat "$mark" 2>/dev/null)" != "$tok" ]; then
+        fail data-inuse "the running run's file in /data was lost although every command refused"
+    elif [ -n "$named" ]; then
+        fail data-inuse "refused without naming the run:${named#;}"
+    elif [ "$alive" != 1 ]; then
+        fail data-inuse "the run ended while reset/restore/destroy were refused: $(tail -n1 "$WORK/inuse.out")"
+    else
+        pass data-inuse "reset, restore and destroy --data refuse while bluebox run uses /data, and name the run"
+    fi
+}
+want run-log && check_run_log
+want sparse && check_sparse
+want tty-escape && check_tty_escape
+want data-inuse && check_data_inuse
+
 # ---------------------------------------------------------------- host-side /data tools
 # What the guest planted in /data (symlinks to $OUTSIDE, to its secret, a write target)
 # must not make bluebox's own commands read or write outside /data.
