@@ -1045,7 +1045,7 @@ check_vmm_log() {
         skip vmm-log "uml only (bluebox-vmm's console log)"
         return
     fi
-    local c=$BASE_NAME-c out rc t0 took
+    local c=$BASE_NAME-v out rc t0 took
     define "$c" "base: $IMAGE
 backend: $BACKEND
 ram_mib: 256
