@@ -132,7 +132,7 @@ def test_escape_suite_standard_as_root(root_suite):
     for c in ("kernel", "loopback", "host-files", "symlinks", "dotdot", "ro-root", "ro-mount",
               "vmm-fs", "agent-binary", "dev-kvm", "vmm-nnp", "vmm-seccomp", "vmm-caps",
               "vmm-netns", "vmm-limits", "vmm-uid", "fork-bomb", "data-destroy", "root-disk",
-              "hosts"):
+              "hosts", "data-inuse", "tty-escape", "sparse", "run-log"):
         assert c in results and results[c][0] != "SKIP", r.stdout
     assert results["fork-bomb"][0] == "PASS", r.stdout
     assert not no_leftovers()
