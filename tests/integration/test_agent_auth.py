@@ -249,6 +249,8 @@ def test_frames_before_the_challenge_is_answered_change_nothing(agent):
     s = agent.connect()
     s.sendall(hello(agent.value(0, CHAIN_LEN - 1).hex()))  # the same again: spent
     frames = read_frames(s, timeout=10)
-    assert [t for t, _ in frames] == [b"C"], frames
+    # refused without a word: the challenge may or may not have left before the agent read
+    # the spent proof and dropped the connection
+    assert [t for t, _ in frames] in ([], [b"C"]), frames
     assert closed_silently(s)
     s.close()
