@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "agent/chain.h"
 #include "agent/msg.h"
 #include "agent/proto.h"
@@ -41,9 +42,6 @@
  * session open. */
 #define DRAIN_MS 1000
 #define CHUNK    65536
-/* Codes reported when the command never ran. */
-#define EXIT_BAD_REQUEST 125
-#define EXIT_NOSTART     127
 
 typedef enum { C_HELLO, C_WAIT_GO, C_RUNNING, C_CLOSING } conn_state;
 
@@ -185,7 +183,7 @@ static _noreturn_ void child_fail(int errpipe, const char *what, const char *arg
     int n = snprintf(buf, sizeof buf, "%s%s%s: %s", what, arg ? " " : "", arg ? arg : "",
                      strerrordesc_np(e) ? strerrordesc_np(e) : "error");
     (void)!write(errpipe, buf, n > 0 && (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-    _exit(EXIT_NOSTART);
+    _exit(ABI_EXIT_NOSTART);
 }
 
 /* The child of vfork (a process costs far more to copy in a uml guest than to start): only
@@ -270,7 +268,7 @@ static void start_command(agent *a, conn *c)
     if (open_stdio(c, theirs, &pts) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
         _cleanup_free_ char *m =
             xasprintf("cannot set up the command's stdio: %s", strerror(errno));
-        queue_exit(c, EXIT_NOSTART, false, m);
+        queue_exit(c, ABI_EXIT_NOSTART, false, m);
         return;
     }
     char **env = command_env(a->cfg, &c->req.env);
@@ -287,7 +285,7 @@ static void start_command(agent *a, conn *c)
     if (pid < 0) {
         close(ep[0]);
         _cleanup_free_ char *m = xasprintf("cannot start the command: %s", strerror(e));
-        queue_exit(c, EXIT_NOSTART, false, m);
+        queue_exit(c, ABI_EXIT_NOSTART, false, m);
         return;
     }
     c->pid = pid;
@@ -336,7 +334,7 @@ static bool on_hello(agent *a, conn *c, const frame *f)
     _cleanup_free_ char *ready = ready_encode(a->kernel, &len);
     queue(c, FRAME_READY, ready, len);
     if (r < 0)
-        queue_exit(c, EXIT_BAD_REQUEST, false, err->msg);
+        queue_exit(c, ABI_EXIT_SETUP, false, err->msg);
     else if (c->req.argv.n == 0)
         queue_exit(c, 0, false, NULL); /* a ping */
     return true;
@@ -500,9 +498,9 @@ static void maybe_finish(conn *c, long long now)
         return;
     int code = WIFSIGNALED(c->status) ? 128 + WTERMSIG(c->status) : WEXITSTATUS(c->status);
     if (c->timed_out)
-        queue_exit(c, 124, true, NULL);
+        queue_exit(c, ABI_EXIT_TIMEOUT, true, NULL);
     else if (c->start_err.len)
-        queue_exit(c, EXIT_NOSTART, false, c->start_err.s);
+        queue_exit(c, ABI_EXIT_NOSTART, false, c->start_err.s);
     else
         queue_exit(c, code, false, NULL);
 }
@@ -658,12 +656,13 @@ static int agent_listen(bb_error **err)
         return bb_fail_errno(err, errno, "agent: socket");
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in sa = {
-        .sin_family = AF_INET, .sin_port = htons(AGENT_PORT), .sin_addr.s_addr = htonl(INADDR_ANY)};
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons(ABI_AGENT_PORT),
+                             .sin_addr.s_addr = htonl(INADDR_ANY)};
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0) {
         int e = errno;
         close(fd);
-        return bb_fail_errno(err, e, "agent: cannot listen on port %d", AGENT_PORT);
+        return bb_fail_errno(err, e, "agent: cannot listen on port %d", ABI_AGENT_PORT);
     }
     return fd;
 }

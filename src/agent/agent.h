@@ -1,6 +1,6 @@
-/* The in-guest agent (DESIGN section 5): a long-lived sandbox's main process. It listens on
- * TCP 7700 and runs commands for whoever proves, from the per-VM token, a value of the hash
- * chain whose head it was given (chain.h). */
+/* The in-guest agent: a long-lived sandbox's main process. It listens on TCP ABI_AGENT_PORT
+ * and runs commands for whoever proves, from the per-VM token, a value of the hash chain
+ * whose head it was given (chain.h). */
 #pragma once
 
 #include <stdbool.h>
@@ -12,9 +12,9 @@
 
 typedef struct agent_config {
     uint8_t head[SHA256_LEN]; /* head_0 of the chain: it cannot authenticate anyone */
-    char *const *env; /* every command's base environment (the image's), NULL-terminated */
-    const char *dir;  /* working directory when the request names none */
-    bool set_ids;     /* run commands as uid/gid/groups (the guest init is root) */
+    char *const *env;         /* every command's base environment (the image's), NULL-terminated */
+    const char *dir;          /* working directory when the request names none */
+    bool set_ids;             /* run commands as uid/gid/groups (the guest init is root) */
     uid_t uid;
     gid_t gid;
     const gid_t *groups;

@@ -1,4 +1,4 @@
-/* The JSON payloads of agent frames (DESIGN section 5), with strict shapes: unknown fields
+/* The JSON payloads of agent frames (proto.h), with strict shapes: unknown fields
  * are ignored, a known field of the wrong type is refused. Both sides parse what the other
  * sent: the agent parses the host's hello, the host parses the guest's ready and exit. */
 #pragma once
@@ -7,11 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "abi.h"
 #include "util/err.h"
 #include "util/strv.h"
-
-/* The agent's TCP port in the guest. */
-#define AGENT_PORT 7700
 
 typedef struct agent_hello {
     char *proof;     /* hex: the chain value of the index the challenge named (chain.h) */

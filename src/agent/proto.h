@@ -1,4 +1,4 @@
-/* Agent frames (DESIGN section 5): one codec for the agent's TCP channel and the uml
+/* Agent frames: one codec for the agent's TCP channel and the uml
  * control line. A frame is 1 type byte, a big-endian u32 payload length, the payload
  * (at most FRAME_MAX bytes). The decoder sees bytes from a hostile guest: it never
  * allocates more than the bytes that actually arrived plus one bounded frame, never blocks,

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "core/home.h"
 #include "util/tty.h"
 #include "util/xalloc.h"
@@ -141,9 +142,11 @@ const cli_command cli_commands[] = {
      "<name> [-i] [-t] -- <cmd…>",
      "run a command in the up VM",
      "The command runs without a shell, in /data, with the image's environment; the exit\n"
-     "code comes back, and timeout_seconds applies (124). Piped stdin is forwarded; a\n"
-     "terminal's only with -i, and -i on a terminal also gives the command a pty (-t asks\n"
-     "for one anyway). Ctrl-C reaches the remote command as SIGINT.",
+     "code comes back, and timeout_seconds applies (" ABI_STR(
+         ABI_EXIT_TIMEOUT) "). Piped stdin is forwarded; a\n"
+                           "terminal's only with -i, and -i on a terminal also gives the command a "
+                           "pty (-t asks\n"
+                           "for one anyway). Ctrl-C reaches the remote command as SIGINT.",
      1,
      -1,
      {ARG_SANDBOX, ARG_NONE},

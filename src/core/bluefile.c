@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "abi.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 #include "yamldoc.h"
@@ -387,8 +388,8 @@ static int read_mount(ctx *c, size_t i, const ynode *m, bf_mount *out)
                        gw, gs);
     if (path_within(gs, "/data"))
         return fail_at(c, guest, "%s cannot be /data or inside it; /data is always shared", gw);
-    if (path_within(gs, "/.bluebox"))
-        return fail_at(c, guest, "%s: /.bluebox is reserved for bluebox itself", gw);
+    if (path_within(gs, ABI_DIR))
+        return fail_at(c, guest, "%s: " ABI_DIR " is reserved for bluebox itself", gw);
     static const char *const kernel_dirs[] = {"/proc", "/sys", "/dev"};
     for (size_t k = 0; k < ELEMENTSOF(kernel_dirs); k++)
         if (path_within(gs, kernel_dirs[k]))

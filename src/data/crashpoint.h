@@ -1,6 +1,6 @@
-/* Named crash points for the kill -9 tests. Only a test build (meson: -Dcrash_points=true,
- * or the bluebox-crashtest program) defines BB_CRASH_POINTS; in a release build the macro
- * is empty and neither the names nor the environment lookup exist in the binary. */
+/* Named crash points for the kill -9 tests. Only the bluebox-crashtest program (meson.build
+ * compiles its sources again with -DBB_CRASH_POINTS) defines BB_CRASH_POINTS; in a release build
+ * the macro is empty and neither the names nor the environment lookup exist in the binary. */
 #pragma once
 
 #ifdef BB_CRASH_POINTS

@@ -17,14 +17,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "agent/proto.h"
 #include "util/xalloc.h"
 
 #define DATA_DIR "/data"
-/* Where the launch binds the image into the container (launch.c): the guest's root shows
- * it through hostfs, and a guest user must not reach the raw file behind /data's
- * permissions. */
-#define IMAGE_PATH "/.bluebox/data.img"
+/* ABI_DATA_DISK, where the launch binds the image into the container (launch.c): the
+ * guest's root shows it through hostfs, and a guest user must not reach the raw file behind
+ * /data's permissions. */
 
 static int wait_for_go(int serial, char **ret_why)
 {
@@ -81,9 +81,9 @@ static int grow_fs(char **ret_why)
 static void hide_image(void)
 {
     struct stat st;
-    if (lstat(IMAGE_PATH, &st) < 0 || !S_ISREG(st.st_mode))
+    if (lstat(ABI_DATA_DISK, &st) < 0 || !S_ISREG(st.st_mode))
         return;
-    (void)mount("/dev/null", IMAGE_PATH, NULL, MS_BIND, NULL);
+    (void)mount("/dev/null", ABI_DATA_DISK, NULL, MS_BIND, NULL);
 }
 
 int datadisk_setup(int serial, char **ret_why)

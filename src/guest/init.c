@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "agent/agent.h"
 #include "agent/chain.h"
 #include "agent/proto.h"
@@ -47,9 +48,7 @@
 /* UML's first serial line (ssl0=fd:K on the host side). */
 #define SERIAL_DEV   "/dev/ttyS0"
 #define TMPFS_MAGIC_ 0x01021994
-/* Exit codes reported in the X frame when the command never ran. */
-#define EXIT_SETUP   125
-#define EXIT_NOSTART 127
+/* The X frame carries ABI_EXIT_SETUP or ABI_EXIT_NOSTART when the command never ran. */
 /* After the command exits, how long its stdout/stderr may still drain (background
  * processes holding the pipes would otherwise keep the sandbox up forever). */
 #define DRAIN_MS 250
@@ -63,7 +62,7 @@ static _noreturn_ void power_off(void)
     sync();
     reboot(RB_POWER_OFF);
     /* Not a guest kernel (or not PID 1): nothing to power off. */
-    _exit(EXIT_SETUP);
+    _exit(ABI_EXIT_SETUP);
 }
 
 static void send_exit(int code, const char *why)
@@ -94,7 +93,7 @@ static _noreturn_ void fail(const char *fmt, ...)
         frame_write(serial, FRAME_STDERR, line, strlen(line), NULL);
     else
         (void)!write(STDERR_FILENO, line, strlen(line)); /* the kernel console: UML's log */
-    send_exit(EXIT_SETUP, m);
+    send_exit(ABI_EXIT_SETUP, m);
     power_off();
 }
 
@@ -217,10 +216,10 @@ static void read_spec(launch_spec *spec)
     _cleanup_error_ bb_error *err = NULL;
     _cleanup_free_ char *data = NULL;
     size_t len = 0;
-    if (read_file(SPEC_PATH, SPEC_MAX, &data, &len, &err) < 0)
+    if (read_file(ABI_SPEC_PATH, SPEC_MAX, &data, &len, &err) < 0)
         fail("no launch spec (%s); bluebox-vmm writes it before the guest boots", err->msg);
     /* Read once: nothing in the guest may find it later. */
-    if (unlink(SPEC_PATH) < 0)
+    if (unlink(ABI_SPEC_PATH) < 0)
         fail("cannot remove the launch spec: %s", strerror(errno));
     int r = spec_decode(data, len, spec, &err);
     explicit_bzero(data, len); /* an up sandbox's spec carries its agent token */
@@ -309,7 +308,7 @@ static _noreturn_ void child_fail(const char *what, const char *arg)
 {
     dprintf(STDERR_FILENO, "bluebox: %s%s%s: %s\n", what, arg ? " " : "", arg ? arg : "",
             strerror(errno));
-    _exit(EXIT_NOSTART);
+    _exit(ABI_EXIT_NOSTART);
 }
 
 /* In the forked child: become the command. */
@@ -324,12 +323,12 @@ static _noreturn_ void exec_command(const launch_spec *spec, const child_io *io,
     if (io->pty >= 0) {
         int t = open(io->pts, O_RDWR); /* the first tty a session leader opens is its own */
         if (t < 0 || ioctl(t, TIOCSCTTY, 0) < 0)
-            _exit(EXIT_NOSTART);
+            _exit(ABI_EXIT_NOSTART);
         theirs[0] = theirs[1] = theirs[2] = t;
     }
     for (int i = 0; i < 3; i++)
         if (dup2(theirs[i], i) < 0)
-            _exit(EXIT_NOSTART);
+            _exit(ABI_EXIT_NOSTART);
     if (io->pty >= 0 && theirs[0] > STDERR_FILENO) /* not O_CLOEXEC: stdio only */
         close(theirs[0]);
     if (setgroups(spec->n_groups, spec->groups) < 0)

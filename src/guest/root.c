@@ -19,21 +19,20 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "runtime/uml_bundle.h"
+#include "abi.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
 /* The exec tmpfs of the container: a directory that exists in every uml container, used
  * only as a mount point. After the switch it is out of reach under the new root. */
-#define LAYER_DIR "/.bluebox/mem"
+#define LAYER_DIR ABI_MEM_DIR
 #define UPPER_DIR LAYER_DIR "/upper"
 #define WORK_DIR  LAYER_DIR "/work"
 #define NEW_ROOT  LAYER_DIR "/root"
 #define ETC_LAYER LAYER_DIR "/etc-layer"
-#define OWN_DIR   "/.bluebox"
 /* In every uml container (the exec tmpfs): a mount point for a moment, in the new root. */
-#define SCRATCH_DIR "/.bluebox/mem"
-#define OVERLAY_KO  UML_BUNDLE_MOUNT "/" UML_BUNDLE_OVERLAY
+#define SCRATCH_DIR ABI_MEM_DIR
+#define OVERLAY_KO  ABI_VMM_DIR "/" ABI_VMM_OVERLAY
 /* The RAM layer (and a read-only root's /tmp) may take up to half of the guest's memory
  * (ram_mib): tmpfs pages are the guest's own RAM, so a run that fills it gets ENOSPC and the
  * guest keeps the other half for its programs. The host never sees a byte of it. */
@@ -220,8 +219,8 @@ static int hostfs_mount(const spec_mount *m, bb_error **err)
  * read-only hostfs mount of /.bluebox, which the jail also binds read-only on the host. */
 static int mount_own(bb_error **err)
 {
-    if (mount("none", OWN_DIR, "hostfs", MS_RDONLY | MS_NOSUID | MS_NODEV, OWN_DIR) < 0)
-        return bb_fail_errno(err, errno, "cannot mount %s", OWN_DIR);
+    if (mount("none", ABI_DIR, "hostfs", MS_RDONLY | MS_NOSUID | MS_NODEV, ABI_DIR) < 0)
+        return bb_fail_errno(err, errno, "cannot mount %s", ABI_DIR);
     return 0;
 }
 

@@ -9,13 +9,6 @@
 
 #include "util/xalloc.h"
 
-static const char *const mode_names[] = {
-    [SPEC_RUN] = "run",
-    [SPEC_SHELL] = "shell",
-    [SPEC_PROBE] = "probe",
-    [SPEC_AGENT] = "agent",
-};
-
 /* Record tags. Singular ones must appear exactly once; lists any number of times. */
 enum {
     T_MODE = 'm',
@@ -32,7 +25,7 @@ enum {
     T_MOUNT = 'M',
     T_USER = 'U',
 };
-static const char singular[] = {T_MODE, T_CWD, T_HOST, T_UID,  T_GID,
+static const char singular[] = {T_MODE, T_CWD,  T_HOST, T_UID, T_GID,
                                 T_ROWS, T_COLS, T_ROOT, T_USER};
 
 /* Limits far above anything real; they only keep a damaged file from costing much. */
@@ -43,13 +36,13 @@ static const char singular[] = {T_MODE, T_CWD, T_HOST, T_UID,  T_GID,
 
 const char *spec_mode_name(spec_mode m)
 {
-    return (size_t)m < ELEMENTSOF(mode_names) ? mode_names[m] : "?";
+    return abi_mode_name((abi_mode)m);
 }
 
 int spec_mode_parse(const char *s, spec_mode *ret)
 {
-    for (size_t i = 0; i < ELEMENTSOF(mode_names); i++)
-        if (streq(s, mode_names[i])) {
+    for (int i = 0; i < ABI_MODE_COUNT; i++)
+        if (streq(s, abi_mode_name((abi_mode)i))) {
             *ret = (spec_mode)i;
             return 0;
         }

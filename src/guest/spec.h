@@ -11,20 +11,21 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "abi.h"
 #include "util/err.h"
 #include "util/strv.h"
 
-/* Where bluebox-vmm writes the spec and the guest init reads (and deletes) it: the guest
- * sees the container's root and its mounts through hostfs, so the path is the same. */
-#define SPEC_PATH  "/.bluebox/mem/spec"
+/* bluebox-vmm writes the spec to ABI_SPEC_PATH and the guest init reads (and deletes) it
+ * there: the guest sees the container's root and its mounts through hostfs, so the path is
+ * the same. */
 #define SPEC_MAX   (4u << 20)
 #define SPEC_MAGIC "bluebox-spec 2\n"
 
 typedef enum {
-    SPEC_RUN,
-    SPEC_SHELL,
-    SPEC_PROBE,
-    SPEC_AGENT,
+    SPEC_RUN = ABI_MODE_RUN,
+    SPEC_SHELL = ABI_MODE_SHELL,
+    SPEC_PROBE = ABI_MODE_PROBE,
+    SPEC_AGENT = ABI_MODE_AGENT,
 } spec_mode;
 
 /* Root flags: the container's root is read-only (Bluefile readonly: true). */

@@ -5,16 +5,19 @@
 
 #include <stdbool.h>
 
+#include "abi.h"
 #include "core/bluefile.h"
 #include "util/err.h"
 #include "util/strv.h"
 
-/* Where the static bluebox binary sits in every guest (bind-mounted read-only). */
-#define GUEST_BINARY "/.bluebox/bluebox"
-
 struct fingerprint;
 
-typedef enum { LAUNCH_RUN, LAUNCH_SHELL, LAUNCH_PROBE, LAUNCH_AGENT } launch_mode;
+typedef enum {
+    LAUNCH_RUN = ABI_MODE_RUN,
+    LAUNCH_SHELL = ABI_MODE_SHELL,
+    LAUNCH_PROBE = ABI_MODE_PROBE,
+    LAUNCH_AGENT = ABI_MODE_AGENT,
+} launch_mode;
 
 typedef struct {
     const char *root; /* BLUEBOX_HOME */

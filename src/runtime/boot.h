@@ -1,6 +1,6 @@
-/* Everything that happens before a sandbox boots, in one place for run, shell and (later)
- * up: the Bluefile, the backend and its preflight, a built image, the mount check, /data
- * ownership and the cached isolation check. */
+/* Everything that happens before a sandbox boots, in one place for run, shell, up, build
+ * and the /data disk jobs: the Bluefile, the backend and its preflight, a built image, the
+ * mount check, /data ownership and the cached isolation check. */
 #pragma once
 
 #include <stdbool.h>

@@ -7,11 +7,11 @@
  * snapshot, restore and data export|import go through the guest (diskjob.h). */
 #pragma once
 
+#include "abi.h"
 #include "core/bluefile.h"
 #include "util/err.h"
 
-/* The container path the launch binds the image to (the VMM reads it from its env). */
-#define DATADISK_CONTAINER_PATH "/.bluebox/data.img"
+/* The launch binds the image to ABI_DATA_DISK (the VMM reads the path from its env). */
 
 /* Before a boot, under the sandbox's lock. Returns 1 when /data is the disk image (created
  * now when new, empty, and handed to the sandbox's root), 0 when /data is the directory

@@ -108,7 +108,7 @@ int diskjob_run(const char *root, const char *name, char *const *args, int in_fd
     if (boot_prepare(root, name, BOOT_CACHED, NULL, &b, err) < 0)
         return -1;
     _cleanup_strv_ strv cmd = {0};
-    strv_add(&cmd, GUEST_BINARY);
+    strv_add(&cmd, ABI_GUEST_BINARY);
     strv_add(&cmd, "__data");
     for (char *const *a = args; *a; a++)
         strv_add(&cmd, *a);

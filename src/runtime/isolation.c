@@ -21,7 +21,7 @@
  * only for this comparison and never runs a workload. */
 static int plain_flags(const launch *l, strv *argv, bb_error **err)
 {
-    strv_add(argv, "--entrypoint=" GUEST_BINARY);
+    strv_add(argv, "--entrypoint=" ABI_GUEST_BINARY);
     return 0;
 }
 

@@ -1,4 +1,4 @@
-/* The isolation check (DESIGN section 3): boot the image through its backend and as a plain
+/* The isolation check: boot the image through its backend and as a plain
  * container, run the probe in both, and refuse when the kernels are the same. The result is
  * cached in verify.json against the runtime fingerprint. */
 #pragma once

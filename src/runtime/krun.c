@@ -61,7 +61,7 @@ static int krun_flags(const launch *l, strv *argv, bb_error **err)
     if (l->bf->passt)
         strv_add(argv, "--annotation=krun.use_passt=1");
     if (l->mode == LAUNCH_PROBE || l->mode == LAUNCH_AGENT)
-        strv_add(argv, "--entrypoint=" GUEST_BINARY);
+        strv_add(argv, "--entrypoint=" ABI_GUEST_BINARY);
     return 0;
 }
 

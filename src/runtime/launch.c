@@ -1,5 +1,5 @@
-/* The one podman argv builder. The confinement of the VMM (DESIGN section 4) is written
- * here once: every launch — run, shell, probe, up — gets it from this function. */
+/* The one podman argv builder. The confinement of the VMM (SECURITY.md, "Two layers") is
+ * written here once: every launch — run, shell, probe, up — gets it from this function. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -85,7 +85,7 @@ char *up_container_name(const char *root, const char *name)
 static void agent_flags(strv *a)
 {
     add(a, "-d");
-    add(a, "--publish=127.0.0.1::7700");
+    add(a, "--publish=127.0.0.1::" ABI_AGENT_PORT_STR);
     add(a, "--env=BLUEBOX_AGENT_HEAD");
     add(a, "--log-driver=k8s-file");
     add(a, "--log-opt=max-size=1mb");
@@ -120,8 +120,8 @@ static int data_flags(const backend *b, const launch *l, strv *a, bb_error **err
                        b->name);
     _cleanup_free_ char *disk = home_path_of(l->root, HP_DISK, l->name);
     add(a, "-v");
-    addf(a, "%s:" DATADISK_CONTAINER_PATH ":rw", disk);
-    add(a, "--env=BLUEBOX_DATA_DISK=" DATADISK_CONTAINER_PATH);
+    addf(a, "%s:" ABI_DATA_DISK ":rw", disk);
+    add(a, "--env=BLUEBOX_DATA_DISK=" ABI_DATA_DISK);
     add(a, "--tmpfs=/data:rw,nosuid,nodev,noexec,size=16k,mode=0755");
     return 0;
 }
@@ -156,7 +156,7 @@ int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
         if (!l->self)
             return bb_fail(err, EINVAL, "no bluebox binary to put in the guest");
         add(&a, "-v");
-        addf(&a, "%s:" GUEST_BINARY ":ro", l->self);
+        addf(&a, "%s:" ABI_GUEST_BINARY ":ro", l->self);
     }
     if (bf->readonly)
         add(&a, "--read-only");

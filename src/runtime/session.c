@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "core/runlog.h"
 #include "util/spawn.h"
 
@@ -191,7 +192,7 @@ int session_run(const session *s, session_result *ret, bb_error **err)
     sigaction(SIGPIPE, &old_pipe, NULL);
     ret->seconds = now() - start;
     if (ret->timed_out)
-        ret->code = 124;
+        ret->code = ABI_EXIT_TIMEOUT;
     else if (ret->signal)
         ret->code = 128 + ret->signal;
     else

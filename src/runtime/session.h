@@ -15,7 +15,7 @@ typedef struct {
 } session;
 
 typedef struct {
-    int code;       /* exit code of podman run (the workload's), or 124 / 128+n */
+    int code;       /* exit code of podman run (the workload's), or ABI_EXIT_TIMEOUT / 128+n */
     bool timed_out; /* killed by the timeout */
     int signal;     /* the signal that stopped us, 0 when none */
     double seconds; /* wall time */

@@ -15,9 +15,6 @@
 #include "util/spawn.h"
 #include "util/xalloc.h"
 
-#define UML_VMM_DIR UML_BUNDLE_MOUNT
-#define UML_MEM_DIR "/.bluebox/mem"
-
 static int uml_preflight(const launch *l, bb_error **err)
 {
     if (preflight_podman(err) < 0)
@@ -83,24 +80,23 @@ static int uml_flags(const launch *l, strv *argv, bb_error **err)
     if (l->bf->readonly)
         strv_add(argv, "--read-only-tmpfs=false");
     /* UML maps its memory from a file in TMPDIR, which must allow exec. */
-    strv_push(argv, xasprintf("--tmpfs=" UML_MEM_DIR ":rw,exec,nosuid,nodev,size=%dm",
+    strv_push(argv, xasprintf("--tmpfs=" ABI_MEM_DIR ":rw,exec,nosuid,nodev,size=%dm",
                               l->bf->ram_mib + 64));
     strv_add(argv, "-v");
-    strv_push(argv, xasprintf("%s:" UML_VMM_DIR ":ro", bundle));
+    strv_push(argv, xasprintf("%s:" ABI_VMM_DIR ":ro", bundle));
     strv_push(argv, xasprintf("--env=BLUEBOX_RAM_MIB=%d", l->bf->ram_mib));
-    static const char *const modes[] = {"run", "shell", "probe", "agent"};
-    strv_push(argv, xasprintf("--env=BLUEBOX_MODE=%s", modes[l->mode]));
+    strv_push(argv, xasprintf("--env=BLUEBOX_MODE=%s", abi_mode_name((abi_mode)l->mode)));
     strv_push(argv, xasprintf("--env=BLUEBOX_NETWORK=%s", bf_network_name(l->bf->network)));
     if (l->mode == LAUNCH_AGENT) /* slirp forwards the published port to the guest's agent */
-        strv_add(argv, "--env=BLUEBOX_FORWARD=7700");
-    strv_add(argv, "--entrypoint=" UML_VMM_DIR "/bluebox-vmm");
+        strv_add(argv, "--env=BLUEBOX_FORWARD=" ABI_AGENT_PORT_STR);
+    strv_add(argv, "--entrypoint=" ABI_VMM_DIR "/bluebox-vmm");
     return user_flags(l, argv, err);
 }
 
 static int uml_entry(const launch *l, strv *argv, bb_error **err)
 {
     if (l->mode == LAUNCH_PROBE || l->mode == LAUNCH_AGENT)
-        strv_add(argv, GUEST_BINARY);
+        strv_add(argv, ABI_GUEST_BINARY);
     return 0;
 }
 

@@ -40,8 +40,8 @@ static const char *const lib_dirs[] = {
 };
 
 /* Names the bundle uses for its own files; a library called so would overwrite one. */
-static const char *const reserved[] = {"linux.uml", "ld.so", "bluebox-vmm", UML_BUNDLE_OVERLAY,
-                                       UML_BUNDLE_XSTATE};
+static const char *const reserved[] = {ABI_VMM_KERNEL, "ld.so", "bluebox-vmm", ABI_VMM_OVERLAY,
+                                       ABI_VMM_XSTATE};
 
 /* Debian's user-mode-linux keeps the kernel's modules in <dir>/<release>/; overlay (the
  * guest's RAM layer over the image) has no dependencies. */
@@ -290,7 +290,7 @@ static uint64_t plan_hash(const plan *p)
 {
     uint64_t h = 0xcbf29ce484222325ull;
     fnv(&h, BUNDLE_FORMAT, sizeof BUNDLE_FORMAT);
-    fnv(&h, UML_BUNDLE_LOADER, sizeof UML_BUNDLE_LOADER);
+    fnv(&h, ABI_VMM_LOADER, sizeof ABI_VMM_LOADER);
     for (size_t i = 0; i < p->n; i++) {
         const input *in = &p->v[i];
         fnv(&h, in->name, strlen(in->name) + 1);
@@ -319,8 +319,9 @@ bool uml_needs_xstate_shim(void)
 static int add_xstate(plan *p, const char *vmm_path, bb_error **err)
 {
     const char *slash = strrchr(vmm_path, '/');
-    _cleanup_free_ char *dir = slash ? xstrndup(vmm_path, (size_t)(slash - vmm_path)) : xstrdup(".");
-    _cleanup_free_ char *path = path_join(*dir ? dir : "/", UML_BUNDLE_XSTATE);
+    _cleanup_free_ char *dir =
+        slash ? xstrndup(vmm_path, (size_t)(slash - vmm_path)) : xstrdup(".");
+    _cleanup_free_ char *path = path_join(*dir ? dir : "/", ABI_VMM_XSTATE);
     _cleanup_elf_info_ elf_info e = {0};
     struct stat st;
     if (access(path, F_OK) < 0) {
@@ -333,7 +334,7 @@ static int add_xstate(plan *p, const char *vmm_path, bb_error **err)
     }
     if (inspect_input(path, "the XSAVE shim", &e, &st, err) < 0)
         return -1;
-    add_input(p, UML_BUNDLE_XSTATE, path, &st, 0644, false);
+    add_input(p, ABI_VMM_XSTATE, path, &st, 0644, false);
     return 0;
 }
 
@@ -352,11 +353,11 @@ static int plan_make(const char *vmm_path, plan *p, bb_error **err)
                        "%s has no program interpreter; the uml backend expects "
                        "Debian's dynamically linked linux.uml",
                        kernel);
-    if (strlen(UML_BUNDLE_LOADER) + 1 > ke.interp_size)
+    if (strlen(ABI_VMM_LOADER) + 1 > ke.interp_size)
         return bb_fail(err, ENAMETOOLONG,
                        "%s: its program interpreter field (%s) is too short for %s", kernel,
-                       ke.interp, UML_BUNDLE_LOADER);
-    add_input(p, "linux.uml", kernel, &st, 0755, true);
+                       ke.interp, ABI_VMM_LOADER);
+    add_input(p, ABI_VMM_KERNEL, kernel, &st, 0755, true);
 
     if (inspect_input(ke.interp, "the dynamic loader", &le, &st, err) < 0)
         return bb_prefix(err, "uml backend");
@@ -368,12 +369,12 @@ static int plan_make(const char *vmm_path, plan *p, bb_error **err)
                        "set BLUEBOX_VMM to its path");
     if (inspect_input(vmm_path, "bluebox-vmm", &ve, &st, err) < 0)
         return bb_prefix(err, "uml backend");
-    if (!ve.interp || !streq(ve.interp, UML_BUNDLE_LOADER))
+    if (!ve.interp || !streq(ve.interp, ABI_VMM_LOADER))
         return bb_fail(err, ENOEXEC,
                        "%s uses the program interpreter %s, not %s: bluebox-vmm must be linked "
                        "with -Wl,--dynamic-linker=%s -Wl,-rpath,%s",
-                       vmm_path, ve.interp ? ve.interp : "(none, static)", UML_BUNDLE_LOADER,
-                       UML_BUNDLE_LOADER, UML_BUNDLE_MOUNT);
+                       vmm_path, ve.interp ? ve.interp : "(none, static)", ABI_VMM_LOADER,
+                       ABI_VMM_LOADER, ABI_VMM_DIR);
     add_input(p, "bluebox-vmm", vmm_path, &st, 0755, false);
     if (add_xstate(p, vmm_path, err) < 0)
         return bb_prefix(err, "uml backend");
@@ -382,7 +383,7 @@ static int plan_make(const char *vmm_path, plan *p, bb_error **err)
     if (overlay) {
         if (stat(overlay, &st) < 0)
             return bb_fail_errno(err, errno, "cannot stat %s", overlay);
-        add_input(p, UML_BUNDLE_OVERLAY, overlay, &st, 0644, false);
+        add_input(p, ABI_VMM_OVERLAY, overlay, &st, 0644, false);
     }
 
     _cleanup_strv_ strv queue = {0};
@@ -462,12 +463,12 @@ static int install_one(int dirfd, const input *in, bb_error **err)
     if (copy_fd(src, dst, in->src, err) < 0)
         return -1;
     if (in->set_interp) {
-        if (elf_set_interp_fd(dst, in->name, UML_BUNDLE_LOADER, err) < 0)
+        if (elf_set_interp_fd(dst, in->name, ABI_VMM_LOADER, err) < 0)
             return -1;
         _cleanup_elf_info_ elf_info e = {0};
         if (elf_inspect_fd(dst, in->name, &e, err) < 0)
             return -1;
-        if (!e.interp || !streq(e.interp, UML_BUNDLE_LOADER))
+        if (!e.interp || !streq(e.interp, ABI_VMM_LOADER))
             return bb_fail(err, EIO, "rewriting the program interpreter of %s did not stick",
                            in->src);
     }
@@ -489,7 +490,7 @@ static int build(const plan *p, const char *parent, const char *dir, bb_error **
 {
     const char *overlay = NULL;
     for (size_t i = 0; i < p->n; i++)
-        if (streq(p->v[i].name, UML_BUNDLE_OVERLAY))
+        if (streq(p->v[i].name, ABI_VMM_OVERLAY))
             overlay = p->v[i].src;
     if (check_overlay(p->v[0].src, overlay, err) < 0)
         return bb_prefix(err, "cannot build the VMM bundle");

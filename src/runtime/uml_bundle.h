@@ -1,8 +1,8 @@
-/* The uml backend's VMM bundle (DESIGN section 2): `<home>/vmm/uml-<hash>/` holding
- * linux.uml with its PT_INTERP rewritten to /.bluebox/vmm/ld.so, the host's loader as ld.so,
+/* The uml backend's VMM bundle: `<home>/vmm/uml-<hash>/` holding
+ * linux.uml with its PT_INTERP rewritten to ABI_VMM_LOADER, the host's loader as ld.so,
  * the shared libraries linux.uml and bluebox-vmm need (under their DT_NEEDED names),
  * bluebox-vmm, xstate.so (preloaded into linux.uml, see src/vmm/xstate.c) and the kernel's
- * overlay.ko (for the guest's RAM layer). Bind-mounted read-only at /.bluebox/vmm. Inside
+ * overlay.ko (for the guest's RAM layer). Bind-mounted read-only at ABI_VMM_DIR. Inside
  * the container:
  *   - bluebox-vmm finds its libraries through its own rpath; it must be linked with
  *     -Wl,--dynamic-linker=/.bluebox/vmm/ld.so -Wl,-rpath,/.bluebox/vmm (and
@@ -14,20 +14,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "abi.h"
 #include "util/err.h"
 
-#define UML_BUNDLE_MOUNT  "/.bluebox/vmm"
-#define UML_BUNDLE_LOADER "/.bluebox/vmm/ld.so"
-/* Preloaded into linux.uml when present (src/vmm/xstate.c). */
-#define UML_BUNDLE_XSTATE "bluebox-xstate.so"
 /* sizeof(struct _xstate), where Debian 12's UML 6.1 saves a guest thread's FPU state. */
 #define UML_XSTATE_BYTES 832u
 
 /* Whether this CPU's XSAVE area is larger than UML_XSTATE_BYTES: the bundle then must hold
- * UML_BUNDLE_XSTATE, or every guest process dies. */
+ * ABI_VMM_XSTATE, or every guest process dies. */
 bool uml_needs_xstate_shim(void);
-/* The kernel's overlay module, loaded by the guest init for the RAM layer over the image. */
-#define UML_BUNDLE_OVERLAY "overlay.ko"
 
 /* Make (or find) the bundle for the current inputs under `<home_root>/vmm/` and return its
  * path. Cheap when it exists already: stats and ELF headers only. */

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "agent/agent.h"
 #include "agent/chain.h"
 #include "agent/client.h"
@@ -74,7 +75,7 @@ static int start_vm(char *const *argv, const char *token, bb_error **err)
 /* "127.0.0.1:<port>" that podman published for the agent. */
 static int published_addr(const char *container, char **ret, bb_error **err)
 {
-    char *argv[] = {"podman", "port", (char *)container, "7700/tcp", NULL};
+    char *argv[] = {"podman", "port", (char *)container, ABI_AGENT_PORT_STR "/tcp", NULL};
     _cleanup_free_ char *out = NULL, *errout = NULL;
     int rc = spawn_capture(argv, &out, &errout, err);
     if (rc < 0)

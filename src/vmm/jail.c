@@ -21,20 +21,18 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "util/macro.h"
 #include "util/strv.h"
 #include "util/xalloc.h"
 
 /* Where the new root is assembled: on the exec tmpfs, the one place we may create a dir
  * (the container's root can be read-only). After the pivot it is an empty directory. */
-#define JAIL_DIR "/.bluebox/mem/root"
-/* The exec tmpfs: UML's memory file, pid file and log. Ours, never the guest's. */
-#define MEM_DIR "/.bluebox/mem"
-/* Everything under here is bluebox's (the VMM bundle, the guest init, the exec tmpfs). */
-#define OWN_DIR "/.bluebox"
-/* data_limit: the /data disk image, which UML opens read-write as a block device (ubd) and
- * never as a guest mount (DATADISK_CONTAINER_PATH of src/runtime/datadisk.h). */
-#define DATA_DISK "/.bluebox/data.img"
+#define JAIL_DIR ABI_MEM_DIR "/root"
+/* ABI_MEM_DIR, the exec tmpfs: UML's memory file, pid file and log. Ours, never the guest's.
+ * Everything under ABI_DIR is bluebox's (the VMM bundle, the guest init, the exec tmpfs).
+ * data_limit: ABI_DATA_DISK, the /data disk image, which UML opens read-write as a block
+ * device (ubd) and never as a guest mount. */
 
 /* Never part of the guest's view: the kernel's API filesystems of the container. */
 static const char *const hidden[] = {"/proc", "/sys", "/dev"};
@@ -122,7 +120,7 @@ static bool is_podman_file(const char *mp)
 
 bool jail_guest_mount(const char *mp)
 {
-    if (streq(mp, "/") || is_hidden(mp) || path_within(mp, OWN_DIR) || is_podman_file(mp))
+    if (streq(mp, "/") || is_hidden(mp) || path_within(mp, ABI_DIR) || is_podman_file(mp))
         return false;
     struct stat st;
     return stat(mp, &st) == 0 && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode));
@@ -173,7 +171,7 @@ static unsigned long jail_flags(const char *mp, unsigned long flags)
     (void)mp;
     return flags;
 #else
-    if (jail_guest_mount(mp) || streq(mp, MEM_DIR) || streq(mp, DATA_DISK))
+    if (jail_guest_mount(mp) || streq(mp, ABI_MEM_DIR) || streq(mp, ABI_DATA_DISK))
         return flags;
     return flags | MS_RDONLY;
 #endif

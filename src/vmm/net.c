@@ -18,14 +18,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "util/xalloc.h"
 
-#define MEM_DIR "/.bluebox/mem"
 /* We listen here; UML binds its own end at UML_SOCK and connects when the guest brings the
  * interface up. Both on the exec tmpfs, which only this container sees. */
-#define NET_SOCK     MEM_DIR "/net.sock"
-#define UML_SOCK     MEM_DIR "/net-uml.sock"
-#define EXIT_VMM     125
+#define NET_SOCK     ABI_MEM_DIR "/net.sock"
+#define UML_SOCK     ABI_MEM_DIR "/net-uml.sock"
 #define MAX_FORWARDS 16
 /* Frames are at most MTU + ethernet header; leave room for anything larger UML might send. */
 #define FRAME_MAX 65536
@@ -56,7 +55,7 @@ static _noreturn_ void net_die(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
-    exit(EXIT_VMM);
+    exit(ABI_EXIT_SETUP);
 }
 
 size_t pollvec_add(pollvec *pv, int fd, short events)

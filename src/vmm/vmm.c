@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "agent/proto.h"
 #include "guest/spec.h"
 #include "util/xalloc.h"
@@ -32,15 +33,8 @@
 #include "vmm/jail.h"
 #include "vmm/net.h"
 
-#define VMM_DIR_DEFAULT "/.bluebox/vmm"
-#define GUEST_INIT      "/.bluebox/bluebox"
-#define MEM_DIR         "/.bluebox/mem"
-#define UML_LOG         MEM_DIR "/uml.log"
-#define SERIAL_FD       3
-/* UML_BUNDLE_XSTATE of src/runtime/uml_bundle.h */
-#define XSTATE_SHIM     "bluebox-xstate.so"
-/* The sandbox itself failed (not the workload): podman's own code for "could not run". */
-#define EXIT_VMM 125
+#define UML_LOG   ABI_MEM_DIR "/uml.log"
+#define SERIAL_FD 3
 /* Stop reading our stdin while this much is still waiting to go to the guest. */
 #define OUT_HIGH (1u << 20)
 /* After the exit frame, how long the guest gets to power off before we kill it. */
@@ -77,7 +71,7 @@ static void die(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
-    exit(EXIT_VMM);
+    exit(ABI_EXIT_SETUP);
 }
 
 static bool is_control_var(const char *kv)
@@ -88,7 +82,7 @@ static bool is_control_var(const char *kv)
             return true;
     }
     /* podman sets TMPDIR for UML's memory file; the workload never asked for it. */
-    return streq(kv, "TMPDIR=" MEM_DIR);
+    return streq(kv, "TMPDIR=" ABI_MEM_DIR);
 }
 
 static unsigned ram_mib(void)
@@ -179,10 +173,10 @@ static void write_spec(const launch_spec *s)
     if (len > SPEC_MAX)
         die("the command line and environment are too large (%zu bytes)", len);
     _cleanup_close_ int fd =
-        open(SPEC_PATH, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        open(ABI_SPEC_PATH, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
-        die("cannot create the launch spec %s: %s (is the tmpfs %s mounted?)", SPEC_PATH,
-            strerror(errno), MEM_DIR);
+        die("cannot create the launch spec %s: %s (is the tmpfs %s mounted?)", ABI_SPEC_PATH,
+            strerror(errno), ABI_MEM_DIR);
     for (size_t off = 0; off < len;) {
         ssize_t w = write(fd, data + off, len - off);
         if (w < 0 && errno == EINTR)
@@ -197,7 +191,7 @@ static char *vmm_dir(void)
 {
     char *self = realpath("/proc/self/exe", NULL);
     if (!self)
-        return xstrdup(VMM_DIR_DEFAULT);
+        return xstrdup(ABI_VMM_DIR);
     char *slash = strrchr(self, '/');
     if (slash && slash != self)
         *slash = '\0';
@@ -207,15 +201,15 @@ static char *vmm_dir(void)
 static void kernel_argv(strv *a, const char *dir, unsigned mib, const vmm_net *net,
                         const disk_limit *disk)
 {
-    strv_push(a, xasprintf("%s/linux.uml", dir));
+    strv_push(a, xasprintf("%s/" ABI_VMM_KERNEL, dir));
     strv_push(a, xasprintf("mem=%uM", mib));
     strv_add(a, "root=/dev/root");
     strv_add(a, "rootfstype=hostfs");
     strv_add(a, "rootflags=/");
     strv_add(a, "rw");
-    strv_add(a, "init=" GUEST_INIT);
+    strv_add(a, "init=" ABI_GUEST_BINARY);
     /* UML keeps its pid file and management socket under ~/.uml by default. */
-    strv_add(a, "uml_dir=" MEM_DIR "/");
+    strv_add(a, "uml_dir=" ABI_MEM_DIR "/");
     for (size_t i = 0; i < ELEMENTSOF(kernel_trims); i++)
         strv_add(a, kernel_trims[i]);
     strv_add(a, "con=null");
@@ -283,9 +277,9 @@ static pid_t start_uml(char **argv, const char *dir, int serial, int log_fd, con
     int log =
         log_fd >= 0 ? fcntl(log_fd, F_DUPFD_CLOEXEC, 0) : open("/dev/null", O_WRONLY | O_CLOEXEC);
     _cleanup_free_ char *ld = xasprintf("LD_LIBRARY_PATH=%s", dir);
-    _cleanup_free_ char *tmp = xasprintf("TMPDIR=%s", MEM_DIR);
+    _cleanup_free_ char *tmp = xasprintf("TMPDIR=%s", ABI_MEM_DIR);
     /* Saves guest FPU state that Debian's UML cannot hold on AVX-512/AMX hosts (xstate.c). */
-    _cleanup_free_ char *shim = xasprintf("%s/" XSTATE_SHIM, dir);
+    _cleanup_free_ char *shim = xasprintf("%s/" ABI_VMM_XSTATE, dir);
     _cleanup_free_ char *preload = xasprintf("LD_PRELOAD=%s", shim);
     char *envp[] = {ld, tmp, access(shim, R_OK) == 0 ? preload : NULL, NULL};
     /* Opened here: the kernel's view of the container has no /dev. */
@@ -299,18 +293,18 @@ static pid_t start_uml(char **argv, const char *dir, int serial, int log_fd, con
         if (jail_enter(&what) < 0) {
             dprintf(2, "bluebox-vmm: cannot give the kernel its view of the container (%s): %s\n",
                     what, strerror(errno));
-            _exit(EXIT_VMM);
+            _exit(ABI_EXIT_SETUP);
         }
         if (null < 0 || log < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0 ||
             dup2(serial, SERIAL_FD) < 0)
-            _exit(EXIT_VMM);
+            _exit(ABI_EXIT_SETUP);
         for (size_t i = 0; i < ELEMENTSOF(relayed_signals); i++)
             signal(relayed_signals[i], SIG_DFL);
         signal(SIGPIPE, SIG_DFL);
         sigprocmask(SIG_SETMASK, mask, NULL);
         execve(argv[0], argv, envp);
         dprintf(2, "bluebox-vmm: cannot start %s: %s\n", argv[0], strerror(errno));
-        _exit(EXIT_VMM);
+        _exit(ABI_EXIT_SETUP);
     }
     setpgid(pid, pid); /* also here: no race with a kill before the child ran */
     const char *what = "";
@@ -370,7 +364,7 @@ static int exit_code_of(const frame *f)
     int c =
         json_is_integer(code) && json_integer_value(code) >= 0 && json_integer_value(code) <= 255
             ? (int)json_integer_value(code)
-            : EXIT_VMM;
+            : ABI_EXIT_SETUP;
     json_decref(o);
     return c;
 }
@@ -583,7 +577,7 @@ static int finish(relay *r)
                 "(exit status %d); its last messages follow\n",
                 WEXITSTATUS(r->uml_status));
     show_log_tail(r->log_fd);
-    return EXIT_VMM;
+    return ABI_EXIT_SETUP;
 }
 
 static int relay_loop(relay *r)

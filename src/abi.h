@@ -1,0 +1,54 @@
+/* The host/guest ABI: what bluebox on the host, bluebox-vmm in the container and the guest
+ * init (the same static bluebox, PID 1 of the uml guest) must agree on. Each value is spelled
+ * here once. bluebox-vmm is built from its own sources without the core library, so this
+ * header holds only macros, enums and a static inline: nothing that needs linking. */
+#pragma once
+
+#define ABI_STR_(x) #x
+#define ABI_STR(x)  ABI_STR_(x)
+
+/* Paths inside the container (and, through hostfs, in the uml guest's first view of it). */
+#define ABI_DIR          "/.bluebox"          /* bluebox's own; reserved in Bluefiles */
+#define ABI_GUEST_BINARY ABI_DIR "/bluebox"   /* the static bluebox: guest init, agent */
+#define ABI_VMM_DIR      ABI_DIR "/vmm"       /* the uml VMM bundle, read-only */
+#define ABI_VMM_LOADER   ABI_VMM_DIR "/ld.so" /* PT_INTERP of the bundle's binaries */
+#define ABI_MEM_DIR      ABI_DIR "/mem"       /* exec tmpfs: UML's memory, the spec */
+#define ABI_SPEC_PATH    ABI_MEM_DIR "/spec"  /* the launch spec (guest/spec.h) */
+#define ABI_DATA_DISK    ABI_DIR "/data.img"  /* /data's disk image, when it has one */
+/* Files of the VMM bundle (in ABI_VMM_DIR) that bluebox-vmm or the guest init open by name. */
+#define ABI_VMM_KERNEL  "linux.uml"         /* the UML kernel, started by bluebox-vmm */
+#define ABI_VMM_XSTATE  "bluebox-xstate.so" /* preloaded into it when present (vmm/xstate.c) */
+#define ABI_VMM_OVERLAY "overlay.ko"        /* loaded by the guest init for its RAM layer */
+
+/* The agent's TCP port in the guest (published on the host's 127.0.0.1 only). */
+#define ABI_AGENT_PORT     7700
+#define ABI_AGENT_PORT_STR ABI_STR(ABI_AGENT_PORT)
+
+/* Exit codes of our own, beside the workload's (timeout(1) and env(1) conventions): the
+ * timeout ran out; the sandbox could not be set up or the request was bad (podman's own code
+ * for "could not run"); the command could not be started. */
+#define ABI_EXIT_TIMEOUT 124
+#define ABI_EXIT_SETUP   125
+#define ABI_EXIT_NOSTART 127
+
+/* The launch modes; bluebox hands the name to bluebox-vmm (BLUEBOX_MODE), which writes it
+ * into the launch spec for the guest init. */
+typedef enum {
+    ABI_MODE_RUN,
+    ABI_MODE_SHELL,
+    ABI_MODE_PROBE,
+    ABI_MODE_AGENT,
+    ABI_MODE_COUNT,
+} abi_mode;
+
+/* The mode's name, or "?" when out of range. */
+static inline const char *abi_mode_name(abi_mode m)
+{
+    static const char *const names[ABI_MODE_COUNT] = {
+        [ABI_MODE_RUN] = "run",
+        [ABI_MODE_SHELL] = "shell",
+        [ABI_MODE_PROBE] = "probe",
+        [ABI_MODE_AGENT] = "agent",
+    };
+    return (unsigned)m < ABI_MODE_COUNT ? names[m] : "?";
+}
