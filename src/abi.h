@@ -20,6 +20,17 @@
 #define ABI_VMM_XSTATE  "bluebox-xstate.so" /* preloaded into it when present (vmm/xstate.c) */
 #define ABI_VMM_OVERLAY "overlay.ko"        /* loaded by the guest init for its RAM layer */
 
+/* What bluebox sets in the container's environment for bluebox-vmm (which takes its own
+ * variables out of the workload's environment), and the agent's chain head, which reaches
+ * the guest init through the launch spec and is taken out there. */
+#define ABI_ENV_MODE       "BLUEBOX_MODE"       /* abi_mode_name() */
+#define ABI_ENV_RAM_MIB    "BLUEBOX_RAM_MIB"    /* the guest's memory */
+#define ABI_ENV_NETWORK    "BLUEBOX_NETWORK"    /* none or bridge */
+#define ABI_ENV_FORWARD    "BLUEBOX_FORWARD"    /* guest ports the host may reach */
+#define ABI_ENV_USER       "BLUEBOX_USER"       /* the image's USER, resolved by the guest */
+#define ABI_ENV_DATA_DISK  "BLUEBOX_DATA_DISK"  /* ABI_DATA_DISK, when /data has a disk */
+#define ABI_ENV_AGENT_HEAD "BLUEBOX_AGENT_HEAD" /* up: the hash chain's head (agent/chain.h) */
+
 /* The agent's TCP port in the guest (published on the host's 127.0.0.1 only). */
 #define ABI_AGENT_PORT     7700
 #define ABI_AGENT_PORT_STR ABI_STR(ABI_AGENT_PORT)

@@ -741,10 +741,10 @@ int agent_serve(const agent_config *cfg, bb_error **err)
 int agent_main(int argc, char **argv)
 {
     (void)argc, (void)argv;
-    _cleanup_free_ char *hex = env_take_secret(AGENT_HEAD_VAR);
+    _cleanup_free_ char *hex = env_take_secret(ABI_ENV_AGENT_HEAD);
     agent_config cfg = {0};
     if (hex_decode(hex, cfg.head, sizeof cfg.head) < 0) {
-        fprintf(stderr, "bluebox __agent: no %s (it is set by bluebox up)\n", AGENT_HEAD_VAR);
+        fprintf(stderr, "bluebox __agent: no %s (it is set by bluebox up)\n", ABI_ENV_AGENT_HEAD);
         return 2;
     }
     extern char **environ;

@@ -15,10 +15,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "abi.h"
 #include "util/sha256.h"
 
-/* `bluebox up` hands the guest head_0, as hex, in this variable (podman --env, no value). */
-#define AGENT_HEAD_VAR     "BLUEBOX_AGENT_HEAD"
+/* `bluebox up` hands the guest head_0, as hex, in ABI_ENV_AGENT_HEAD (podman --env, no
+ * value). */
+
 #define CHAIN_LEN          1024u
 #define CHAIN_ROTATE_BELOW (CHAIN_LEN / 2)
 /* At most this many indices are out at once (the agent has at most AGENT_MAX_UNAUTH

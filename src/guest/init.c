@@ -230,12 +230,12 @@ static void read_spec(launch_spec *spec)
 /* Take the agent's chain head out of the spec's environment, so no command inherits it. */
 static char *take_token(launch_spec *spec)
 {
-    const size_t n = strlen(AGENT_HEAD_VAR "=");
+    const size_t n = strlen(ABI_ENV_AGENT_HEAD "=");
     char *token = NULL;
     size_t j = 0;
     for (size_t i = 0; i < spec->env.n; i++) {
         char *e = spec->env.v[i];
-        if (strncmp(e, AGENT_HEAD_VAR "=", n) != 0) {
+        if (strncmp(e, ABI_ENV_AGENT_HEAD "=", n) != 0) {
             spec->env.v[j++] = e;
             continue;
         }

@@ -86,7 +86,7 @@ static void agent_flags(strv *a)
 {
     add(a, "-d");
     add(a, "--publish=127.0.0.1::" ABI_AGENT_PORT_STR);
-    add(a, "--env=BLUEBOX_AGENT_HEAD");
+    add(a, "--env=" ABI_ENV_AGENT_HEAD);
     add(a, "--log-driver=k8s-file");
     add(a, "--log-opt=max-size=1mb");
 }
@@ -121,7 +121,7 @@ static int data_flags(const backend *b, const launch *l, strv *a, bb_error **err
     _cleanup_free_ char *disk = home_path_of(l->root, HP_DISK, l->name);
     add(a, "-v");
     addf(a, "%s:" ABI_DATA_DISK ":rw", disk);
-    add(a, "--env=BLUEBOX_DATA_DISK=" ABI_DATA_DISK);
+    add(a, "--env=" ABI_ENV_DATA_DISK "=" ABI_DATA_DISK);
     add(a, "--tmpfs=/data:rw,nosuid,nodev,noexec,size=16k,mode=0755");
     return 0;
 }

@@ -49,7 +49,7 @@ static int user_flags(const launch *l, strv *argv, bb_error **err)
         return -1;
     strv_add(argv, "--user=0:0");
     if (*user)
-        strv_push(argv, xasprintf("--env=BLUEBOX_USER=%s", user));
+        strv_push(argv, xasprintf("--env=" ABI_ENV_USER "=%s", user));
     return 0;
 }
 
@@ -84,11 +84,11 @@ static int uml_flags(const launch *l, strv *argv, bb_error **err)
                               l->bf->ram_mib + 64));
     strv_add(argv, "-v");
     strv_push(argv, xasprintf("%s:" ABI_VMM_DIR ":ro", bundle));
-    strv_push(argv, xasprintf("--env=BLUEBOX_RAM_MIB=%d", l->bf->ram_mib));
-    strv_push(argv, xasprintf("--env=BLUEBOX_MODE=%s", abi_mode_name((abi_mode)l->mode)));
-    strv_push(argv, xasprintf("--env=BLUEBOX_NETWORK=%s", bf_network_name(l->bf->network)));
+    strv_push(argv, xasprintf("--env=" ABI_ENV_RAM_MIB "=%d", l->bf->ram_mib));
+    strv_push(argv, xasprintf("--env=" ABI_ENV_MODE "=%s", abi_mode_name((abi_mode)l->mode)));
+    strv_push(argv, xasprintf("--env=" ABI_ENV_NETWORK "=%s", bf_network_name(l->bf->network)));
     if (l->mode == LAUNCH_AGENT) /* slirp forwards the published port to the guest's agent */
-        strv_add(argv, "--env=BLUEBOX_FORWARD=" ABI_AGENT_PORT_STR);
+        strv_add(argv, "--env=" ABI_ENV_FORWARD "=" ABI_AGENT_PORT_STR);
     strv_add(argv, "--entrypoint=" ABI_VMM_DIR "/bluebox-vmm");
     return user_flags(l, argv, err);
 }

@@ -59,10 +59,10 @@ static int start_vm(char *const *argv, const char *token, bb_error **err)
     char hex[2 * SHA256_LEN + 1];
     chain_value(token, 0, CHAIN_LEN, head);
     hex_encode(head, sizeof head, hex);
-    setenv(AGENT_HEAD_VAR, hex, 1);
+    setenv(ABI_ENV_AGENT_HEAD, hex, 1);
     _cleanup_free_ char *out = NULL, *errout = NULL;
     int rc = spawn_capture(argv, &out, &errout, err);
-    free(env_take_secret(AGENT_HEAD_VAR)); /* not inherited by anything we start later */
+    free(env_take_secret(ABI_ENV_AGENT_HEAD)); /* not inherited by anything we start later */
     if (rc < 0)
         return -1;
     if (rc != 0) {

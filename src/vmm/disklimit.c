@@ -19,7 +19,7 @@
 bool disk_limit_init(disk_limit *d, const char **why)
 {
     *d = (disk_limit){0};
-    const char *p = getenv(DATADISK_ENV);
+    const char *p = getenv(ABI_ENV_DATA_DISK);
     if (!p || !*p)
         return true;
     struct stat st;

@@ -4,18 +4,17 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "abi.h"
 #include "util/strv.h"
-
-/* Set by the launch (launch.c) to the image's path in the container; our control variable. */
-#define DATADISK_ENV "BLUEBOX_DATA_DISK"
 
 typedef struct {
     const char *path;         /* NULL: no data disk */
     unsigned long long bytes; /* the image's size: the cap */
 } disk_limit;
 
-/* Read DATADISK_ENV and the image's size. Returns false with *why set when the image is not
- * a regular, non-empty file. Ignores SIGXFSZ from here on (inherited by the kernel), so a
+/* Read ABI_ENV_DATA_DISK (set by the launch, launch.c, to the image's path in the
+ * container) and the image's size. Returns false with *why set when the image is not a
+ * regular, non-empty file. Ignores SIGXFSZ from here on (inherited by the kernel), so a
  * capped write fails with EFBIG instead of killing the VM. */
 bool disk_limit_init(disk_limit *d, const char **why);
 /* The kernel's argument that attaches the image as ubd0 (/dev/ubda), data only: UML must

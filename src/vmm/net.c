@@ -173,9 +173,9 @@ static void add_forwards(vmm_net *n, const char *spec)
         errno = 0;
         unsigned long port = strtoul(w, &end, 10);
         if (errno || *end || end == w || port < 1 || port > 65535)
-            net_die("BLUEBOX_FORWARD must be a comma-separated list of ports, not '%s'", spec);
+            net_die(ABI_ENV_FORWARD " must be a comma-separated list of ports, not '%s'", spec);
         if (++count > MAX_FORWARDS)
-            net_die("BLUEBOX_FORWARD names more than %d ports", MAX_FORWARDS);
+            net_die(ABI_ENV_FORWARD " names more than %d ports", MAX_FORWARDS);
         /* Any address of the container's namespace (podman's -p lands there), to the same
          * port on the guest. */
         if (slirp_add_hostfwd(n->slirp, 0, (struct in_addr){.s_addr = htonl(INADDR_ANY)}, (int)port,
@@ -252,7 +252,7 @@ vmm_net *net_setup(const char *mode, const char *forward)
             return NULL;
         restricted = true;
     } else if (!streq(mode, "bridge")) {
-        net_die("BLUEBOX_NETWORK must be none or bridge, not '%s'", mode);
+        net_die(ABI_ENV_NETWORK " must be none or bridge, not '%s'", mode);
     }
 
     vmm_net *n = xmalloc(sizeof *n);

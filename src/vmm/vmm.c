@@ -58,8 +58,8 @@ static const char *const kernel_trims[] = {
 
 /* Our own control variables: consumed here, never part of the workload's environment. */
 static const char *const control_vars[] = {
-    "BLUEBOX_DATA_DISK", "BLUEBOX_FORWARD",  "BLUEBOX_MODE", "BLUEBOX_NETWORK",
-    "BLUEBOX_RAM_MIB",   "BLUEBOX_UML_ARGS", "BLUEBOX_USER",
+    ABI_ENV_DATA_DISK, ABI_ENV_FORWARD,    ABI_ENV_MODE, ABI_ENV_NETWORK,
+    ABI_ENV_RAM_MIB,   "BLUEBOX_UML_ARGS", ABI_ENV_USER,
 };
 
 static void die(const char *fmt, ...) _printf_(1, 2) _noreturn_;
@@ -87,24 +87,24 @@ static bool is_control_var(const char *kv)
 
 static unsigned ram_mib(void)
 {
-    const char *s = getenv("BLUEBOX_RAM_MIB");
+    const char *s = getenv(ABI_ENV_RAM_MIB);
     if (!s || !*s)
         return 512;
     char *end;
     errno = 0;
     unsigned long v = strtoul(s, &end, 10);
     if (errno || *end || v < 64 || v > 65536)
-        die("BLUEBOX_RAM_MIB must be a number of MiB between 64 and 65536, not '%s'", s);
+        die(ABI_ENV_RAM_MIB " must be a number of MiB between 64 and 65536, not '%s'", s);
     return (unsigned)v;
 }
 
 static void spec_fill(launch_spec *s, int argc, char **argv)
 {
-    const char *mode = getenv("BLUEBOX_MODE");
+    const char *mode = getenv(ABI_ENV_MODE);
     if (!mode || !*mode)
         mode = "run";
     if (spec_mode_parse(mode, &s->mode) < 0)
-        die("BLUEBOX_MODE must be run, shell, probe or agent, not '%s'", mode);
+        die(ABI_ENV_MODE " must be run, shell, probe or agent, not '%s'", mode);
     for (int i = 1; i < argc; i++)
         strv_add(&s->argv, argv[i]);
     extern char **environ;
@@ -126,7 +126,7 @@ static void spec_fill(launch_spec *s, int argc, char **argv)
     s->n_groups = n > 0 ? (size_t)n : 0;
     /* We run as the container's root (src/runtime/uml.c); the workload's user is the image's
      * USER, which the guest init resolves in the image's own /etc/passwd and /etc/group. */
-    const char *user = getenv("BLUEBOX_USER");
+    const char *user = getenv(ABI_ENV_USER);
     s->user = xstrdup(user ? user : "");
     struct winsize ws;
     if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0) {
@@ -657,7 +657,7 @@ int main(int argc, char **argv)
     spec_fill(&spec, argc, argv);
     spec_mounts(&spec);
     unsigned mib = ram_mib();
-    vmm_net *net = net_setup(getenv("BLUEBOX_NETWORK"), getenv("BLUEBOX_FORWARD"));
+    vmm_net *net = net_setup(getenv(ABI_ENV_NETWORK), getenv(ABI_ENV_FORWARD));
     _cleanup_free_ char *dir = vmm_dir();
     disk_limit disk;
     const char *why = NULL;
