@@ -75,7 +75,8 @@ static int start_vm(char *const *argv, const char *token, bb_error **err)
 /* "127.0.0.1:<port>" that podman published for the agent. */
 static int published_addr(const char *container, char **ret, bb_error **err)
 {
-    char *argv[] = {"podman", "port", (char *)container, ABI_AGENT_PORT_STR "/tcp", NULL};
+    char port[] = ABI_AGENT_PORT_STR "/tcp";
+    char *argv[] = {"podman", "port", (char *)container, port, NULL};
     _cleanup_free_ char *out = NULL, *errout = NULL;
     int rc = spawn_capture(argv, &out, &errout, err);
     if (rc < 0)
