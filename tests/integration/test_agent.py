@@ -627,7 +627,7 @@ def test_network_egress(env, bluebox_bin, net):  # noqa: F811
         agent_port = state(h, name)["addr"].rsplit(":", 1)[1]
         script = (f"echo hi | nc -w 3 {gw} {port} && echo tcp-out; "
                   f"timeout 5 nslookup example.org {gw} >/dev/null 2>&1; "
-                  "timeout 5 nslookup deb.debian.org >/dev/null 2>&1 && echo dns-out; "
+                  "timeout 5 nslookup example.net >/dev/null 2>&1 && echo dns-out; "
                   + "; ".join(f"echo x | nc -w 3 {a} {agent_port} >/dev/null 2>&1 && echo "
                               f"agent-via-{a}" for a in ("10.0.2.2", "127.0.0.1", gw))
                   + "; true")
