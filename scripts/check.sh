@@ -91,7 +91,7 @@ pytest_tier() {
     note "$name (pytest, $build)"
     out="$log/pytest-$(basename "$build").out"
     BLUEBOX_TEST_DEBIAN=${BLUEBOX_TEST_DEBIAN:-1} BLUEBOX_BIN="$PWD/$build/bluebox" \
-        /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --basetemp="$log/pytest-$(basename "$build")" "$@" \
+        /usr/bin/python3 -m pytest -q -rfEs -p no:cacheprovider --basetemp="$log/pytest-$(basename "$build")" "$@" \
         2>&1 | tee "$out" | grep -v '^SKIPPED \[' | tail -n 30
     summary=$(grep -E '^=*ERROR|[0-9]+ (passed|failed)' "$out" | tail -n1)
     p=$(grep -Eo '[0-9]+ passed' <<<"$summary" | grep -Eo '[0-9]+')
