@@ -6,7 +6,7 @@ BUILD ?= build
 FUZZ_SECONDS ?= 60
 SRC := $(shell git ls-files 'src/*.c' 'src/*.h' 'tests/unit/*.c' 'tests/fuzz/*.c' 2>/dev/null)
 
-.PHONY: all deps build check demo asan fuzz fuzz-build lint format install clean
+.PHONY: all deps build check demo asan asan-build fuzz fuzz-build lint format install clean
 
 all: build
 
@@ -20,16 +20,19 @@ build: $(BUILD)/build.ninja
 	@ninja -C $(BUILD)
 
 check: deps
-	@$(MAKE) --no-print-directory build fuzz-build
+	@$(MAKE) --no-print-directory build fuzz-build asan-build
 	@scripts/check.sh
 
 demo: deps build
 	@scripts/demo.sh
 
-asan: deps
-	@[ -f build-asan/build.ninja ] || meson setup build-asan -Dstatic=false -Db_sanitize=address,undefined -Db_lundef=false
-	@ninja -C build-asan
-	@BUILD=build-asan scripts/check.sh --no-fuzz
+# The unit and CLI tests against an ASan+UBSan build (make check runs them too).
+asan: deps asan-build
+	@scripts/check.sh --asan-only
+
+asan-build:
+	@[ -f build-asan/build.ninja ] || meson setup build-asan -Dstatic=false -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+	@ninja -C build-asan >/dev/null
 
 fuzz-build:
 	@[ -f build-fuzz/build.ninja ] || CC=clang meson setup build-fuzz -Dfuzz=true -Dstatic=false --buildtype=debugoptimized >/dev/null

