@@ -1040,6 +1040,14 @@ $ISO"
     fi
 }
 want data-limit && check_data_limit
+# build_or_die NAME: build a sandbox a check needs; its failure is a setup error, not a result
+build_or_die() {
+    local out
+    out=$("$BIN" build "$1" 2>&1) || {
+        printf '%s\n' "$out" | tail -n 5 >&2
+        setup_error "bluebox build $1 failed"
+    }
+}
 # ---------------------------------------------------------------- the VMM's log
 # Guest root swaps UML's console log (/.bluebox/mem/uml.log, which its view includes) for a
 # symlink to /dev/zero and powers off without reporting an exit code. bluebox-vmm, outside
@@ -1056,10 +1064,7 @@ backend: $BACKEND
 ram_mib: 256
 network: none
 $ISO"
-    out=$("$BIN" build "$c" 2>&1) || {
-        printf '%s\n' "$out" | tail -n 5 >&2
-        setup_error "bluebox build $c failed"
-    }
+    build_or_die "$c"
     t0=$(date +%s)
     # /.bluebox is read-only in the guest's own view, but UML needs the exec tmpfs writable,
     # so guest root can reach it with a hostfs mount of its own: the swap must happen, or the
@@ -1110,10 +1115,7 @@ backend: $BACKEND
 ram_mib: 256
 network: none
 $ISO"
-    out=$("$BIN" build "$c" 2>&1) || {
-        printf '%s\n' "$out" | tail -n 5 >&2
-        setup_error "bluebox build $c failed"
-    }
+    build_or_die "$c"
     data=$BLUEBOX_HOME/data/$c
     uid=$(stat -c %u "$data")
     # let the guest's uid 4242 write there (under strict the directory is the subordinate uid's)

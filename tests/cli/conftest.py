@@ -9,6 +9,7 @@ Fixtures defined here (kept additive; other test files may add their own):
   bb_bin   path of the binary under test (session)
   bb       a Bluebox helper bound to a fresh home
 """
+import importlib.util
 import os
 import shlex
 import stat
@@ -59,20 +60,12 @@ exit 0
 """
 
 
-def home_id(root):
-    """src/core/home.c home_id: FNV-1a over the canonical path (NUL included) and, when it
-    exists, its st_dev and st_ino; the top 48 bits as 12 hex digits."""
-    path = os.path.realpath(root)
-    data = path.encode() + b"\0"
-    try:
-        st = os.stat(path)
-        data += st.st_dev.to_bytes(8, "little") + st.st_ino.to_bytes(8, "little")
-    except FileNotFoundError:
-        pass
-    h = 0xcbf29ce484222325
-    for c in data:
-        h = ((h ^ c) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return "%012x" % (h >> 16)
+# One copy of bluebox's home id for both tiers (src/core/home.c home_id).
+_homeid_spec = importlib.util.spec_from_file_location(
+    "homeid", Path(__file__).resolve().parents[1] / "integration" / "homeid.py")
+_homeid = importlib.util.module_from_spec(_homeid_spec)
+_homeid_spec.loader.exec_module(_homeid)
+home_id = _homeid.home_id
 
 
 class Result:

@@ -1,5 +1,5 @@
 """A BLUEBOX_HOME's id as bluebox computes it (src/core/home.c home_id; tests/cli/conftest.py
-has the same): FNV-1a over the canonical path (NUL included) and, when it exists, its
+loads this file): FNV-1a over the canonical path (NUL included) and, when it exists, its
 st_dev and st_ino; the top 48 bits as 12 hex digits. Image tags are
 localhost/bluebox/<name>:<id>, up VMs bluebox-up-<name>-<id>."""
 import os
