@@ -119,7 +119,7 @@ def test_strict_rootless(env):
     words = r.stdout.split()
     assert words[:4] == ["0", "0", "1", "65536"]
     assert "00000000000004cb" in words
-    # What bluebox must report instead of pretending (DESIGN.md §4).
+    # What bluebox must report instead of pretending (SECURITY.md, "Two layers").
     assert "ignored on cgroups V1 rootless" in r.stderr or not Path("/sys/fs/cgroup/pids").is_dir()
 
 
