@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "core/bluefile.h"
-#include "runtime/backend.h"
+#include "runtime/launch.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
@@ -206,7 +206,7 @@ static void data_limit_disk(void **s)
                          "--tmpfs=/data:rw,nosuid,nodev,noexec,size=16k,mode=0755 ");
     assert_null(strstr(got, "/r/data/box"));
     free(got);
-    assert_null(data_limit_argv(&backend_krun, &err));
+    assert_null(data_limit_argv(backend_named("krun"), &err));
     assert_contains(err->msg, "data_limit needs backend: uml for now");
     bb_error_free(err);
 }
@@ -223,7 +223,7 @@ static void krun_preflight_refusals(void **s)
     snprintf(p, sizeof p, "%s/podman", dir);
     assert_int_equal(symlink("/bin/true", p), 0);
     setenv("PATH", dir, 1);
-    assert_int_equal(backend_krun.preflight(&l, &err), -1);
+    assert_int_equal(backend_named("krun")->preflight(&l, &err), -1);
     int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
     if (kvm < 0) {
         assert_contains(err->msg, "backend: uml");
@@ -235,7 +235,7 @@ static void krun_preflight_refusals(void **s)
     bb_error_free(err);
     err = NULL;
     setenv("PATH", "/nonexistent", 1);
-    assert_int_equal(backend_krun.preflight(&l, &err), -1);
+    assert_int_equal(backend_named("krun")->preflight(&l, &err), -1);
     assert_contains(err->msg, "podman is not installed");
     bb_error_free(err);
     setenv("PATH", bin, 1);
