@@ -22,7 +22,7 @@ typedef struct backend {
      * "<posture_head><release><posture_tail>". */
     const char *posture_head, *posture_tail;
     /* doctor's words for the boundary, "krun (<boundary>)", and for how to get the backend
-     * when none can run. */
+     * when none can run (every backend's, in registry order, joined by "; "). */
     const char *boundary, *install;
     /* Added to the isolation check's "not isolated" refusal, or NULL. */
     const char *not_isolated_hint;

@@ -307,6 +307,8 @@ static void registry_backends_are_complete(void **s)
         assert_non_null(b->install);
         assert_in_range(b->max_ram_mib, 2048, BLUEFILE_MAX_RAM_MIB);
         assert_in_range(b->max_cpus, 2, BLUEFILE_MAX_CPUS);
+        if (b->kernel_path)
+            assert_int_equal(b->kernel_path()[0], '/');
         assert_non_null(b->preflight);
         assert_non_null(b->doctor);
         assert_non_null(b->launch_flags);
