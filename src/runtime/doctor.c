@@ -4,8 +4,6 @@
 #include "doctor.h"
 
 #include <elf.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <linux/magic.h>
 #include <stdbool.h>
 #include <stdlib.h>

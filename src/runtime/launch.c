@@ -10,7 +10,6 @@
 #include "core/home.h"
 #include "datadisk.h"
 #include "image.h"
-#include "util/spawn.h"
 #include "util/xalloc.h"
 
 const char *const launch_caps[] = {
