@@ -623,8 +623,8 @@ typedef struct {
 
 static const key_spec keys[] = {
     {"base", K_FN, .fn = key_base},
-    {"cpus", K_INT, FIELD(cpus), 1, 16, "must be 1-16 (krun's limit)"},
-    {"ram_mib", K_INT, FIELD(ram_mib), 128, 1024 * 1024, "must be 128-1048576 (MiB)"},
+    {"cpus", K_INT, FIELD(cpus), 1, BLUEFILE_MAX_CPUS, "must be 1-16 (krun's limit)"},
+    {"ram_mib", K_INT, FIELD(ram_mib), 128, BLUEFILE_MAX_RAM_MIB, "must be 128-1048576 (MiB)"},
     {"network", K_CHOICE, FIELD(network), .rule = "bridge or none", .names = {"none", "bridge"},
      .values = {NET_NONE, NET_BRIDGE}},
     {"passt", K_BOOL, FIELD(passt)},

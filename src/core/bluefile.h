@@ -10,6 +10,9 @@
 #define BLUEFILE_DEFAULT_BASE "docker.io/library/alpine:latest"
 #define BLUEFILE_MAX_SIZE     (1024 * 1024)
 #define BLUEFILE_MAX_WARM     8
+/* The most any Bluefile may ask for; a backend may give less (runtime/backend.h). */
+#define BLUEFILE_MAX_CPUS    16
+#define BLUEFILE_MAX_RAM_MIB (1024 * 1024)
 
 typedef enum { NET_NONE, NET_BRIDGE } bf_network;
 typedef enum { ISO_STANDARD, ISO_STRICT } bf_isolation;

@@ -10,7 +10,7 @@
 
 #include "core/bluefile.h"
 #include "core/home.h"
-#include "runtime/backend.h"
+#include "runtime/launch.h"
 #include "runtime/dataown.h"
 #include "util/fs.h"
 #include "util/strv.h"

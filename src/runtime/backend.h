@@ -1,47 +1,44 @@
-/* Backends: where a sandbox's guest kernel comes from. Every launch goes through one argv
- * builder (launch.c) so every VMM gets the same confinement; a backend adds only what is
- * its own (the runtime, the VMM entrypoint and bundle, sizing annotations). */
+/* Backends: where a sandbox's guest kernel comes from. A backend is data (what it is called,
+ * what it can give a guest, how the posture line and doctor describe its boundary) plus the
+ * hooks every launch calls; launch.h builds the one podman argv around those hooks, so every
+ * VMM gets the same confinement. The registry (backends.c) lists every backend: adding one is
+ * a file of its own and a line there. Nothing outside a backend's own file compares names. */
 #pragma once
 
 #include <stdbool.h>
 
-#include "abi.h"
 #include "core/bluefile.h"
 #include "util/err.h"
 #include "util/strv.h"
 
 struct fingerprint;
-
-typedef enum {
-    LAUNCH_RUN = ABI_MODE_RUN,
-    LAUNCH_SHELL = ABI_MODE_SHELL,
-    LAUNCH_PROBE = ABI_MODE_PROBE,
-    LAUNCH_AGENT = ABI_MODE_AGENT,
-} launch_mode;
-
-typedef struct {
-    const char *root; /* BLUEBOX_HOME */
-    const char *name; /* sandbox */
-    const bluefile *bf;
-    const char *container; /* unique container name */
-    launch_mode mode;
-    bool interactive;  /* -i */
-    bool tty;          /* -t */
-    const char *image; /* NULL: the sandbox's own, image_ref() */
-    char *const *cmd;  /* command in the guest, NULL-terminated */
-    const char *self;  /* host path of the static bluebox for the guest (probe, agent, init) */
-    bool guest_root;   /* the command runs as the guest's root whatever the image's USER */
-} launch;
+struct doctor_report;
+typedef struct launch launch;
 
 typedef struct backend {
     const char *name;
+    const char *alias; /* another name for it (Bluefile and BLUEBOX_BACKEND), or NULL */
+    /* The posture line's words for the guest kernel and its boundary:
+     * "<posture_head><release><posture_tail>". */
+    const char *posture_head, *posture_tail;
+    /* doctor's words for the boundary, "krun (<boundary>)", and for how to get the backend
+     * when none can run (every backend's, in registry order, joined by "; "). */
+    const char *boundary, *install;
+    /* Added to the isolation check's "not isolated" refusal, or NULL. */
+    const char *not_isolated_hint;
+    /* The most a guest can be given; backend_for refuses Bluefiles that ask for more. */
+    int max_ram_mib, max_cpus;
     bool guest_init; /* the guest's init is the static bluebox: mount it on every launch */
     /* network: none can stay offline while the agent's port is published (bluebox up). */
     bool agent_offline;
     /* Can attach /data as a disk image (Bluefile data_limit; src/runtime/datadisk.h). */
     bool data_disk;
+    /* The host path of its guest kernel; NULL when the kernel is no file of its own. */
+    const char *(*kernel_path)(void);
     /* Can this host boot this backend? The message says what to do when not. */
     int (*preflight)(const launch *l, bb_error **err);
+    /* bluebox doctor: add this backend's checks; true when it can boot a guest here. */
+    bool (*doctor)(struct doctor_report *r);
     /* Flags of this backend, appended before the image. */
     int (*launch_flags)(const launch *l, strv *argv, bb_error **err);
     /* What runs as the container's process: the image is followed by this + the command. */
@@ -50,22 +47,13 @@ typedef struct backend {
     void (*fingerprint)(const launch *l, struct fingerprint *fp);
 } backend;
 
-extern const backend backend_krun;
-extern const backend backend_uml;
+/* Every backend, NULL-terminated; the first is the default (the Bluefile's backend: krun). */
+extern const backend *const backend_registry[];
 
 /* The part of every preflight that is not the backend's own: podman is installed. */
 int preflight_podman(bb_error **err);
-/* A backend by name (krun, uml), NULL when unknown. */
+/* A backend by name or alias, NULL when unknown. */
 const backend *backend_named(const char *name);
-/* The backend a Bluefile asks for, overridden by BLUEBOX_BACKEND. */
+/* The backend a Bluefile asks for, overridden by BLUEBOX_BACKEND; refuses a Bluefile that
+ * asks for more RAM or CPUs than that backend can give a guest. */
 int backend_for(const bluefile *bf, const backend **ret, bb_error **err);
-/* The host path of the static bluebox that guests run: $BLUEBOX_GUEST_BINARY (for builds
- * that are not static, e.g. under ASan) or this executable. */
-char *guest_binary(bb_error **err);
-/* The container of an up sandbox: bluebox-up-<name>-<home id> (see home_id). */
-char *up_container_name(const char *root, const char *name);
-/* A fresh container name: bluebox-[<kind>-]<name>-<pid>-<4 hex>. pid + random: unique among
- * live launches, and a stale container left by a crash cannot collide with a later one. */
-char *container_name(const char *kind, const char *name);
-/* The whole `podman run` argv for a launch. */
-int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err);

@@ -5,7 +5,7 @@
 
 #include <stdbool.h>
 
-#include "backend.h"
+#include "launch.h"
 #include "core/inuse.h"
 #include "isolation.h"
 

@@ -1,10 +1,9 @@
-/* The doctor's checks, in the order a user fixes things: podman, the backends, the
- * sandbox boundary's prerequisites (subordinate ids, cgroup limits), then bluebox itself. */
+/* The doctor's checks, in the order a user fixes things: podman, the backends (each one's own
+ * checks, from the registry), the sandbox boundary's prerequisites (subordinate ids, cgroup
+ * limits), then bluebox itself. */
 #include "doctor.h"
 
 #include <elf.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <linux/magic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -13,23 +12,21 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include "backend.h"
 #include "core/bluefile.h"
 #include "core/home.h"
 #include "dataown.h"
 #include "isolation.h"
+#include "launch.h"
 #include "posture.h"
 #include "util/fs.h"
 #include "util/spawn.h"
 #include "util/xalloc.h"
 
-typedef struct {
+struct doctor_report {
     check_result *v;
     size_t n;
-    bool kvm_ok, krun_ok, uml_ok;
-} report;
-
-static void add(report *r, const char *name, check_level level, char *detail, char *fix)
+};
+void doctor_add(doctor_report *r, const char *name, check_level level, char *detail, char *fix)
 {
     r->v = xrealloc(r->v, (r->n + 1) * sizeof *r->v);
     r->v[r->n++] = (check_result){name, level, detail, fix};
@@ -47,128 +44,91 @@ static char *first_line(char *const argv[])
     return out;
 }
 
-static void check_podman(report *r)
+static void check_podman(doctor_report *r)
 {
     _cleanup_free_ char *path = program_find("podman");
     if (!path) {
-        add(r, "podman", CHECK_FAIL, xstrdup("not installed"), xstrdup("apt-get install podman"));
+        doctor_add(r, "podman", CHECK_FAIL, xstrdup("not installed"),
+                   xstrdup("apt-get install podman"));
         return;
     }
     char *argv[] = {"podman", "--version", NULL};
     _cleanup_free_ char *v = first_line(argv);
     if (!v) {
-        add(r, "podman", CHECK_FAIL, xasprintf("%s does not run", path),
-            xstrdup("run podman --version and fix what it says"));
+        doctor_add(r, "podman", CHECK_FAIL, xasprintf("%s does not run", path),
+                   xstrdup("run podman --version and fix what it says"));
         return;
     }
-    add(r, "podman", CHECK_OK, xasprintf("%s (%s)", v, path), NULL);
+    doctor_add(r, "podman", CHECK_OK, xasprintf("%s (%s)", v, path), NULL);
 }
 
-static void check_kvm(report *r)
+/* Each backend's own checks, in registry order; then which backend this host can use. The
+ * default (the first) when it can run, else the first that can. */
+static void check_backends(doctor_report *r)
 {
-    _cleanup_close_ int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-    if (fd >= 0) {
-        r->kvm_ok = true;
-        add(r, "/dev/kvm", CHECK_OK, xstrdup("present and openable"), NULL);
-    } else if (errno == ENOENT)
-        add(r, "/dev/kvm", CHECK_WARN, xstrdup("not present: krun cannot start microVMs here"),
-            xstrdup("enable virtualisation (nested virtualisation on a VM), or use backend: "
-                    "uml"));
-    else
-        add(r, "/dev/kvm", CHECK_WARN, xasprintf("present but not openable: %s", strerror(errno)),
-            xstrdup("usermod -aG kvm $USER, then log in again"));
-}
-
-static void check_krun(report *r)
-{
-    _cleanup_free_ char *krun = program_find("krun");
-    if (!krun) {
-        add(r, "krun", CHECK_WARN, xstrdup("no krun on PATH"),
-            xstrdup("install crun built with libkrun, then: sudo ln -sf \"$(command -v crun)\" "
-                    "/usr/local/bin/krun"));
-        return;
+    const backend *const *reg = backend_registry;
+    const backend *usable = NULL;
+    for (const backend *const *b = reg; *b; b++)
+        if ((*b)->doctor(r) && !usable)
+            usable = *b;
+    if (usable == reg[0]) {
+        doctor_add(r, "backend", CHECK_OK, xasprintf("%s (%s)", usable->name, usable->boundary),
+                   NULL);
+    } else if (usable) {
+        doctor_add(r, "backend", CHECK_WARN,
+                   xasprintf("%s cannot run here; sandboxes need backend: %s (%s)", reg[0]->name,
+                             usable->name, usable->boundary),
+                   xasprintf("set backend: %s in the Bluefile, or BLUEBOX_BACKEND=%s", usable->name,
+                             usable->name));
+    } else {
+        _cleanup_sb_ strbuf fix = {0};
+        for (const backend *const *b = reg; *b; b++)
+            sb_printf(&fix, "%s%s", b == reg ? "" : "; ", (*b)->install);
+        doctor_add(r, "backend", CHECK_FAIL, xstrdup("no backend can boot a guest kernel here"),
+                   sb_steal(&fix));
     }
-    _cleanup_free_ char *target = realpath(krun, NULL);
-    char *argv[] = {krun, "--version", NULL};
-    _cleanup_free_ char *out = NULL;
-    if (spawn_capture(argv, &out, NULL, NULL) != 0 || !strstr(out, "+LIBKRUN")) {
-        add(r, "krun", CHECK_WARN,
-            xasprintf("%s -> %s is not crun with +LIBKRUN: it would run plain containers", krun,
-                      target ? target : "?"),
-            xstrdup("point krun at a crun built with libkrun (crun --version lists +LIBKRUN)"));
-        return;
-    }
-    r->krun_ok = true;
-    add(r, "krun", CHECK_OK, xasprintf("%s -> %s, +LIBKRUN", krun, target ? target : "?"), NULL);
 }
 
-static void check_uml(report *r)
-{
-    const char *k = getenv("BLUEBOX_UML_KERNEL");
-    if (!k || !*k)
-        k = "/usr/bin/linux.uml";
-    if (access(k, X_OK) < 0) {
-        add(r, "user-mode-linux", CHECK_WARN, xasprintf("%s: %s", k, strerror(errno)),
-            xstrdup("apt-get install user-mode-linux (the backend for hosts without KVM)"));
-        return;
-    }
-    r->uml_ok = true;
-    add(r, "user-mode-linux", CHECK_OK,
-        xasprintf("%s (backend: uml; a ptrace boundary, weaker than KVM)", k), NULL);
-}
-
-static void check_backend(report *r)
-{
-    if (r->kvm_ok && r->krun_ok)
-        add(r, "backend", CHECK_OK, xstrdup("krun (microVMs on KVM)"), NULL);
-    else if (r->uml_ok)
-        add(r, "backend", CHECK_WARN,
-            xstrdup("krun cannot run here; sandboxes need backend: uml (own kernel, ptrace "
-                    "boundary instead of hardware virtualisation)"),
-            xstrdup("set backend: uml in the Bluefile, or BLUEBOX_BACKEND=uml"));
-    else
-        add(r, "backend", CHECK_FAIL, xstrdup("no backend can boot a guest kernel here"),
-            xstrdup("on a KVM host install crun with libkrun; elsewhere apt-get install "
-                    "user-mode-linux"));
-}
-
-static void check_subids(report *r)
+static void check_subids(doctor_report *r)
 {
     if (getuid() == 0) {
-        add(r, "subordinate UIDs", CHECK_OK,
-            xstrdup("root: strict sandboxes run as host UID 1 (--uidmap 0:1:65536)"), NULL);
+        doctor_add(r, "subordinate UIDs", CHECK_OK,
+                   xstrdup("root: strict sandboxes run as host UID 1 (--uidmap 0:1:65536)"), NULL);
         return;
     }
     uid_t u;
     gid_t g;
     _cleanup_error_ bb_error *e = NULL;
     if (data_owner(ISO_STRICT, &u, &g, &e) < 0) {
-        add(r, "subordinate UIDs", CHECK_WARN, xstrdup("none: isolation: strict cannot work"),
+        doctor_add(
+            r, "subordinate UIDs", CHECK_WARN, xstrdup("none: isolation: strict cannot work"),
             xstrdup("usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $USER"));
         return;
     }
-    add(r, "subordinate UIDs", CHECK_OK, xasprintf("strict sandboxes run as UID %u", (unsigned)u),
-        NULL);
+    doctor_add(r, "subordinate UIDs", CHECK_OK,
+               xasprintf("strict sandboxes run as UID %u", (unsigned)u), NULL);
 }
 
-static void check_cgroups(report *r)
+static void check_cgroups(doctor_report *r)
 {
     struct statfs s;
     bool v2 = statfs("/sys/fs/cgroup", &s) == 0 && s.f_type == CGROUP2_SUPER_MAGIC;
     const char *ver = v2 ? "cgroups v2" : "cgroups v1 (or hybrid)";
     if (getuid() == 0)
-        add(r, "cgroup limits", CHECK_OK, xasprintf("%s; pids and memory limits enforced", ver),
-            NULL);
+        doctor_add(r, "cgroup limits", CHECK_OK,
+                   xasprintf("%s; pids and memory limits enforced", ver), NULL);
     else if (v2 && limits_enforced())
-        add(r, "cgroup limits", CHECK_OK, xasprintf("%s; pids and memory delegated", ver), NULL);
+        doctor_add(r, "cgroup limits", CHECK_OK, xasprintf("%s; pids and memory delegated", ver),
+                   NULL);
     else
-        add(r, "cgroup limits", CHECK_WARN,
+        doctor_add(
+            r, "cgroup limits", CHECK_WARN,
             xasprintf("%s: rootless podman cannot enforce the pids and memory limits here", ver),
             xstrdup(v2 ? "delegate pids and memory to user@.service (systemd Delegate=)"
                        : "boot with systemd.unified_cgroup_hierarchy=1 (cgroups v2)"));
 }
 
-static void check_static(report *r)
+static void check_static(doctor_report *r)
 {
     const Elf64_Phdr *ph = (const Elf64_Phdr *)getauxval(AT_PHDR);
     size_t n = getauxval(AT_PHNUM);
@@ -176,49 +136,42 @@ static void check_static(report *r)
     for (size_t i = 0; ph && i < n; i++)
         interp |= ph[i].p_type == PT_INTERP;
     if (interp)
-        add(r, "static binary", CHECK_WARN,
-            xstrdup("this bluebox is dynamically linked; guests need a static one"),
-            xstrdup("build with make (static by default), or set BLUEBOX_GUEST_BINARY"));
+        doctor_add(r, "static binary", CHECK_WARN,
+                   xstrdup("this bluebox is dynamically linked; guests need a static one"),
+                   xstrdup("build with make (static by default), or set BLUEBOX_GUEST_BINARY"));
     else
-        add(r, "static binary", CHECK_OK, xstrdup("yes"), NULL);
+        doctor_add(r, "static binary", CHECK_OK, xstrdup("yes"), NULL);
 }
 
-static void check_home(report *r, const char *root)
+static void check_home(doctor_report *r, const char *root)
 {
     _cleanup_error_ bb_error *e = NULL;
     if (mkdir_p(root, HOME_DIR_MODE, &e) < 0 || access(root, W_OK) < 0) {
-        add(r, "bluebox home", CHECK_FAIL, xasprintf("%s is not writable", root),
-            xstrdup("fix its permissions, or set BLUEBOX_HOME"));
+        doctor_add(r, "bluebox home", CHECK_FAIL, xasprintf("%s is not writable", root),
+                   xstrdup("fix its permissions, or set BLUEBOX_HOME"));
         return;
     }
-    add(r, "bluebox home", CHECK_OK, xasprintf("%s", root), NULL);
+    doctor_add(r, "bluebox home", CHECK_OK, xasprintf("%s", root), NULL);
 }
 
-static void check_cache(report *r, const char *root)
+static void check_cache(doctor_report *r, const char *root)
 {
-    static const char *const names[] = {"krun", "uml"};
     static const char *const what[] = {"not verified yet", "verified", "runtime changed"};
     _cleanup_sb_ strbuf b = {0};
     _cleanup_free_ char *self = guest_binary(NULL);
-    for (size_t i = 0; i < ELEMENTSOF(names); i++) {
-        const backend *bk = backend_named(names[i]);
-        if (!bk)
-            continue;
+    for (const backend *const *bk = backend_registry; *bk; bk++) {
         launch l = {.root = root, .name = "-", .self = self};
-        sb_printf(&b, "%s%s: %s", b.len ? ", " : "", names[i],
-                  what[isolation_cached(bk, &l, NULL)]);
+        sb_printf(&b, "%s%s: %s", b.len ? ", " : "", (*bk)->name,
+                  what[isolation_cached(*bk, &l, NULL)]);
     }
-    add(r, "isolation", CHECK_OK, sb_steal(&b), NULL);
+    doctor_add(r, "isolation", CHECK_OK, sb_steal(&b), NULL);
 }
 
 void doctor_run(const char *root, check_result **ret, size_t *ret_n)
 {
-    report r = {0};
+    doctor_report r = {0};
     check_podman(&r);
-    check_kvm(&r);
-    check_krun(&r);
-    check_uml(&r);
-    check_backend(&r);
+    check_backends(&r);
     check_subids(&r);
     check_cgroups(&r);
     check_static(&r);

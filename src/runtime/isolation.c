@@ -104,11 +104,10 @@ int isolation_check(const backend *b, const launch *l, isolation_result *ret, bb
     if (same_release || streq(ret->guest.boot_id, ret->baseline.boot_id))
         return bb_fail(err, EPERM,
                        "not isolated: the sandbox on %s shares the %s of a plain container (%s). "
-                       "This is a container, not a microVM%s",
+                       "This is a container, not a microVM%s%s",
                        b->name, same_release ? "kernel release" : "boot_id", ret->guest.release,
-                       streq(b->name, "krun") ? "; is krun really crun built with +LIBKRUN? "
-                                                "(bluebox doctor)"
-                                              : "");
+                       b->not_isolated_hint ? "; " : "",
+                       b->not_isolated_hint ? b->not_isolated_hint : "");
     return 0;
 }
 

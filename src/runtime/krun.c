@@ -8,8 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "doctor.h"
 #include "fingerprint.h"
+#include "launch.h"
 #include "util/spawn.h"
 #include "util/xalloc.h"
 
@@ -20,18 +21,25 @@ static char *krun_path(void)
     return program_find("krun");
 }
 
+/* 0 when /dev/kvm can be opened, else why not (an errno). */
+static int kvm_unusable(void)
+{
+    _cleanup_close_ int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+    return kvm < 0 ? errno : 0;
+}
+
 static int krun_preflight(const launch *l, bb_error **err)
 {
     if (preflight_podman(err) < 0)
         return -1;
-    _cleanup_close_ int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-    if (kvm < 0)
-        return bb_fail(err, errno,
+    int e = kvm_unusable();
+    if (e)
+        return bb_fail(err, e,
                        "krun needs KVM and %s, so no microVM can start on this host. "
                        "backend: uml (or BLUEBOX_BACKEND=uml) gives each sandbox its own "
                        "user-mode-linux kernel without KVM; its boundary is ptrace, not hardware "
                        "virtualisation, so it is weaker than krun",
-                       errno == ENOENT ? "/dev/kvm does not exist" : "/dev/kvm cannot be opened");
+                       e == ENOENT ? "/dev/kvm does not exist" : "/dev/kvm cannot be opened");
     _cleanup_free_ char *krun = krun_path();
     if (!krun)
         return bb_fail(err, ENOENT,
@@ -90,9 +98,72 @@ static void krun_fingerprint(const launch *l, fingerprint *fp)
         fp_file(fp, krun_libs[i]);
 }
 
+static bool doctor_kvm(doctor_report *r)
+{
+    int e = kvm_unusable();
+    if (!e) {
+        doctor_add(r, "/dev/kvm", CHECK_OK, xstrdup("present and openable"), NULL);
+        return true;
+    }
+    if (e == ENOENT)
+        doctor_add(r, "/dev/kvm", CHECK_WARN,
+                   xstrdup("not present: krun cannot start microVMs here"),
+                   xstrdup("enable virtualisation (nested virtualisation on a VM), or use backend: "
+                           "uml"));
+    else
+        doctor_add(r, "/dev/kvm", CHECK_WARN,
+                   xasprintf("present but not openable: %s", strerror(e)),
+                   xstrdup("usermod -aG kvm $USER, then log in again"));
+    return false;
+}
+
+/* The preflight only asks for a krun on PATH; doctor also asks it whether it is crun built
+ * with libkrun, which the isolation check would otherwise find out by booting. */
+static bool doctor_krun(doctor_report *r)
+{
+    _cleanup_free_ char *krun = krun_path();
+    if (!krun) {
+        doctor_add(
+            r, "krun", CHECK_WARN, xstrdup("no krun on PATH"),
+            xstrdup("install crun built with libkrun, then: sudo ln -sf \"$(command -v crun)\" "
+                    "/usr/local/bin/krun"));
+        return false;
+    }
+    _cleanup_free_ char *target = realpath(krun, NULL);
+    char *argv[] = {krun, "--version", NULL};
+    _cleanup_free_ char *out = NULL;
+    if (spawn_capture(argv, &out, NULL, NULL) != 0 || !strstr(out, "+LIBKRUN")) {
+        doctor_add(
+            r, "krun", CHECK_WARN,
+            xasprintf("%s -> %s is not crun with +LIBKRUN: it would run plain containers", krun,
+                      target ? target : "?"),
+            xstrdup("point krun at a crun built with libkrun (crun --version lists +LIBKRUN)"));
+        return false;
+    }
+    doctor_add(r, "krun", CHECK_OK, xasprintf("%s -> %s, +LIBKRUN", krun, target ? target : "?"),
+               NULL);
+    return true;
+}
+
+static bool krun_doctor(doctor_report *r)
+{
+    bool kvm = doctor_kvm(r);
+    bool krun = doctor_krun(r);
+    return kvm && krun;
+}
+
 const backend backend_krun = {
     .name = "krun",
+    .alias = "podman",
+    .posture_head = "krun microVM on KVM, guest kernel ",
+    .posture_tail = "",
+    .boundary = "microVMs on KVM",
+    .install = "on a KVM host install crun with libkrun",
+    .not_isolated_hint = "is krun really crun built with +LIBKRUN? (bluebox doctor)",
+    .max_ram_mib = BLUEFILE_MAX_RAM_MIB, /* libkrun names no maximum */
+    .max_cpus = 16,                      /* LIBKRUN_MAX_VCPUS (krun(1): "maximum 16") */
     .preflight = krun_preflight,
+    .doctor = krun_doctor,
     .launch_flags = krun_flags,
     .entry = krun_entry,
     .fingerprint = krun_fingerprint,

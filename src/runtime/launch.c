@@ -6,47 +6,24 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "launch.h"
 #include "core/home.h"
 #include "datadisk.h"
 #include "image.h"
-#include "util/spawn.h"
 #include "util/xalloc.h"
 
-#define CAPS "CHOWN,DAC_OVERRIDE,FOWNER,SETUID,SETGID,NET_BIND_SERVICE"
+const char *const launch_caps[] = {
+    "CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "NET_BIND_SERVICE",
+};
+const size_t launch_n_caps = ELEMENTSOF(launch_caps);
 
-int preflight_podman(bb_error **err)
-{
-    if (!program_on_path("podman"))
-        return bb_fail(err, ENOENT,
-                       "podman is not installed; install it (Debian: apt-get install podman) "
-                       "and try again");
-    return 0;
-}
+/* The container's cap holds the guest's RAM and the VMM around it (SECURITY.md: "memory
+ * ram_mib + 256 MiB"). */
+#define MEMORY_OVERHEAD_MIB 256
 
-const backend *backend_named(const char *name)
+int launch_memory_mib(const bluefile *bf)
 {
-    if (streq(name, "krun") || streq(name, "podman"))
-        return &backend_krun;
-    if (streq(name, "uml"))
-        return &backend_uml;
-    return NULL;
-}
-
-int backend_for(const bluefile *bf, const backend **ret, bb_error **err)
-{
-    const char *env = getenv("BLUEBOX_BACKEND");
-    if (env && *env) {
-        *ret = backend_named(env);
-        if (!*ret)
-            return bb_fail(err, EINVAL,
-                           "BLUEBOX_BACKEND must be krun or uml (podman is an alias of krun), "
-                           "got \"%s\"",
-                           env);
-        return 0;
-    }
-    *ret = bf->backend == BACKEND_UML ? &backend_uml : &backend_krun;
-    return 0;
+    return bf->ram_mib + MEMORY_OVERHEAD_MIB;
 }
 
 static void add(strv *a, const char *s)
@@ -61,6 +38,15 @@ static void addf(strv *a, const char *fmt, ...)
     va_start(ap, fmt);
     strv_push(a, xvasprintf(fmt, ap));
     va_end(ap);
+}
+
+static void add_caps(strv *a)
+{
+    _cleanup_sb_ strbuf s = {0};
+    sb_puts(&s, "--cap-add=");
+    for (size_t i = 0; i < launch_n_caps; i++)
+        sb_printf(&s, "%s%s", i ? "," : "", launch_caps[i]);
+    strv_push(a, sb_steal(&s));
 }
 
 char *container_name(const char *kind, const char *name)
@@ -141,9 +127,9 @@ int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
     addf(&a, "--label=bluebox.home=%s", home);
     add(&a, "--security-opt=no-new-privileges");
     add(&a, "--cap-drop=all");
-    add(&a, "--cap-add=" CAPS);
-    add(&a, "--pids-limit=512");
-    addf(&a, "--memory=%dm", bf->ram_mib + 256);
+    add_caps(&a);
+    addf(&a, "--pids-limit=%d", LAUNCH_PIDS_LIMIT);
+    addf(&a, "--memory=%dm", launch_memory_mib(bf));
     addf(&a, "--network=%s", l->mode == LAUNCH_AGENT ? "bridge" : bf_network_name(bf->network));
     if (data_flags(b, l, &a, err) < 0)
         return -1;

@@ -1,4 +1,4 @@
-/* The posture line. */
+/* The posture line, from the backend's own words and the values launch_argv puts in the argv. */
 #include "posture.h"
 
 #include <linux/magic.h>
@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "datadisk.h"
+#include "launch.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
@@ -31,10 +32,7 @@ char *posture_line(const backend *b, const bluefile *bf, const char *guest_relea
 {
     _cleanup_sb_ strbuf s = {0};
     const char *kernel = guest_release ? guest_release : "?";
-    if (streq(b->name, "uml"))
-        sb_printf(&s, "isolation: uml guest kernel %s (ptrace boundary, weaker than KVM)", kernel);
-    else
-        sb_printf(&s, "isolation: %s microVM on KVM, guest kernel %s", b->name, kernel);
+    sb_printf(&s, "isolation: %s%s%s", b->posture_head, kernel, b->posture_tail);
     sb_printf(&s, " · network %s", bf_network_name(bf->network));
     if (bf->data_limit) {
         _cleanup_free_ char *limit = datadisk_size_words(bf->data_limit);
@@ -49,9 +47,9 @@ char *posture_line(const backend *b, const bluefile *bf, const char *guest_relea
                   bf->mounts[i].guest, bf->mounts[i].rw ? "rw" : "ro");
     if (bf->readonly)
         sb_puts(&s, " · root read-only");
-    sb_puts(&s, " · caps 6");
+    sb_printf(&s, " · caps %zu", launch_n_caps);
     if (limits_enforced())
-        sb_printf(&s, " · pids 512 · memory %dm", bf->ram_mib + 256);
+        sb_printf(&s, " · pids %d · memory %dm", LAUNCH_PIDS_LIMIT, launch_memory_mib(bf));
     else
         sb_puts(&s, " · pids/memory limits NOT enforced (rootless podman on this host)");
     sb_puts(&s, bf->isolation == ISO_STRICT ? " · strict" : " · standard");

@@ -6,11 +6,13 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "doctor.h"
 #include "fingerprint.h"
 #include "image.h"
+#include "launch.h"
 #include "uml_bundle.h"
 #include "util/spawn.h"
 #include "util/xalloc.h"
@@ -110,12 +112,33 @@ static void uml_fingerprint(const launch *l, fingerprint *fp)
     fp_str(fp, hex);
 }
 
+static bool uml_doctor(doctor_report *r)
+{
+    const char *k = uml_kernel_path();
+    if (access(k, X_OK) < 0) {
+        doctor_add(r, "user-mode-linux", CHECK_WARN, xasprintf("%s: %s", k, strerror(errno)),
+                   xstrdup("apt-get install user-mode-linux (the backend for hosts without KVM)"));
+        return false;
+    }
+    doctor_add(r, "user-mode-linux", CHECK_OK,
+               xasprintf("%s (backend: uml; a ptrace boundary, weaker than KVM)", k), NULL);
+    return true;
+}
+
 const backend backend_uml = {
     .name = "uml",
+    .posture_head = "uml guest kernel ",
+    .posture_tail = " (ptrace boundary, weaker than KVM)",
+    .boundary = "own kernel, ptrace boundary instead of hardware virtualisation",
+    .install = "elsewhere apt-get install user-mode-linux",
+    .max_ram_mib = 65536,          /* bluebox-vmm's bound on BLUEBOX_RAM_MIB (src/vmm/vmm.c) */
+    .max_cpus = BLUEFILE_MAX_CPUS, /* not passed on: Debian's UML kernel has no SMP */
     .guest_init = true,
     .agent_offline = true, /* none + forward = libslirp restricted (src/vmm/net.c) */
     .data_disk = true,     /* ubd0, capped by bluebox-vmm (src/vmm/disklimit.c) */
+    .kernel_path = uml_kernel_path,
     .preflight = uml_preflight,
+    .doctor = uml_doctor,
     .launch_flags = uml_flags,
     .entry = uml_entry,
     .fingerprint = uml_fingerprint,

@@ -900,6 +900,26 @@ def test_run_unbuilt_sandbox(sb):
     assert sb.runs() == []
 
 
+def home_files(sb):
+    return sorted(str(p.relative_to(sb.bb.home)) for p in sb.bb.home.rglob("*"))
+
+
+@pytest.mark.parametrize("args", [["run", NAME, "--", "true"], ["shell", NAME], ["verify", NAME],
+                                  ["up", NAME]])
+def test_more_ram_than_the_backend_can_give_is_refused_before_anything_runs(sb, args):
+    """The Bluefile takes ram_mib up to 1048576; bluebox-vmm (uml) at most 65536. The backend's
+    limit is checked once, before podman is asked for anything."""
+    sb.sandbox(extra="backend: uml\nram_mib: 100000\n")
+    before = home_files(sb)
+    r = sb.run(*args, env={"BLUEBOX_BACKEND": None})
+    assert r.rc == 1, r
+    assert r.out == b"", r
+    assert r.err == (b"bluebox: ram_mib 100000 is more than the uml backend can give a guest "
+                     b"(at most 65536); lower ram_mib in the Bluefile\n"), r
+    assert sb.calls() == [], sb.calls()
+    assert home_files(sb) == before
+
+
 @pytest.mark.parametrize("args", [["run", NAME], ["run", NAME, "--"]])
 def test_run_without_command_is_usage_error(sb, args):
     sb.sandbox()

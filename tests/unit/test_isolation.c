@@ -88,23 +88,23 @@ static void remember(env *e)
     isolation_result r = {0};
     strcpy(r.guest.release, "6.1.0-um");
     strcpy(r.baseline.release, "6.18.0");
-    assert_int_equal(isolation_remember(&backend_krun, &e->l, &r, NULL), 0);
+    assert_int_equal(isolation_remember(backend_named("krun"), &e->l, &r, NULL), 0);
 }
 
 static void cache_states(void **s)
 {
     env *e = *s;
-    assert_int_equal(isolation_cached(&backend_krun, &e->l, NULL), ISO_NOT_VERIFIED);
+    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, NULL), ISO_NOT_VERIFIED);
     remember(e);
-    assert_int_equal(isolation_cached(&backend_krun, &e->l, NULL), ISO_VERIFIED);
+    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, NULL), ISO_VERIFIED);
     /* another backend's entry is its own */
-    assert_int_equal(isolation_cached(&backend_uml, &e->l, NULL), ISO_NOT_VERIFIED);
+    assert_int_equal(isolation_cached(backend_named("uml"), &e->l, NULL), ISO_NOT_VERIFIED);
     /* re-pointing the krun symlink is a runtime change */
     unlink(e->krun);
     assert_int_equal(symlink("/bin/false", e->krun), 0);
-    assert_int_equal(isolation_cached(&backend_krun, &e->l, NULL), ISO_CHANGED);
+    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, NULL), ISO_CHANGED);
     remember(e);
-    assert_int_equal(isolation_cached(&backend_krun, &e->l, NULL), ISO_VERIFIED);
+    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, NULL), ISO_VERIFIED);
 }
 
 static void corrupt_cache_is_a_miss(void **s)
@@ -112,7 +112,7 @@ static void corrupt_cache_is_a_miss(void **s)
     env *e = *s;
     remember(e);
     _cleanup_free_ char *path = path_join(e->root, "verify.json");
-    _cleanup_free_ char *fp = runtime_fingerprint(&backend_krun, &e->l);
+    _cleanup_free_ char *fp = runtime_fingerprint(backend_named("krun"), &e->l);
     static const char *const bad[] = {
         "",
         "{",
@@ -143,7 +143,7 @@ static void corrupt_cache_is_a_miss(void **s)
             sb_puts(&b, bad[i]);
         _cleanup_free_ char *text = sb_steal(&b);
         assert_int_equal(write_file_atomic(path, text, strlen(text), 0644, NULL), 0);
-        if (isolation_cached(&backend_krun, &e->l, NULL) == ISO_VERIFIED)
+        if (isolation_cached(backend_named("krun"), &e->l, NULL) == ISO_VERIFIED)
             fail_msg("corrupt cache %zu passed: %s", i, text);
     }
     /* a good entry with a different fingerprint is a change, not a pass */
@@ -152,7 +152,7 @@ static void corrupt_cache_is_a_miss(void **s)
                   "\"guest\": \"6.1\", \"baseline\": \"6.18\"}}}",
                   fp);
     assert_int_equal(write_file_atomic(path, other, strlen(other), 0644, NULL), 0);
-    assert_int_equal(isolation_cached(&backend_krun, &e->l, NULL), ISO_CHANGED);
+    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, NULL), ISO_CHANGED);
 }
 
 int main(void)

@@ -9,7 +9,8 @@
 #include <unistd.h>
 
 #include "core/bluefile.h"
-#include "runtime/backend.h"
+#include "runtime/launch.h"
+#include "runtime/posture.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
@@ -206,7 +207,7 @@ static void data_limit_disk(void **s)
                          "--tmpfs=/data:rw,nosuid,nodev,noexec,size=16k,mode=0755 ");
     assert_null(strstr(got, "/r/data/box"));
     free(got);
-    assert_null(data_limit_argv(&backend_krun, &err));
+    assert_null(data_limit_argv(backend_named("krun"), &err));
     assert_contains(err->msg, "data_limit needs backend: uml for now");
     bb_error_free(err);
 }
@@ -223,7 +224,7 @@ static void krun_preflight_refusals(void **s)
     snprintf(p, sizeof p, "%s/podman", dir);
     assert_int_equal(symlink("/bin/true", p), 0);
     setenv("PATH", dir, 1);
-    assert_int_equal(backend_krun.preflight(&l, &err), -1);
+    assert_int_equal(backend_named("krun")->preflight(&l, &err), -1);
     int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
     if (kvm < 0) {
         assert_contains(err->msg, "backend: uml");
@@ -235,12 +236,129 @@ static void krun_preflight_refusals(void **s)
     bb_error_free(err);
     err = NULL;
     setenv("PATH", "/nonexistent", 1);
-    assert_int_equal(backend_krun.preflight(&l, &err), -1);
+    assert_int_equal(backend_named("krun")->preflight(&l, &err), -1);
     assert_contains(err->msg, "podman is not installed");
     bb_error_free(err);
     setenv("PATH", bin, 1);
     rm_rf(dir, NULL);
     bluefile_free(bf);
+}
+
+/* The value of the first argv word that starts with `flag`, or NULL. */
+static const char *flag_value(const strv *a, const char *flag)
+{
+    for (size_t i = 0; i < a->n; i++)
+        if (strncmp(a->v[i], flag, strlen(flag)) == 0)
+            return a->v[i] + strlen(flag);
+    return NULL;
+}
+
+/* The posture line says what the argv does: as many capabilities as --cap-add adds, the
+ * same pids limit and memory cap. Both come from launch.h, never written twice. */
+static void posture_matches_argv(void **s)
+{
+    (void)s;
+    static const char *const yamls[] = {"", "ram_mib: 512\n", "ram_mib: 65536\nnetwork: bridge\n"};
+    for (size_t i = 0; i < ELEMENTSOF(yamls); i++) {
+        bluefile *bf = NULL;
+        bb_error *err = NULL;
+        assert_int_equal(bluefile_parse("B", yamls[i], strlen(yamls[i]), "/h", &bf, &err), 0);
+        const backend *b = NULL;
+        assert_int_equal(backend_for(bf, &b, &err), 0);
+        char *cmd[] = {"true", NULL};
+        launch l = {.root = "/r", .name = "box", .bf = bf, .container = "c", .cmd = cmd};
+        strv a = {0};
+        assert_int_equal(launch_argv(b, &l, &a, &err), 0);
+        const char *caps = flag_value(&a, "--cap-add=");
+        assert_non_null(caps);
+        size_t n = 1;
+        for (const char *c = caps; *c; c++)
+            n += *c == ',';
+        char *posture = posture_line(b, bf, "6.1.0");
+        char want[128];
+        snprintf(want, sizeof want, " · caps %zu · ", n);
+        assert_contains(posture, want);
+        if (limits_enforced()) {
+            snprintf(want, sizeof want, " · pids %s · memory %s · ",
+                     flag_value(&a, "--pids-limit="), flag_value(&a, "--memory="));
+            assert_contains(posture, want);
+        }
+        free(posture);
+        strv_clear(&a);
+        bluefile_free(bf);
+    }
+}
+
+/* Every backend in the registry is complete, found by its names, and can give a guest the
+ * Bluefile's defaults. */
+static void registry_backends_are_complete(void **s)
+{
+    (void)s;
+    size_t n = 0;
+    for (const backend *const *p = backend_registry; *p; p++, n++) {
+        const backend *b = *p;
+        assert_non_null(b->name);
+        assert_ptr_equal(backend_named(b->name), b);
+        if (b->alias)
+            assert_ptr_equal(backend_named(b->alias), b);
+        assert_non_null(b->posture_head);
+        assert_non_null(b->posture_tail);
+        assert_non_null(b->boundary);
+        assert_non_null(b->install);
+        assert_in_range(b->max_ram_mib, 2048, BLUEFILE_MAX_RAM_MIB);
+        assert_in_range(b->max_cpus, 2, BLUEFILE_MAX_CPUS);
+        if (b->kernel_path)
+            assert_int_equal(b->kernel_path()[0], '/');
+        assert_non_null(b->preflight);
+        assert_non_null(b->doctor);
+        assert_non_null(b->launch_flags);
+        assert_non_null(b->entry);
+        for (const backend *const *q = backend_registry; q != p; q++)
+            assert_false(streq((*q)->name, b->name));
+    }
+    assert_true(n >= 2);
+    assert_null(backend_named("plain")); /* the isolation check's baseline is no backend */
+}
+
+/* A Bluefile that asks for more than its backend can give is refused by backend_for, so
+ * nothing starts: bluebox-vmm (uml) takes at most 65536 MiB, the Bluefile up to 1048576. */
+static void backend_limits(void **s)
+{
+    (void)s;
+    static const struct {
+        const char *yaml, *env, *msg;
+    } cases[] = {
+        {"backend: uml\nram_mib: 100000\n", NULL,
+         "ram_mib 100000 is more than the uml backend can give a guest (at most 65536); lower "
+         "ram_mib in the Bluefile"},
+        {"ram_mib: 65537\n", "uml",
+         "ram_mib 65537 is more than the uml backend can give a guest (at most 65536); lower "
+         "ram_mib in the Bluefile (BLUEBOX_BACKEND=uml overrides its backend)"},
+        {"backend: uml\nram_mib: 65536\ncpus: 16\n", NULL, NULL},
+        {"ram_mib: 1048576\ncpus: 16\n", NULL, NULL},
+        {"backend: uml\nram_mib: 100000\n", "krun", NULL},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        bluefile *bf = NULL;
+        bb_error *err = NULL;
+        const char *y = cases[i].yaml;
+        assert_int_equal(bluefile_parse("B", y, strlen(y), "/h", &bf, &err), 0);
+        if (cases[i].env)
+            setenv("BLUEBOX_BACKEND", cases[i].env, 1);
+        const backend *b = NULL;
+        int r = backend_for(bf, &b, &err);
+        unsetenv("BLUEBOX_BACKEND");
+        if (cases[i].msg) {
+            assert_int_equal(r, -1);
+            assert_string_equal(err->msg, cases[i].msg);
+            assert_null(b);
+            bb_error_free(err);
+        } else {
+            assert_int_equal(r, 0);
+            assert_non_null(b);
+        }
+        bluefile_free(bf);
+    }
 }
 
 int main(void)
@@ -253,6 +371,9 @@ int main(void)
         cmocka_unit_test(backend_env_override),
         cmocka_unit_test(krun_preflight_refusals),
         cmocka_unit_test(data_limit_disk),
+        cmocka_unit_test(posture_matches_argv),
+        cmocka_unit_test(registry_backends_are_complete),
+        cmocka_unit_test(backend_limits),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,78 @@
+/* The backend registry: which backends exist, how one is chosen, and the limits every
+ * Bluefile is checked against once, before anything starts. A new backend is its own file
+ * (krun.c, uml.c) and a line in the table below. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "backend.h"
+#include "util/spawn.h"
+#include "util/xalloc.h"
+
+extern const backend backend_krun; /* krun.c */
+extern const backend backend_uml;  /* uml.c */
+
+const backend *const backend_registry[] = {
+    &backend_krun, /* the default */
+    &backend_uml,
+    NULL,
+};
+
+int preflight_podman(bb_error **err)
+{
+    if (!program_on_path("podman"))
+        return bb_fail(err, ENOENT,
+                       "podman is not installed; install it (Debian: apt-get install podman) "
+                       "and try again");
+    return 0;
+}
+
+const backend *backend_named(const char *name)
+{
+    for (const backend *const *b = backend_registry; *b; b++)
+        if (streq(name, (*b)->name) || ((*b)->alias && streq(name, (*b)->alias)))
+            return *b;
+    return NULL;
+}
+
+/* "krun or uml (podman is an alias of krun)" */
+static char *backend_choices(void)
+{
+    _cleanup_sb_ strbuf s = {0};
+    for (const backend *const *b = backend_registry; *b; b++)
+        sb_printf(&s, "%s%s", b == backend_registry ? "" : b[1] ? ", " : " or ", (*b)->name);
+    for (const backend *const *b = backend_registry; *b; b++)
+        if ((*b)->alias)
+            sb_printf(&s, " (%s is an alias of %s)", (*b)->alias, (*b)->name);
+    return sb_steal(&s);
+}
+
+static int check_limit(const backend *b, const char *env, const char *key, int value, int max,
+                       bb_error **err)
+{
+    if (value <= max)
+        return 0;
+    return bb_fail(err, EINVAL,
+                   "%s %d is more than the %s backend can give a guest (at most %d); lower %s in "
+                   "the Bluefile%s%s%s",
+                   key, value, b->name, max, key, env ? " (BLUEBOX_BACKEND=" : "", env ? env : "",
+                   env ? " overrides its backend)" : "");
+}
+
+int backend_for(const bluefile *bf, const backend **ret, bb_error **err)
+{
+    const char *env = getenv("BLUEBOX_BACKEND");
+    if (env && !*env)
+        env = NULL;
+    const backend *b = backend_named(env ? env : bf_backend_name(bf->backend));
+    if (!b && env) {
+        _cleanup_free_ char *choices = backend_choices();
+        return bb_fail(err, EINVAL, "BLUEBOX_BACKEND must be %s, got \"%s\"", choices, env);
+    }
+    if (!b)
+        return bb_fail(err, EINVAL, "no backend named %s", bf_backend_name(bf->backend));
+    if (check_limit(b, env, "ram_mib", bf->ram_mib, b->max_ram_mib, err) < 0 ||
+        check_limit(b, env, "cpus", bf->cpus, b->max_cpus, err) < 0)
+        return -1;
+    *ret = b;
+    return 0;
+}

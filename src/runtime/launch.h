@@ -1,0 +1,55 @@
+/* A launch: one boot of a sandbox's guest, and the one podman argv builder (launch.c) that
+ * writes the VMM's confinement once for every backend. What the confinement is made of (the
+ * capabilities, the pids limit, the memory cap) is named here, so that the posture line is
+ * computed from the same values as the argv. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "abi.h"
+#include "backend.h"
+#include "core/bluefile.h"
+#include "util/err.h"
+#include "util/strv.h"
+
+typedef enum {
+    LAUNCH_RUN = ABI_MODE_RUN,
+    LAUNCH_SHELL = ABI_MODE_SHELL,
+    LAUNCH_PROBE = ABI_MODE_PROBE,
+    LAUNCH_AGENT = ABI_MODE_AGENT,
+} launch_mode;
+
+struct launch {
+    const char *root; /* BLUEBOX_HOME */
+    const char *name; /* sandbox */
+    const bluefile *bf;
+    const char *container; /* unique container name */
+    launch_mode mode;
+    bool interactive;  /* -i */
+    bool tty;          /* -t */
+    const char *image; /* NULL: the sandbox's own, image_ref() */
+    char *const *cmd;  /* command in the guest, NULL-terminated */
+    const char *self;  /* host path of the static bluebox for the guest (probe, agent, init) */
+    bool guest_root;   /* the command runs as the guest's root whatever the image's USER */
+};
+
+/* The capabilities every VMM keeps (--cap-add after --cap-drop=all), launch_n_caps of them. */
+extern const char *const launch_caps[];
+extern const size_t launch_n_caps;
+/* --pids-limit of every launch. */
+#define LAUNCH_PIDS_LIMIT 512
+/* The container's memory cap (--memory) for a guest of bf->ram_mib: the guest's RAM and room
+ * for the VMM around it. */
+int launch_memory_mib(const bluefile *bf);
+
+/* The host path of the static bluebox that guests run: $BLUEBOX_GUEST_BINARY (for builds
+ * that are not static, e.g. under ASan) or this executable. */
+char *guest_binary(bb_error **err);
+/* The container of an up sandbox: bluebox-up-<name>-<home id> (see home_id). */
+char *up_container_name(const char *root, const char *name);
+/* A fresh container name: bluebox-[<kind>-]<name>-<pid>-<4 hex>. pid + random: unique among
+ * live launches, and a stale container left by a crash cannot collide with a later one. */
+char *container_name(const char *kind, const char *name);
+/* The whole `podman run` argv for a launch. */
+int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err);
