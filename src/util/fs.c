@@ -44,14 +44,14 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len, bb_erro
     return 0;
 }
 
-int write_full(int fd, const char *data, size_t len)
+int write_full(int fd, const char *data, size_t len, const char *what, bb_error **err)
 {
     while (len > 0) {
         ssize_t n = write(fd, data, len);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            return -errno;
+            return bb_fail_errno(err, errno, "cannot write %s", what);
         }
         data += n;
         len -= (size_t)n;
@@ -65,8 +65,12 @@ int write_file_atomic(const char *path, const char *data, size_t len, mode_t mod
     _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         return bb_fail_errno(err, errno, "cannot create %s", tmp);
-    int r = write_full(fd, data, len);
-    if (r == 0 && fchmod(fd, mode) < 0)
+    if (write_full(fd, data, len, path, err) < 0) {
+        unlink(tmp);
+        return -1;
+    }
+    int r = 0;
+    if (fchmod(fd, mode) < 0)
         r = -errno;
     if (r == 0 && fsync(fd) < 0)
         r = -errno;
@@ -97,7 +101,7 @@ int mkdir_p(const char *path, mode_t mode, bb_error **err)
     return 0;
 }
 
-int openat_beneath(int dirfd, const char *path, int flags, mode_t mode)
+int openat_beneath(int dirfd, const char *path, int flags, mode_t mode, bb_error **err)
 {
     struct open_how how = {
         .flags = (unsigned long long)(flags | O_CLOEXEC | O_NOFOLLOW),
@@ -105,7 +109,9 @@ int openat_beneath(int dirfd, const char *path, int flags, mode_t mode)
         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
     };
     long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof how);
-    return fd < 0 ? -1 : (int)fd;
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot open %s", path);
+    return (int)fd;
 }
 
 /* Call fn for every entry of the directory dfd except . and .., stopping at the first
@@ -309,13 +315,15 @@ int list_dir_at(int dfd, strv *ret, bb_error **err)
     return 0;
 }
 
-char *readlink_at(int dfd, const char *name)
+char *readlink_at(int dfd, const char *name, bb_error **err)
 {
     for (size_t cap = 256;; cap *= 2) {
         _cleanup_free_ char *target = xmalloc(cap);
         ssize_t n = readlinkat(dfd, name, target, cap);
-        if (n < 0)
+        if (n < 0) {
+            bb_fail_errno(err, errno, "cannot read the link %s", name);
             return NULL;
+        }
         if ((size_t)n < cap) {
             target[n] = '\0';
             return steal_pointer(&target);
