@@ -122,7 +122,7 @@ static int for_each_child(int dfd, int (*fn)(int dfd, const char *name, void *ud
     int dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
     if (dup_fd < 0)
         return bb_fail_errno(err, errno, "cannot read directory");
-    DIR *d = fdopendir(dup_fd);
+    _cleanup_closedir_ DIR *d = fdopendir(dup_fd);
     if (!d) {
         close(dup_fd);
         return bb_fail_errno(err, errno, "cannot read directory");
@@ -138,7 +138,6 @@ static int for_each_child(int dfd, int (*fn)(int dfd, const char *name, void *ud
         if (r < 0)
             break;
     }
-    closedir(d);
     return r;
 }
 
@@ -261,19 +260,14 @@ int rm_rf(const char *path, bb_error **err)
 
 int dir_is_empty(const char *path, bb_error **err)
 {
-    DIR *d = opendir(path);
+    _cleanup_closedir_ DIR *d = opendir(path);
     if (!d)
         return errno == ENOENT ? 1 : bb_fail_errno(err, errno, "cannot read %s", path);
-    int empty = 1;
     struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!streq(de->d_name, ".") && !streq(de->d_name, "..")) {
-            empty = 0;
-            break;
-        }
-    }
-    closedir(d);
-    return empty;
+    while ((de = readdir(d)))
+        if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
+            return 0;
+    return 1;
 }
 
 bool path_exists(const char *path)
@@ -301,7 +295,7 @@ char *path_join(const char *a, const char *b)
 int list_dir_at(int dfd, strv *ret, bb_error **err)
 {
     int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    _cleanup_closedir_ DIR *d = fd < 0 ? NULL : fdopendir(fd);
     if (!d) {
         if (fd >= 0)
             close(fd);
@@ -311,7 +305,6 @@ int list_dir_at(int dfd, strv *ret, bb_error **err)
     while ((de = readdir(d)))
         if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
             strv_add(ret, de->d_name);
-    closedir(d);
     return 0;
 }
 

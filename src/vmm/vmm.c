@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -28,6 +27,7 @@
 #include "abi.h"
 #include "agent/proto.h"
 #include "guest/spec.h"
+#include "util/json.h"
 #include "util/time.h"
 #include "util/xalloc.h"
 #include "vmm/disklimit.h"
@@ -360,13 +360,12 @@ static void send_winsize(relay *r)
 static int exit_code_of(const frame *f)
 {
     json_error_t jerr;
-    json_t *o = json_loadb((const char *)f->data, f->len, 0, &jerr);
+    _cleanup_json_ json_t *o = json_loadb((const char *)f->data, f->len, 0, &jerr);
     json_t *code = json_object_get(o, "code");
     int c =
         json_is_integer(code) && json_integer_value(code) >= 0 && json_integer_value(code) <= 255
             ? (int)json_integer_value(code)
             : ABI_EXIT_SETUP;
-    json_decref(o);
     return c;
 }
 
