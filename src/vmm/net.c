@@ -338,9 +338,9 @@ void net_poll_fill(vmm_net *n, pollvec *pv, int *timeout_ms)
     int64_t now = now_mono_ms();
     for (ntimer *tm = n->timers; tm; tm = tm->next)
         if (tm->expire_ms >= 0) {
-            int64_t left = tm->expire_ms > now ? tm->expire_ms - now : 0;
-            if ((uint64_t)left < t)
-                t = (uint32_t)left;
+            uint32_t left = (uint32_t)poll_timeout_until(tm->expire_ms, now);
+            if (left < t)
+                t = left;
         }
     slirp_pollfds_fill(n->slirp, &t, cb_add_poll, n);
     *timeout_ms = t == UINT32_MAX ? -1 : (int)(t > INT_MAX ? INT_MAX : t);
