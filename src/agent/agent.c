@@ -30,6 +30,7 @@
 #include "agent/chain.h"
 #include "agent/msg.h"
 #include "agent/proto.h"
+#include "util/time.h"
 #include "util/xalloc.h"
 
 #define AGENT_MAX_UNAUTH 16
@@ -75,13 +76,6 @@ typedef struct agent {
     chain_state chain;
     char kernel[65];
 } agent;
-
-static long long now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 static void close_fd(int *fd)
 {
@@ -297,7 +291,7 @@ static void start_command(agent *a, conn *c)
     if (c->cerr >= 0)
         set_nonblock(c->cerr);
     if (c->req.timeout_seconds > 0)
-        c->deadline = now_ms() + (long long)c->req.timeout_seconds * 1000;
+        c->deadline = now_mono_ms() + (long long)c->req.timeout_seconds * 1000;
     c->st = C_RUNNING;
 }
 
@@ -514,7 +508,7 @@ static void reap(agent *a)
             if (c->pid == p && !c->exited) {
                 c->exited = true;
                 c->status = st;
-                c->exited_at = now_ms();
+                c->exited_at = now_mono_ms();
             }
 }
 
@@ -552,7 +546,7 @@ static void accept_peer(agent *a)
     conn *c = xcalloc(1, sizeof *c);
     *c = (conn){.fd = fd,
                 .st = C_HELLO,
-                .hello_deadline = now_ms() + AGENT_HELLO_MS,
+                .hello_deadline = now_mono_ms() + AGENT_HELLO_MS,
                 .cin = -1,
                 .cout = -1,
                 .cerr = -1,
@@ -599,7 +593,7 @@ static int next_timeout(const agent *a, long long now)
     }
     if (t < 0)
         return -1;
-    return t <= now ? 0 : (int)(t - now);
+    return poll_timeout_until(t, now);
 }
 
 /* Per-connection work after poll. Returns false when the connection is done. */
@@ -707,7 +701,7 @@ int agent_serve(const agent_config *cfg, bb_error **err)
         size_t i = 0;
         for (conn *c = a.conns; c; c = c->next)
             fill(&a, c, &v, &n, &cap, &sl[i++]);
-        int pr = poll(v, n, next_timeout(&a, now_ms()));
+        int pr = poll(v, n, next_timeout(&a, now_mono_ms()));
         if (pr < 0 && errno != EINTR)
             return bb_fail_errno(err, errno, "agent: poll");
         if (pr < 0)
@@ -716,7 +710,7 @@ int agent_serve(const agent_config *cfg, bb_error **err)
             drain_signals(a.sigfd);
             reap(&a);
         }
-        long long now = now_ms();
+        long long now = now_mono_ms();
         /* Connections accepted below are served from the next round on. */
         i = 0;
         for (conn **pp = &a.conns; *pp;) {

@@ -19,6 +19,7 @@
 
 #include "core/runlog.h"
 #include "agent/chain.h"
+#include "util/time.h"
 #include "util/xalloc.h"
 
 #define DIAL_MS      2000
@@ -212,13 +213,6 @@ typedef struct sess {
     agent_exit x;
 } sess;
 
-static long long now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 static void queue(sess *s, uint8_t type, const void *data, size_t n)
 {
     if (s->out_off == s->out_len)
@@ -327,9 +321,9 @@ static void on_signals(sess *s, int sigfd)
 
 static int relay(sess *s, int sigfd, bb_error **err)
 {
-    long long deadline = s->io->timeout_seconds > 0
-                             ? now_ms() + (long long)s->io->timeout_seconds * 1000 + EXIT_GRACE_MS
-                             : -1;
+    int64_t deadline = s->io->timeout_seconds > 0
+                           ? now_mono_ms() + (int64_t)s->io->timeout_seconds * 1000 + EXIT_GRACE_MS
+                           : -1;
     while (!s->done) {
         struct pollfd p[3] = {
             {.fd = sigfd, .events = POLLIN},
@@ -337,8 +331,7 @@ static int relay(sess *s, int sigfd, bb_error **err)
             {.fd = s->stdin_open && s->out_len - s->out_off < OUT_HIGH ? STDIN_FILENO : -1,
              .events = POLLIN},
         };
-        long long left = deadline < 0 ? -1 : deadline - now_ms();
-        int pr = poll(p, 3, deadline < 0 ? -1 : left > 0 ? (int)left : 0);
+        int pr = poll(p, 3, poll_timeout_until(deadline, now_mono_ms()));
         if (pr < 0) {
             if (errno == EINTR)
                 continue;

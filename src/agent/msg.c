@@ -2,16 +2,14 @@
 #include "msg.h"
 
 #include <errno.h>
-#include <jansson.h>
 #include <signal.h>
 #include <string.h>
 
 #include "agent/chain.h"
+#include "util/json.h"
 #include "util/xalloc.h"
 
 #define KERNEL_MAX 64
-
-#define _cleanup_json_ _cleanup_(json_decrefp)
 
 static char *dump(json_t *o, size_t *ret_len)
 {
@@ -26,13 +24,12 @@ static char *dump(json_t *o, size_t *ret_len)
 static json_t *load(const char *data, size_t len, const char *what, bb_error **err)
 {
     json_error_t jerr;
-    json_t *o = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+    _cleanup_json_ json_t *o = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!o || !json_is_object(o)) {
-        json_decref(o);
         bb_fail(err, EPROTO, "agent protocol error: the %s is not a JSON object", what);
         return NULL;
     }
-    return o;
+    return steal_pointer(&o);
 }
 
 /* A JSON string with no NUL inside, copied. */

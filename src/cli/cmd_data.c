@@ -20,6 +20,7 @@
 #include "runtime/datadisk.h"
 #include "runtime/diskjob.h"
 #include "util/fs.h"
+#include "util/time.h"
 #include "util/xalloc.h"
 
 static void data_place_donep(data_place *p)
@@ -123,20 +124,18 @@ static int list_snapshots(const char *root, const char *name, bb_error **err)
 }
 
 typedef struct {
-    struct timespec start, last;
+    int64_t start_ms, last_ms;
     bool shown;
 } progress_state;
 
 static void show_progress(uint64_t bytes, void *ud)
 {
     progress_state *p = ud;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t now = now_mono_ms();
     /* Only for a /data large enough to take a while, and at most a few times a second. */
-    if (now.tv_sec - p->start.tv_sec < 1 ||
-        (now.tv_sec - p->last.tv_sec) * 1000000000L + (now.tv_nsec - p->last.tv_nsec) < 250000000L)
+    if (now - p->start_ms < 1000 || now - p->last_ms < 250)
         return;
-    p->last = now;
+    p->last_ms = now;
     p->shown = true;
     fprintf(stderr, "\rsnapshot: %" PRIu64 " MiB archived", bytes >> 20);
 }
@@ -175,8 +174,7 @@ static int take_snapshot(cli_args *a, const char *name, const char *label, snap_
         return -1;
     _cleanup_free_ char *file = xasprintf("%s/%s%s", dir, label, compress_suffix(c));
     _cleanup_free_ char *partial = xasprintf("%s.partial", file);
-    progress_state ps = {0};
-    clock_gettime(CLOCK_MONOTONIC, &ps.start);
+    progress_state ps = {.start_ms = now_mono_ms()};
     data_job j = {.op = "snapshot",
                   .arg = {data, partial, compress_name(c)},
                   .progress = isatty(STDERR_FILENO) ? show_progress : NULL,

@@ -30,7 +30,7 @@ int cmd_rename(cli_args *a, bb_error **err)
         return -1;
     _cleanup_error_ bb_error *ie = NULL;
     if (image_rename(a->root, old, new, &ie) < 0)
-        cli_print_error("warning: ", ie->msg);
+        bb_error_warn_release(&ie);
     printf("%s -> %s\n", old, new);
     return 0;
 }
@@ -48,7 +48,7 @@ static int destroy_one(const char *root, const char *name, bool data, bb_error *
         return -1;
     _cleanup_error_ bb_error *ie = NULL;
     if (image_remove(root, name, &ie) < 0)
-        cli_print_error("warning: ", ie->msg);
+        bb_error_warn_release(&ie);
     return sandbox_remove(root, name, data, err);
 }
 

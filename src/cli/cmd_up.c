@@ -12,14 +12,8 @@
 #include "core/runlog.h"
 #include "runtime/boot.h"
 #include "runtime/up.h"
+#include "util/time.h"
 #include "util/xalloc.h"
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 /* Is the state's agent answering? A state whose agent does not is stale. */
 static bool answering(const up_state *s)
@@ -188,10 +182,10 @@ int cmd_exec(cli_args *a, bb_error **err)
     }
     _cleanup_free_ char *log = home_path_of(a->root, HP_LOG, name);
     io.log = runlog_begin(log, "exec", h.argv.v, NULL); /* best effort */
-    double start = now_s();
+    double start = now_mono_s();
     agent_exit x = {0};
     r = agent_session(&c, &io, &x, err);
-    runlog_end(io.log, r < 0 ? -1 : x.code, now_s() - start);
+    runlog_end(io.log, r < 0 ? -1 : x.code, now_mono_s() - start);
     strv_clear(&h.argv);
     if (r < 0)
         return (*err)->status == EINTR ? -1 : lost(name, err);

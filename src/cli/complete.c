@@ -53,7 +53,7 @@ static void offer_snapshots(const char *name)
     if (!name_valid(name) || home_root(&root, NULL) < 0)
         return;
     _cleanup_free_ char *dir = home_path_of(root, HP_SNAPSHOTS, name);
-    DIR *d = opendir(dir);
+    _cleanup_closedir_ DIR *d = opendir(dir);
     if (!d)
         return;
     snap *v = NULL;
@@ -73,7 +73,6 @@ static void offer_snapshots(const char *name)
             break;
         }
     }
-    closedir(d);
     if (n)
         qsort(v, n, sizeof *v, snap_newest_first);
     for (size_t i = 0; i < n; i++) {

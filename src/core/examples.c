@@ -34,18 +34,24 @@ static int write_new(int dfd, const embedded_file *f, bb_error **err)
     for (char *s = strchr(rel, '/'); s; s = strchr(s + 1, '/')) {
         *s = '\0';
         char *slash = strrchr(rel, '/');
+        _cleanup_error_ bb_error *oerr = NULL;
         _cleanup_close_ int pfd =
-            slash ? (*slash = '\0', openat_beneath(dfd, rel, O_PATH | O_DIRECTORY, 0))
+            slash ? (*slash = '\0', openat_beneath(dfd, rel, O_PATH | O_DIRECTORY, 0, &oerr))
                   : fcntl(dfd, F_DUPFD_CLOEXEC, 3);
         if (slash)
             *slash = '/';
-        if (pfd < 0 || (mkdirat(pfd, slash ? slash + 1 : rel, 0755) < 0 && errno != EEXIST))
+        if (pfd < 0)
+            return bb_fail_errno(err, oerr ? oerr->status : errno, "cannot create %s", rel);
+        if (mkdirat(pfd, slash ? slash + 1 : rel, 0755) < 0 && errno != EEXIST)
             return bb_fail_errno(err, errno, "cannot create %s", rel);
         *s = '/';
     }
-    _cleanup_close_ int fd = openat_beneath(dfd, f->path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    _cleanup_error_ bb_error *oerr = NULL;
+    _cleanup_close_ int fd = openat_beneath(dfd, f->path, O_WRONLY | O_CREAT | O_EXCL, 0644, &oerr);
     if (fd < 0)
-        return errno == EEXIST ? 0 : bb_fail_errno(err, errno, "cannot create %s", f->path);
+        return oerr->status == EEXIST
+                   ? 0
+                   : bb_fail_errno(err, oerr->status, "cannot create %s", f->path);
     for (size_t off = 0; off < f->len;) {
         ssize_t n = write(fd, f->data + off, f->len - off);
         if (n < 0 && errno == EINTR)

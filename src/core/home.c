@@ -118,7 +118,7 @@ int home_require(const char *root, const char *name, bb_error **err)
 int home_list(const char *root, strv *ret, bb_error **err)
 {
     _cleanup_free_ char *dir = path_join(root, "sandboxes");
-    DIR *d = opendir(dir);
+    _cleanup_closedir_ DIR *d = opendir(dir);
     if (!d) {
         if (errno == ENOENT)
             return 0;
@@ -132,7 +132,6 @@ int home_list(const char *root, strv *ret, bb_error **err)
         if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
             strv_add(ret, de->d_name);
     }
-    closedir(d);
     strv_sort(ret);
     return 0;
 }

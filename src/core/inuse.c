@@ -81,7 +81,7 @@ static char *holders(const char *root, const char *name, size_t *ret_n)
     _cleanup_free_ char *dir = notes_dir(root, name);
     _cleanup_sb_ strbuf b = {0};
     *ret_n = 0;
-    DIR *d = opendir(dir);
+    _cleanup_closedir_ DIR *d = opendir(dir);
     if (!d)
         return NULL;
     struct dirent *de;
@@ -101,7 +101,6 @@ static char *holders(const char *root, const char *name, size_t *ret_n)
         sb_printf(&b, "%sbluebox %s (pid %ld)", *ret_n ? ", " : "", text, pid);
         (*ret_n)++;
     }
-    closedir(d);
     return sb_steal(&b);
 }
 

@@ -210,7 +210,7 @@ static int copy_file(copier *c, int src, int dst, const char *name, const struct
 static int copy_symlink(copier *c, int src, int dst, const char *name, const struct stat *st,
                         bb_error **err)
 {
-    _cleanup_free_ char *target = readlink_at(src, name);
+    _cleanup_free_ char *target = readlink_at(src, name, NULL);
     if (!target) {
         c->t->skipped[SKIP_CHANGED]++;
         return 0;

@@ -245,7 +245,7 @@ static int parent_fd(extractor *x, const char *parent, bb_error **err)
         return x->root;
     if (x->pname && streq(x->pname, parent))
         return x->pfd;
-    int fd = openat_beneath(x->root, parent, O_PATH | O_DIRECTORY, 0);
+    int fd = openat_beneath(x->root, parent, O_PATH | O_DIRECTORY, 0, NULL);
     if (fd < 0 && (fd = walk_dirs(x, parent, true, "passes through", err)) < 0)
         return -1;
     if (x->pfd >= 0)
@@ -589,9 +589,9 @@ static int apply_dirs(extractor *x, bb_error **err)
     for (size_t i = 0; i < x->ndirs; i++) {
         const dir_attr *d = &x->dirs[i];
         _cleanup_close_ int fd =
-            openat_beneath(x->root, *d->rel ? d->rel : ".", O_RDONLY | O_DIRECTORY, 0);
+            openat_beneath(x->root, *d->rel ? d->rel : ".", O_RDONLY | O_DIRECTORY, 0, err);
         if (fd < 0)
-            return bb_fail_errno(err, errno, "cannot open %s", *d->rel ? d->rel : ".");
+            return -1;
         struct timespec ts[2] = {{0, UTIME_OMIT}, d->mtime};
         if (fchmod(fd, (d->mode & 0777) | 0700) < 0 || futimens(fd, ts) < 0)
             return bb_fail_errno(err, errno, "cannot set the mode of %s", *d->rel ? d->rel : ".");

@@ -210,7 +210,7 @@ static int add_file(writer *w, int dfd, const char *name, const char *path,
 static int add_symlink(writer *w, int dfd, const char *name, const char *path,
                        const struct stat *st, bb_error **err)
 {
-    _cleanup_free_ char *target = readlink_at(dfd, name);
+    _cleanup_free_ char *target = readlink_at(dfd, name, NULL);
     if (!target) {
         w->t->skipped[SKIP_CHANGED]++;
         return 0;

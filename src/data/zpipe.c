@@ -42,9 +42,9 @@ static int flush(zpipe *z, const char *data, size_t len, ZSTD_EndDirective mode)
         size_t left = ZSTD_compressStream2(z->cctx, &out, &in, mode);
         if (ZSTD_isError(left))
             return EIO;
-        int r = out.pos > 0 ? write_full(z->out_fd, z->out, out.pos) : 0;
-        if (r < 0)
-            return -r;
+        _cleanup_error_ bb_error *e = NULL;
+        if (out.pos > 0 && write_full(z->out_fd, z->out, out.pos, "the archive", &e) < 0)
+            return e->status;
         if (mode == ZSTD_e_end ? left == 0 : in.pos == in.size)
             return 0;
     }

@@ -43,6 +43,7 @@
 #include "guest/spec.h"
 #include "guest/user.h"
 #include "util/fs.h"
+#include "util/time.h"
 #include "util/xalloc.h"
 
 /* UML's first serial line (ssl0=fd:K on the host side). */
@@ -369,7 +370,7 @@ typedef struct relay {
     pid_t pid;
     bool exited;
     int status;
-    struct timespec exited_at;
+    int64_t exited_at_ms;
     bool stdin_eof; /* the host sent i: close the command's stdin once the buffer drains */
     uint8_t *in;
     size_t in_len, in_off;
@@ -493,15 +494,8 @@ static void reap(relay *r)
         if (p == r->pid && !r->exited) {
             r->exited = true;
             r->status = st;
-            clock_gettime(CLOCK_MONOTONIC, &r->exited_at);
+            r->exited_at_ms = now_mono_ms();
         }
-}
-
-static long ms_since(const struct timespec *t)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
 }
 
 static void relay_loop(relay *r, int sigfd)
@@ -510,7 +504,7 @@ static void relay_loop(relay *r, int sigfd)
         bool out_open = r->io.out >= 0, err_open = r->io.err >= 0;
         int timeout = -1;
         if (r->exited) {
-            long left = DRAIN_MS - ms_since(&r->exited_at);
+            int64_t left = DRAIN_MS - mono_ms_since(r->exited_at_ms);
             if ((!out_open && !err_open) || left <= 0)
                 return;
             timeout = (int)left;

@@ -91,9 +91,10 @@ static int write_new(int dirfd, const char *name, const char *text, bb_error **e
 {
     _cleanup_close_ int fd =
         openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0 || write_full(fd, text, strlen(text)) < 0)
+    if (fd < 0)
         return bb_fail_errno(err, errno, "cannot write /etc/%s", name);
-    return 0;
+    _cleanup_free_ char *what = xasprintf("/etc/%s", name);
+    return write_full(fd, text, strlen(text), what, err);
 }
 
 /* On the RAM layer: replace what the image has (the guest may edit them afterwards). */

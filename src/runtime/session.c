@@ -16,15 +16,9 @@
 #include "abi.h"
 #include "core/runlog.h"
 #include "util/spawn.h"
+#include "util/time.h"
 
 extern char **environ;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 void session_remove(const char *container)
 {
@@ -115,7 +109,7 @@ int session_run(const session *s, session_result *ret, bb_error **err)
     sigprocmask(SIG_BLOCK, &mask, &old);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     pid_t pid = -1;
-    double start = now();
+    double start = now_mono_s();
     int r =
         sfd < 0 ? bb_fail_errno(err, errno, "signalfd") : spawn_podman(s, &old, pipes, &pid, err);
     int out[2] = {pipes[0][0], pipes[1][0]};
@@ -140,7 +134,7 @@ int session_run(const session *s, session_result *ret, bb_error **err)
     double grace = 0;
     while (!exited || out[0] >= 0 || out[1] >= 0) {
         int wait_ms = -1;
-        double t = now();
+        double t = now_mono_s();
         if (deadline > 0 && !stopping)
             wait_ms = deadline <= t ? 0 : (int)((deadline - t) * 1000) + 1;
         if (exited) /* the client is gone; do not wait forever on a pipe someone else holds */
@@ -153,7 +147,7 @@ int session_run(const session *s, session_result *ret, bb_error **err)
             break;
         if (n == 0 && exited)
             break;
-        if (n == 0 && deadline > 0 && now() >= deadline && !stopping) {
+        if (n == 0 && deadline > 0 && now_mono_s() >= deadline && !stopping) {
             ret->timed_out = true;
             stopping = true;
             session_remove(s->container);
@@ -179,7 +173,7 @@ int session_run(const session *s, session_result *ret, bb_error **err)
                 relay(&out[i], i == 0 ? STDOUT_FILENO : STDERR_FILENO, s->log);
         if (!exited && reap(pid, &status, false) == pid) {
             exited = true;
-            grace = now() + 2;
+            grace = now_mono_s() + 2;
         }
     }
     if (!exited)
@@ -190,7 +184,7 @@ int session_run(const session *s, session_result *ret, bb_error **err)
     close(sfd);
     sigprocmask(SIG_SETMASK, &old, NULL);
     sigaction(SIGPIPE, &old_pipe, NULL);
-    ret->seconds = now() - start;
+    ret->seconds = now_mono_s() - start;
     if (ret->timed_out)
         ret->code = ABI_EXIT_TIMEOUT;
     else if (ret->signal)

@@ -553,7 +553,7 @@ int uml_bundle_prune(const char *home_root, const char *keep_dir, bb_error **err
     if (dfd < 0)
         return errno == ENOENT ? 0 : bb_fail_errno(err, errno, "cannot open %s", parent);
     int dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
-    DIR *d = dup_fd < 0 ? NULL : fdopendir(dup_fd);
+    _cleanup_closedir_ DIR *d = dup_fd < 0 ? NULL : fdopendir(dup_fd);
     if (!d) {
         if (dup_fd >= 0)
             close(dup_fd);
@@ -568,7 +568,6 @@ int uml_bundle_prune(const char *home_root, const char *keep_dir, bb_error **err
         if (bundle || tmp)
             strv_add(&doomed, n);
     }
-    closedir(d);
     for (size_t i = 0; i < doomed.n; i++)
         if (rm_rf_at(dfd, doomed.v[i], err) < 0)
             return bb_prefix(err, "cannot remove an old VMM bundle");

@@ -17,6 +17,7 @@
 #include "core/home.h"
 #include "session.h"
 #include "util/spawn.h"
+#include "util/time.h"
 #include "util/xalloc.h"
 
 #define READY_MS 30000
@@ -31,13 +32,6 @@
 #define ALIVE_EVERY_MS 1000
 /* A VM is made at most this long before up writes its state (podman run -d returning). */
 #define CREATED_SLACK_S 60
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 static int make_token(char **ret, bb_error **err)
 {
@@ -110,17 +104,17 @@ static char *vm_log(const char *container)
 
 static int wait_ready(const up_state *s, char **ret_kernel, bb_error **err)
 {
-    double start = now_s(), last_alive = start;
+    double start = now_mono_s(), last_alive = start;
     _cleanup_error_ bb_error *last = NULL;
     for (;;) {
         bb_error_free(last);
         last = NULL;
-        int ms = (now_s() - start) * 1000 < FAST_FOR_MS ? PING_FAST_MS : PING_SLOW_MS;
+        int ms = (now_mono_s() - start) * 1000 < FAST_FOR_MS ? PING_FAST_MS : PING_SLOW_MS;
         if (agent_ping(s->addr, s->token, ms, ret_kernel, &last) == 0)
             return 0;
         if (last->status == EPERM) /* the kernel gate: no point in waiting */
             return bb_fail(err, EPERM, "%s", last->msg);
-        double t = now_s();
+        double t = now_mono_s();
         if (t - start > READY_MS / 1000.0)
             return bb_fail(err, ETIMEDOUT, "the agent did not answer within %ds: %s",
                            READY_MS / 1000, last->msg);
@@ -226,7 +220,7 @@ int up_start(boot *b, up_state *ret, double *ret_seconds, char **ret_log, bb_err
 {
     *ret = (up_state){0};
     *ret_log = NULL;
-    double start = now_s();
+    double start = now_mono_s();
     _cleanup_upstate_ up_state s = {.container = up_container_name(b->l.root, b->l.name)};
     if (make_token(&s.token, err) < 0)
         return -1;
@@ -260,7 +254,7 @@ int up_start(boot *b, up_state *ret, double *ret_seconds, char **ret_log, bb_err
     s.kernel = steal_pointer(&kernel);
     if (upstate_save(b->l.root, b->l.name, &s, err) < 0)
         return -1;
-    *ret_seconds = now_s() - start;
+    *ret_seconds = now_mono_s() - start;
     *ret = s;
     s = (up_state){0};
     return 0;

@@ -2,7 +2,6 @@
 #include "upstate.h"
 
 #include <errno.h>
-#include <jansson.h>
 #include <malloc.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -10,6 +9,7 @@
 
 #include "core/home.h"
 #include "util/fs.h"
+#include "util/json.h"
 #include "util/xalloc.h"
 
 #define STATE_MAX 65536
@@ -49,7 +49,7 @@ int upstate_load(const char *root, const char *name, up_state *ret, bb_error **e
         return bb_fail(err, rerr->status, "%s", rerr->msg);
     }
     json_error_t jerr;
-    json_t *o = json_loadb(data, len, 0, &jerr);
+    _cleanup_json_ json_t *o = json_loadb(data, len, 0, &jerr);
     explicit_bzero(data, len);
     ret->container = str_field(o, "container");
     ret->addr = str_field(o, "addr");
@@ -57,7 +57,6 @@ int upstate_load(const char *root, const char *name, up_state *ret, bb_error **e
     ret->kernel = str_field(o, "kernel");
     json_t *st = json_object_get(o, "started");
     ret->started = json_is_integer(st) ? json_integer_value(st) : 0;
-    json_decref(o);
     if (!ret->container || !ret->addr || !ret->token || !ret->kernel) {
         upstate_clear(ret);
         return bb_fail(err, EINVAL, "%s is damaged; clean it up: bluebox down %s", path, name);

@@ -1,7 +1,9 @@
 /* A small ELF64 reader for the VMM bundle: the program interpreter, the DT_NEEDED list and
  * an in-place PT_INTERP rewrite. Reads only the headers it needs (pread, bounded), checks
  * every offset against the file size, and refuses anything that is not an ELF64 file of
- * this machine. */
+ * this machine.
+ *
+ * Errors: every function that can fail takes `bb_error **err` and returns -1. */
 #pragma once
 
 #include <stdint.h>

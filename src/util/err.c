@@ -2,8 +2,10 @@
 #include "err.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "tty.h"
 #include "xalloc.h"
 
 static int set(bb_error **err, int status, int exitcode, char *msg)
@@ -70,6 +72,19 @@ const char *bb_error_message(const bb_error *e)
 int bb_error_exit(const bb_error *e)
 {
     return e && e->exit ? e->exit : 1;
+}
+
+void bb_error_warn_release(bb_error **err)
+{
+    if (!err)
+        return;
+    /* The same shape as the CLI's error line (cli_print_error): escaped, one line. */
+    const char *msg = bb_error_message(*err);
+    _cleanup_sb_ strbuf b = {0};
+    tty_escape(&b, msg, strlen(msg), 0);
+    fprintf(stderr, "bluebox: warning: %s\n", b.s ? b.s : "");
+    bb_error_free(*err);
+    *err = NULL;
 }
 
 void bb_error_free(bb_error *e)

@@ -26,6 +26,11 @@ int bb_prefix(bb_error **err, const char *fmt, ...) _printf_(2, 3);
 const char *bb_error_message(const bb_error *e);
 int bb_error_exit(const bb_error *e);
 
+/* Warn and go on, for a failure that does not stop the command: print the error to stderr
+ * as "bluebox: warning: <message>" (escaped like every error, on one line), free it and set
+ * *err to NULL. As crun's crun_error_write_warning_and_release. */
+void bb_error_warn_release(bb_error **err);
+
 void bb_error_free(bb_error *e);
 static inline void bb_error_freep(bb_error **e)
 {

@@ -44,14 +44,14 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len, bb_erro
     return 0;
 }
 
-int write_full(int fd, const char *data, size_t len)
+int write_full(int fd, const char *data, size_t len, const char *what, bb_error **err)
 {
     while (len > 0) {
         ssize_t n = write(fd, data, len);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            return -errno;
+            return bb_fail_errno(err, errno, "cannot write %s", what);
         }
         data += n;
         len -= (size_t)n;
@@ -65,8 +65,12 @@ int write_file_atomic(const char *path, const char *data, size_t len, mode_t mod
     _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         return bb_fail_errno(err, errno, "cannot create %s", tmp);
-    int r = write_full(fd, data, len);
-    if (r == 0 && fchmod(fd, mode) < 0)
+    if (write_full(fd, data, len, path, err) < 0) {
+        unlink(tmp);
+        return -1;
+    }
+    int r = 0;
+    if (fchmod(fd, mode) < 0)
         r = -errno;
     if (r == 0 && fsync(fd) < 0)
         r = -errno;
@@ -97,7 +101,7 @@ int mkdir_p(const char *path, mode_t mode, bb_error **err)
     return 0;
 }
 
-int openat_beneath(int dirfd, const char *path, int flags, mode_t mode)
+int openat_beneath(int dirfd, const char *path, int flags, mode_t mode, bb_error **err)
 {
     struct open_how how = {
         .flags = (unsigned long long)(flags | O_CLOEXEC | O_NOFOLLOW),
@@ -105,7 +109,9 @@ int openat_beneath(int dirfd, const char *path, int flags, mode_t mode)
         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
     };
     long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof how);
-    return fd < 0 ? -1 : (int)fd;
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot open %s", path);
+    return (int)fd;
 }
 
 /* Call fn for every entry of the directory dfd except . and .., stopping at the first
@@ -116,7 +122,7 @@ static int for_each_child(int dfd, int (*fn)(int dfd, const char *name, void *ud
     int dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
     if (dup_fd < 0)
         return bb_fail_errno(err, errno, "cannot read directory");
-    DIR *d = fdopendir(dup_fd);
+    _cleanup_closedir_ DIR *d = fdopendir(dup_fd);
     if (!d) {
         close(dup_fd);
         return bb_fail_errno(err, errno, "cannot read directory");
@@ -132,7 +138,6 @@ static int for_each_child(int dfd, int (*fn)(int dfd, const char *name, void *ud
         if (r < 0)
             break;
     }
-    closedir(d);
     return r;
 }
 
@@ -255,19 +260,14 @@ int rm_rf(const char *path, bb_error **err)
 
 int dir_is_empty(const char *path, bb_error **err)
 {
-    DIR *d = opendir(path);
+    _cleanup_closedir_ DIR *d = opendir(path);
     if (!d)
         return errno == ENOENT ? 1 : bb_fail_errno(err, errno, "cannot read %s", path);
-    int empty = 1;
     struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!streq(de->d_name, ".") && !streq(de->d_name, "..")) {
-            empty = 0;
-            break;
-        }
-    }
-    closedir(d);
-    return empty;
+    while ((de = readdir(d)))
+        if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
+            return 0;
+    return 1;
 }
 
 bool path_exists(const char *path)
@@ -295,7 +295,7 @@ char *path_join(const char *a, const char *b)
 int list_dir_at(int dfd, strv *ret, bb_error **err)
 {
     int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    _cleanup_closedir_ DIR *d = fd < 0 ? NULL : fdopendir(fd);
     if (!d) {
         if (fd >= 0)
             close(fd);
@@ -305,17 +305,18 @@ int list_dir_at(int dfd, strv *ret, bb_error **err)
     while ((de = readdir(d)))
         if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
             strv_add(ret, de->d_name);
-    closedir(d);
     return 0;
 }
 
-char *readlink_at(int dfd, const char *name)
+char *readlink_at(int dfd, const char *name, bb_error **err)
 {
     for (size_t cap = 256;; cap *= 2) {
         _cleanup_free_ char *target = xmalloc(cap);
         ssize_t n = readlinkat(dfd, name, target, cap);
-        if (n < 0)
+        if (n < 0) {
+            bb_fail_errno(err, errno, "cannot read the link %s", name);
             return NULL;
+        }
         if ((size_t)n < cap) {
             target[n] = '\0';
             return steal_pointer(&target);

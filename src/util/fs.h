@@ -1,5 +1,11 @@
 /* Filesystem helpers. Anything that walks a tree a guest may have written uses fds and
- * never follows a symlink. */
+ * never follows a symlink.
+ *
+ * Errors: every function here that can fail takes `bb_error **err` (NULL when the caller
+ * only needs to know that it failed) and returns -1, or NULL for the pointer-returning
+ * ones, with the errno in (*err)->status; callers never read errno after them. The
+ * functions without `err` cannot fail (path_join aborts on out of memory) or answer a
+ * question (path_exists, is_dir). */
 #pragma once
 
 #include <stdbool.h>
@@ -11,14 +17,16 @@
 
 /* Read a whole regular file (at most max bytes) into a NUL-terminated buffer. */
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len, bb_error **err);
-/* write() all of data, retrying on EINTR; 0 or -errno. */
-int write_full(int fd, const char *data, size_t len);
+/* write() all of data to fd, retrying on EINTR; `what` names the file in the error
+ * ("cannot write <what>: <strerror>"). */
+int write_full(int fd, const char *data, size_t len, const char *what, bb_error **err);
 /* Write data to path atomically: a temp file beside it, fsync, rename. */
 int write_file_atomic(const char *path, const char *data, size_t len, mode_t mode, bb_error **err);
 /* mkdir -p with the given mode for directories it creates. */
 int mkdir_p(const char *path, mode_t mode, bb_error **err);
-/* Open path relative to dirfd beneath it: no symlinks, no escaping, no magic links. */
-int openat_beneath(int dirfd, const char *path, int flags, mode_t mode);
+/* Open path relative to dirfd beneath it: no symlinks, no escaping, no magic links. Returns
+ * the fd (O_CLOEXEC) or -1 ("cannot open <path>: <strerror>"). */
+int openat_beneath(int dirfd, const char *path, int flags, mode_t mode, bb_error **err);
 /* Remove everything below and including name (relative to dirfd), never following
  * a symlink. ENOENT is success. */
 int rm_rf_at(int dirfd, const char *name, bb_error **err);
@@ -34,5 +42,5 @@ bool is_dir(const char *path);
 char *path_join(const char *a, const char *b);
 /* Add the names in the directory dfd (not . and ..) to *ret, in directory order. */
 int list_dir_at(int dfd, strv *ret, bb_error **err);
-/* The target of the symlink name in dfd, or NULL with errno set. */
-char *readlink_at(int dfd, const char *name);
+/* The target of the symlink name in dfd, or NULL ("cannot read the link <name>: ..."). */
+char *readlink_at(int dfd, const char *name, bb_error **err);

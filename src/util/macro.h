@@ -1,6 +1,7 @@
 /* Small macros every file uses: cleanup attributes, ownership transfer, array size. */
 #pragma once
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,9 +32,16 @@ static inline void fclosep(FILE **f)
         fclose(*f);
 }
 
-#define _cleanup_free_   _cleanup_(freep)
-#define _cleanup_close_  _cleanup_(closep)
-#define _cleanup_fclose_ _cleanup_(fclosep)
+static inline void closedirp(DIR **d)
+{
+    if (*d)
+        closedir(*d);
+}
+
+#define _cleanup_free_     _cleanup_(freep)
+#define _cleanup_close_    _cleanup_(closep)
+#define _cleanup_fclose_   _cleanup_(fclosep)
+#define _cleanup_closedir_ _cleanup_(closedirp)
 
 /* Hand ownership out of a cleanup-managed variable. */
 #define steal_pointer(pp)                                                                          \

@@ -1,4 +1,9 @@
-/* Running another program and waiting for it. */
+/* Running another program and waiting for it.
+ *
+ * Errors: the spawn_* functions take `bb_error **err` and return -1 when the program could
+ * not be started or waited for (its own exit code is a result, not an error). Two helpers
+ * report no error by design: read_or_close (a pipe being drained is done at EOF or on an
+ * error alike) and program_find (NULL means "not on PATH"). */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,4 @@
-/* NULL-terminated string vectors. */
+/* NULL-terminated string vectors. Nothing here fails: out of memory aborts (xalloc). */
 #pragma once
 
 #include <stddef.h>

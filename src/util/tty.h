@@ -1,4 +1,4 @@
-/* Terminal facts, and text made safe to show on a terminal. */
+/* Terminal facts, and text made safe to show on a terminal. Nothing here fails. */
 #pragma once
 
 #include <stdbool.h>

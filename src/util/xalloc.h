@@ -1,4 +1,5 @@
-/* Allocation that aborts on out-of-memory, and a growable string buffer. */
+/* Allocation that aborts on out-of-memory, and a growable string buffer. Nothing here
+ * returns a failure: there is no NULL to check. */
 #pragma once
 
 #include <stdarg.h>

@@ -53,7 +53,7 @@ int disk_limit_apply(const disk_limit *d, pid_t uml)
         return 0;
     if (cap(uml, (rlim_t)d->bytes) < 0)
         return -1;
-    DIR *dir = opendir("/proc");
+    _cleanup_closedir_ DIR *dir = opendir("/proc");
     if (!dir)
         return -1;
     pid_t self = getpid();
@@ -66,6 +66,5 @@ int disk_limit_apply(const disk_limit *d, pid_t uml)
             continue;
         r = cap((pid_t)pid, (rlim_t)d->bytes);
     }
-    closedir(dir);
     return r;
 }

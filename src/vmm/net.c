@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "abi.h"
+#include "util/time.h"
 #include "util/xalloc.h"
 
 /* We listen here; UML binds its own end at UML_SOCK and connects when the guest brings the
@@ -68,13 +69,6 @@ size_t pollvec_add(pollvec *pv, int fd, short events)
     return pv->n++;
 }
 
-static int64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 /* ---- slirp's callbacks ------------------------------------------------------------------ */
 
 static ssize_t cb_send_packet(const void *buf, size_t len, void *opaque)
@@ -102,7 +96,7 @@ static void cb_guest_error(const char *msg, void *opaque)
 
 static int64_t cb_clock_get_ns(void *opaque)
 {
-    return now_ns();
+    return now_mono_ns();
 }
 
 static void *cb_timer_new(SlirpTimerCb cb, void *cb_opaque, void *opaque)
@@ -341,12 +335,12 @@ void net_poll_fill(vmm_net *n, pollvec *pv, int *timeout_ms)
     n->listen_idx = pollvec_add(pv, n->listen_fd, POLLIN);
     n->conn_idx = pollvec_add(pv, n->conn_fd, POLLIN);
     uint32_t t = *timeout_ms < 0 ? UINT32_MAX : (uint32_t)*timeout_ms;
-    int64_t now = now_ns() / 1000000;
+    int64_t now = now_mono_ms();
     for (ntimer *tm = n->timers; tm; tm = tm->next)
         if (tm->expire_ms >= 0) {
-            int64_t left = tm->expire_ms > now ? tm->expire_ms - now : 0;
-            if ((uint64_t)left < t)
-                t = (uint32_t)left;
+            uint32_t left = (uint32_t)poll_timeout_until(tm->expire_ms, now);
+            if (left < t)
+                t = left;
         }
     slirp_pollfds_fill(n->slirp, &t, cb_add_poll, n);
     *timeout_ms = t == UINT32_MAX ? -1 : (int)(t > INT_MAX ? INT_MAX : t);
@@ -387,7 +381,7 @@ static void run_timers(vmm_net *n)
     /* A callback may re-arm, add or free timers: rescan after each one. */
     for (bool again = true; again;) {
         again = false;
-        int64_t now = now_ns() / 1000000;
+        int64_t now = now_mono_ms();
         for (ntimer *t = n->timers; t; t = t->next)
             if (t->expire_ms >= 0 && t->expire_ms <= now) {
                 t->expire_ms = -1;

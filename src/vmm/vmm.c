@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -28,6 +27,8 @@
 #include "abi.h"
 #include "agent/proto.h"
 #include "guest/spec.h"
+#include "util/json.h"
+#include "util/time.h"
 #include "util/xalloc.h"
 #include "vmm/disklimit.h"
 #include "vmm/jail.h"
@@ -325,14 +326,14 @@ typedef struct relay {
     int uml_status;
     bool stdin_open, sock_open, tty_raw;
     bool ready; /* the guest set its end of the line raw (R frame): input may flow */
-    struct timespec started;
+    int64_t started_ms;
     const char *failure; /* why we stopped the guest ourselves */
     uint8_t *out;
     size_t out_len, out_off, out_cap;
     frame_decoder dec;
     bool have_exit;
     int exit_code;
-    struct timespec exit_at;
+    int64_t exit_at_ms;
     struct termios saved_tty;
     vmm_net *net; /* NULL for network: none */
     const disk_limit *disk;
@@ -359,13 +360,12 @@ static void send_winsize(relay *r)
 static int exit_code_of(const frame *f)
 {
     json_error_t jerr;
-    json_t *o = json_loadb((const char *)f->data, f->len, 0, &jerr);
+    _cleanup_json_ json_t *o = json_loadb((const char *)f->data, f->len, 0, &jerr);
     json_t *code = json_object_get(o, "code");
     int c =
         json_is_integer(code) && json_integer_value(code) >= 0 && json_integer_value(code) <= 255
             ? (int)json_integer_value(code)
             : ABI_EXIT_SETUP;
-    json_decref(o);
     return c;
 }
 
@@ -398,7 +398,7 @@ static void on_frame(relay *r, const frame *f)
         if (!r->have_exit) {
             r->have_exit = true;
             r->exit_code = exit_code_of(f);
-            clock_gettime(CLOCK_MONOTONIC, &r->exit_at);
+            r->exit_at_ms = now_mono_ms();
         }
         break;
     default:
@@ -506,13 +506,6 @@ static int read_signals(relay *r)
     return stop;
 }
 
-static long ms_since(const struct timespec *t)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
-}
-
 /* The log holds what the guest printed on its console: never let it reach the user's
  * terminal as control sequences. */
 static void print_log_line(const char *line)
@@ -588,14 +581,14 @@ static int relay_loop(relay *r)
         int timeout = -1;
         if (r->have_exit) {
             /* Reported: the guest is powering off; give it a moment, then make sure. */
-            long left = POWEROFF_GRACE_MS - ms_since(&r->exit_at);
+            int64_t left = POWEROFF_GRACE_MS - mono_ms_since(r->exit_at_ms);
             if (left <= 0)
                 kill_guest(r);
             if (!r->uml_alive)
                 return finish(r);
             timeout = (int)left;
         } else if (!r->ready) {
-            long left = BOOT_TIMEOUT_MS - ms_since(&r->started);
+            int64_t left = BOOT_TIMEOUT_MS - mono_ms_since(r->started_ms);
             if (left <= 0) {
                 r->failure = "the guest kernel did not come up within 30 seconds";
                 kill_guest(r);
@@ -680,7 +673,7 @@ int main(int argc, char **argv)
                .disk = &disk};
     r.sigfd = signals_setup(&old);
     frame_decoder_init(&r.dec);
-    clock_gettime(CLOCK_MONOTONIC, &r.started);
+    r.started_ms = now_mono_ms();
     r.uml = start_uml(kargv.v, dir, sv[1], r.log_fd, &old);
     close(sv[1]);
     fcntl(r.sock, F_SETFL, fcntl(r.sock, F_GETFL) | O_NONBLOCK);

@@ -3,6 +3,9 @@
 #include "unit.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "util/err.h"
 
@@ -36,11 +39,50 @@ static void missing_error(void **s)
     assert_null(e);
 }
 
+/* What bb_error_warn_release(&e) writes to stderr. */
+static char *warned(bb_error **e)
+{
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    dup2(fileno(f), STDERR_FILENO);
+    bb_error_warn_release(e);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    static char buf[256];
+    rewind(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void warn_and_release(void **s)
+{
+    (void)s;
+    bb_error *e = NULL;
+    bb_fail_errno(&e, ENOENT, "cannot remove image %s", "x");
+    assert_string_equal(warned(&e),
+                        "bluebox: warning: cannot remove image x: No such file or directory\n");
+    assert_null(e);
+    /* escaped and on one line, as the CLI prints errors */
+    bb_fail(&e, 0, "bad\nname\x1b[2J");
+    assert_string_equal(warned(&e), "bluebox: warning: bad\\nname\\x1b[2J\n");
+    assert_null(e);
+    /* a failure whose error was never filled still says something */
+    assert_string_equal(warned(&e),
+                        "bluebox: warning: internal error: a failure with no message\n");
+    bb_error_warn_release(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(message_and_exit),
         cmocka_unit_test(missing_error),
+        cmocka_unit_test(warn_and_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -50,6 +50,19 @@ static void rm_rf_keeps_symlink_targets(void **s)
     assert_int_equal(rm_rf(p("missing"), &err), 0);
 }
 
+/* Refused with -1 and the errno in the error, never a bare errno. */
+static void expect_refused(int dfd, const char *path, int status)
+{
+    bb_error *err = NULL;
+    assert_int_equal(openat_beneath(dfd, path, O_RDONLY, 0, &err), -1);
+    assert_non_null(err);
+    assert_int_equal(err->status, status);
+    assert_contains(err->msg, "cannot open ");
+    bb_error_free(err);
+    /* no error wanted: still -1 */
+    assert_int_equal(openat_beneath(dfd, path, O_RDONLY, 0, NULL), -1);
+}
+
 static void openat_beneath_refuses_escapes(void **s)
 {
     (void)s;
@@ -59,13 +72,70 @@ static void openat_beneath_refuses_escapes(void **s)
     assert_int_equal(symlink("../secret", p("root/rel")), 0);
     int dfd = open(p("root"), O_RDONLY | O_DIRECTORY);
     assert_true(dfd >= 0);
-    assert_int_equal(openat_beneath(dfd, "abs", O_RDONLY, 0), -1);
-    assert_int_equal(openat_beneath(dfd, "rel", O_RDONLY, 0), -1);
-    assert_int_equal(openat_beneath(dfd, "../secret", O_RDONLY, 0), -1);
-    assert_int_equal(openat_beneath(dfd, p("secret"), O_RDONLY, 0), -1);
-    int fd = openat_beneath(dfd, "new", O_WRONLY | O_CREAT | O_EXCL, 0600);
+    expect_refused(dfd, "abs", ELOOP);
+    expect_refused(dfd, "rel", ELOOP);
+    expect_refused(dfd, "../secret", EXDEV);
+    expect_refused(dfd, p("secret"), EXDEV);
+    expect_refused(dfd, "missing", ENOENT);
+    bb_error *err = NULL;
+    int fd = openat_beneath(dfd, "new", O_WRONLY | O_CREAT | O_EXCL, 0600, &err);
     assert_true(fd >= 0);
+    assert_null(err);
+    assert_int_equal(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
     close(fd);
+    assert_int_equal(openat_beneath(dfd, "new", O_WRONLY | O_CREAT | O_EXCL, 0600, &err), -1);
+    assert_int_equal(err->status, EEXIST);
+    assert_string_equal(err->msg, "cannot open new: File exists");
+    bb_error_free(err);
+    close(dfd);
+}
+
+static void write_full_fails_with_an_error(void **s)
+{
+    (void)s;
+    bb_error *err = NULL;
+    int fd = open(p("w"), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write_full(fd, "abc", 3, "w", &err), 0);
+    assert_null(err);
+    close(fd);
+    fd = open(p("w"), O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    /* -1 (not -errno) and the errno in the error */
+    assert_int_equal(write_full(fd, "abc", 3, "the file", &err), -1);
+    assert_int_equal(err->status, EBADF);
+    assert_string_equal(err->msg, "cannot write the file: Bad file descriptor");
+    bb_error_free(err);
+    assert_int_equal(write_full(fd, "abc", 3, "the file", NULL), -1);
+    close(fd);
+}
+
+static void readlink_at_reads_or_fails_with_an_error(void **s)
+{
+    (void)s;
+    mkdir(p("l"), 0755);
+    char target[400];
+    memset(target, 'x', sizeof target - 1); /* longer than the first buffer */
+    target[sizeof target - 1] = '\0';
+    assert_int_equal(symlink(target, p("l/long")), 0);
+    close(open(p("l/plain"), O_CREAT | O_WRONLY, 0644));
+    int dfd = open(p("l"), O_RDONLY | O_DIRECTORY);
+    assert_true(dfd >= 0);
+    bb_error *err = NULL;
+    char *t = readlink_at(dfd, "long", &err);
+    assert_non_null(t);
+    assert_null(err);
+    assert_string_equal(t, target);
+    free(t);
+    assert_null(readlink_at(dfd, "plain", &err));
+    assert_int_equal(err->status, EINVAL);
+    assert_contains(err->msg, "cannot read the link plain: ");
+    bb_error_free(err);
+    err = NULL;
+    assert_null(readlink_at(dfd, "missing", &err));
+    assert_int_equal(err->status, ENOENT);
+    bb_error_free(err);
+    assert_null(readlink_at(dfd, "missing", NULL));
     close(dfd);
 }
 
@@ -129,6 +199,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(rm_rf_keeps_symlink_targets, setup, teardown),
         cmocka_unit_test_setup_teardown(openat_beneath_refuses_escapes, setup, teardown),
+        cmocka_unit_test_setup_teardown(write_full_fails_with_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(readlink_at_reads_or_fails_with_an_error, setup, teardown),
         cmocka_unit_test_setup_teardown(atomic_write_and_read, setup, teardown),
         cmocka_unit_test_setup_teardown(read_file_refuses_a_fifo_without_blocking, setup, teardown),
         cmocka_unit_test_setup_teardown(mkdir_p_and_empty, setup, teardown),
