@@ -31,6 +31,7 @@
 #include "agent/msg.h"
 #include "agent/proto.h"
 #include "guest/stdin_relay.h"
+#include "util/env.h"
 #include "util/xalloc.h"
 
 #define AGENT_MAX_UNAUTH 16
@@ -92,22 +93,6 @@ static void close_fd(int *fd)
 static void set_nonblock(int fd)
 {
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-}
-
-char *env_take_secret(const char *name)
-{
-    extern char **environ;
-    size_t n = strlen(name);
-    char *value = NULL;
-    for (char **e = environ; e && *e; e++)
-        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') {
-            if (!value)
-                value = xstrdup(*e + n + 1);
-            /* The strings of the initial environment are what /proc/<pid>/environ shows. */
-            explicit_bzero(*e + n + 1, strlen(*e + n + 1));
-        }
-    unsetenv(name);
-    return value;
 }
 
 static void queue(conn *c, uint8_t type, const void *data, size_t n)

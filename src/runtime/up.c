@@ -11,11 +11,11 @@
 #include <unistd.h>
 
 #include "abi.h"
-#include "agent/agent.h"
 #include "agent/chain.h"
 #include "agent/client.h"
 #include "core/home.h"
 #include "session.h"
+#include "util/env.h"
 #include "util/spawn.h"
 #include "util/xalloc.h"
 
