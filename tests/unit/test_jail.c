@@ -101,17 +101,23 @@ static int run_probe(probe p)
     }
 }
 
-/* The probe in a fresh child, locked or not: 0 or the errno it got (-1: the child died). */
-static int probe_in_child(probe p, bool locked)
+/* A fresh child, under the lock or not; one that cannot take the lock exits 255. */
+static pid_t fork_child(bool locked)
 {
     pid_t pid = fork();
     assert_true(pid >= 0);
-    if (pid == 0) {
-        const char *what = "";
-        if (locked && jail_lock(&what) < 0)
-            _exit(255);
+    const char *what = "";
+    if (pid == 0 && locked && jail_lock(&what) < 0)
+        _exit(255);
+    return pid;
+}
+
+/* The probe in a fresh child, locked or not: 0 or the errno it got (-1: the child died). */
+static int probe_in_child(probe p, bool locked)
+{
+    pid_t pid = fork_child(locked);
+    if (pid == 0)
         _exit(run_probe(p));
-    }
     int st = 0;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     if (!WIFEXITED(st) || WEXITSTATUS(st) == 255)
@@ -325,12 +331,8 @@ static int fs_probe_in_child(fprobe p, bool locked, bool *ret_tainted)
     int fd = open(f, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     assert_true(fd >= 0);
     close(fd);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
+    pid_t pid = fork_child(locked);
     if (pid == 0) {
-        const char *what = "";
-        if (locked && jail_lock(&what) < 0)
-            _exit(255);
         int r = fs_probe(p, f);
         _exit(r == -2 ? 254 : r);
     }
