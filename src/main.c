@@ -5,10 +5,8 @@
 
 #include "agent/agent.h"
 #include "cli/cli.h"
-#include "data/dataop.h"
+#include "cli/hidden.h"
 #include "guest/init.h"
-#include "runtime/dataown.h"
-#include "runtime/probe.h"
 
 int main(int argc, char **argv)
 {

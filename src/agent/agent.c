@@ -30,6 +30,8 @@
 #include "agent/chain.h"
 #include "agent/msg.h"
 #include "agent/proto.h"
+#include "guest/stdin_relay.h"
+#include "util/env.h"
 #include "util/time.h"
 #include "util/xalloc.h"
 
@@ -53,15 +55,13 @@ typedef struct conn {
     frame_decoder dec;
     uint8_t *out; /* frames for the peer */
     size_t out_len, out_off, out_cap;
-    uint8_t *in; /* bytes for the command's stdin */
-    size_t in_len, in_off;
-    bool in_eof;
+    stdin_relay in; /* the command's stdin; with a pty in.fd == cout == master */
     agent_hello req;
     bool holds_index; /* the challenge's index, not yet proven */
     uint32_t epoch, index;
     pid_t pid;
-    int cin, cout, cerr, errpipe; /* our ends; with a pty cin == cout == master, cerr = -1 */
-    bool pty, exited, timed_out;
+    int cout, cerr, errpipe; /* our ends; with a pty cerr = -1 */
+    bool exited, timed_out;
     int status;
     long long deadline, exited_at;
     strbuf start_err;
@@ -87,22 +87,6 @@ static void close_fd(int *fd)
 static void set_nonblock(int fd)
 {
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-}
-
-char *env_take_secret(const char *name)
-{
-    extern char **environ;
-    size_t n = strlen(name);
-    char *value = NULL;
-    for (char **e = environ; e && *e; e++)
-        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') {
-            if (!value)
-                value = xstrdup(*e + n + 1);
-            /* The strings of the initial environment are what /proc/<pid>/environ shows. */
-            explicit_bzero(*e + n + 1, strlen(*e + n + 1));
-        }
-    unsetenv(name);
-    return value;
 }
 
 static void queue(conn *c, uint8_t type, const void *data, size_t n)
@@ -135,14 +119,13 @@ static void conn_free(agent *a, conn *c)
         chain_release(&a->chain, c->epoch, c->index);
     kill_group(c); /* the peer is gone: so is its command (waitpid(-1) reaps it) */
     close_fd(&c->fd);
-    close_fd(&c->cin);
-    if (c->cout != c->cin)
+    if (c->cout != c->in.fd)
         close_fd(&c->cout);
+    stdin_relay_done(&c->in);
     close_fd(&c->cerr);
     close_fd(&c->errpipe);
     frame_decoder_done(&c->dec);
     free(c->out);
-    free(c->in);
     free(c->start_err.s);
     hello_clear(&c->req);
     free(c);
@@ -216,9 +199,10 @@ static __attribute__((noinline)) pid_t spawn_child(const agent_config *cfg, cons
                                                    int theirs[3], int errpipe, const char *pts,
                                                    char **env)
 {
-    pid_t pid = vfork();
+    /* vfork on purpose (see exec_child): the child makes only system calls, then execs. */
+    pid_t pid = vfork(); // NOLINT(clang-analyzer-security.insecureAPI.vfork)
     if (pid == 0)
-        exec_child(cfg, c, theirs, errpipe, pts, env);
+        exec_child(cfg, c, theirs, errpipe, pts, env); // NOLINT(clang-analyzer-unix.Vfork)
     return pid;
 }
 
@@ -238,8 +222,8 @@ static int open_stdio(conn *c, int theirs[3], char **ret_pts)
                                  .ws_col = (unsigned short)c->req.cols};
             ioctl(m, TIOCSWINSZ, &ws);
         }
-        c->pty = true;
-        c->cin = c->cout = m;
+        stdin_relay_init(&c->in, m, true);
+        c->cout = m;
         return 0;
     }
     int p[3][2];
@@ -249,7 +233,8 @@ static int open_stdio(conn *c, int theirs[3], char **ret_pts)
                 close(p[j][0]), close(p[j][1]);
             return -1;
         }
-    c->cin = p[0][1], theirs[0] = p[0][0];
+    stdin_relay_init(&c->in, p[0][1], false);
+    theirs[0] = p[0][0];
     c->cout = p[1][0], theirs[1] = p[1][1];
     c->cerr = p[2][0], theirs[2] = p[2][1];
     return 0;
@@ -285,8 +270,8 @@ static void start_command(agent *a, conn *c)
     c->pid = pid;
     c->errpipe = ep[0];
     set_nonblock(c->errpipe);
-    set_nonblock(c->cin);
-    if (c->cout != c->cin)
+    set_nonblock(c->in.fd);
+    if (c->cout != c->in.fd)
         set_nonblock(c->cout);
     if (c->cerr >= 0)
         set_nonblock(c->cerr);
@@ -334,8 +319,6 @@ static bool on_hello(agent *a, conn *c, const frame *f)
     return true;
 }
 
-static void push_stdin(conn *c);
-
 static bool on_frame(agent *a, conn *c, const frame *f)
 {
     if (c->st == C_HELLO)
@@ -350,23 +333,16 @@ static bool on_frame(agent *a, conn *c, const frame *f)
         return true; /* the exit frame is on its way; late input does not matter */
     switch (f->type) {
     case FRAME_STDIN:
-        if (c->in_eof || c->cin < 0)
-            return true;
-        if (c->in_off == c->in_len)
-            c->in_off = c->in_len = 0;
-        c->in = xrealloc(c->in, c->in_len + f->len + 1);
-        memcpy(c->in + c->in_len, f->data, f->len);
-        c->in_len += f->len;
+        stdin_relay_add(&c->in, f->data, f->len);
         return true;
     case FRAME_STDIN_EOF:
-        c->in_eof = true;
-        push_stdin(c);
+        stdin_relay_eof(&c->in);
         return true;
     case FRAME_WINSIZE: {
         unsigned rows, cols;
-        if (c->pty && winsize_decode((const char *)f->data, f->len, &rows, &cols, NULL) == 0) {
+        if (c->in.pty && winsize_decode((const char *)f->data, f->len, &rows, &cols, NULL) == 0) {
             struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
-            ioctl(c->cin, TIOCSWINSZ, &ws);
+            ioctl(c->in.fd, TIOCSWINSZ, &ws);
         }
         return true;
     }
@@ -401,7 +377,7 @@ static bool read_peer(agent *a, conn *c)
             return false;
     }
     if (c->st == C_RUNNING)
-        push_stdin(c);
+        stdin_relay_push(&c->in);
     return true;
 }
 
@@ -420,35 +396,6 @@ static bool flush_peer(conn *c)
 
 /* ---- the command's side ----------------------------------------------------------------- */
 
-static void close_stdin(conn *c)
-{
-    if (c->pty) {
-        /* A terminal has no EOF of its own: type the EOF character, as a keyboard would. */
-        (void)!write(c->cin, "\x04", 1);
-        c->in_eof = false;
-        return;
-    }
-    close_fd(&c->cin);
-}
-
-static void push_stdin(conn *c)
-{
-    while (c->cin >= 0 && c->in_off < c->in_len) {
-        ssize_t w = write(c->cin, c->in + c->in_off, c->in_len - c->in_off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && errno == EAGAIN)
-            return;
-        if (w < 0) { /* the command stopped reading: drop the rest */
-            c->in_off = c->in_len;
-            break;
-        }
-        c->in_off += (size_t)w;
-    }
-    if (c->in_off == c->in_len && c->in_eof && c->cin >= 0)
-        close_stdin(c);
-}
-
 /* Read what the command wrote into a frame. */
 static void read_output(conn *c, int *fd, uint8_t type)
 {
@@ -457,9 +404,9 @@ static void read_output(conn *c, int *fd, uint8_t type)
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return;
     if (n <= 0) { /* EOF, or EIO from a pty whose every user has gone */
-        if (*fd == c->cin) {
+        if (*fd == c->in.fd) {
             c->cout = -1;
-            close_fd(&c->cin);
+            close_fd(&c->in.fd);
         } else {
             close_fd(fd);
         }
@@ -547,7 +494,7 @@ static void accept_peer(agent *a)
     *c = (conn){.fd = fd,
                 .st = C_HELLO,
                 .hello_deadline = now_mono_ms() + AGENT_HELLO_MS,
-                .cin = -1,
+                .in = {.fd = -1},
                 .cout = -1,
                 .cerr = -1,
                 .errpipe = -1,
@@ -611,7 +558,7 @@ static bool service(agent *a, conn *c, const struct pollfd *p, const slots *s, l
         if (s->cerr && p[s->cerr].revents && c->cerr >= 0)
             read_output(c, &c->cerr, FRAME_STDERR);
         if (s->cin && p[s->cin].revents)
-            push_stdin(c);
+            stdin_relay_push(&c->in);
         if (c->deadline && !c->exited && !c->timed_out && now >= c->deadline) {
             c->timed_out = true;
             kill_group(c);
@@ -626,7 +573,7 @@ static bool service(agent *a, conn *c, const struct pollfd *p, const slots *s, l
 static void fill(const agent *a, conn *c, struct pollfd **v, size_t *n, size_t *cap, slots *s)
 {
     bool room_out = c->out_len - c->out_off < OUT_HIGH;
-    bool room_in = c->in_len - c->in_off < IN_HIGH;
+    bool room_in = stdin_relay_queued(&c->in) < IN_HIGH;
     short sev = (short)((c->st != C_CLOSING && room_in ? POLLIN : 0) |
                         (c->out_off < c->out_len ? POLLOUT : 0));
     *s = (slots){0};
@@ -639,8 +586,8 @@ static void fill(const agent *a, conn *c, struct pollfd **v, size_t *n, size_t *
         s->cout = add_pfd(v, n, cap, c->cout, POLLIN);
     if (c->cerr >= 0 && room_out)
         s->cerr = add_pfd(v, n, cap, c->cerr, POLLIN);
-    if (c->cin >= 0 && c->in_off < c->in_len)
-        s->cin = add_pfd(v, n, cap, c->cin, POLLOUT);
+    if (stdin_relay_wants_write(&c->in))
+        s->cin = add_pfd(v, n, cap, c->in.fd, POLLOUT);
 }
 
 static int agent_listen(bb_error **err)

@@ -24,10 +24,5 @@ typedef struct agent_config {
 /* Serve forever. Returns only when the agent cannot work at all (no socket). */
 int agent_serve(const agent_config *c, bb_error **err);
 
-/* Take NAME's value out of the environment: copied, its bytes in the original environment
- * block overwritten (so /proc/<pid>/environ no longer shows it) and the variable unset.
- * NULL when it was not set. */
-char *env_take_secret(const char *name);
-
 /* `bluebox __agent`: the agent as the guest's command (krun: libkrun's init starts it). */
 int agent_main(int argc, char **argv);

@@ -125,8 +125,7 @@ int cmd_build(cli_args *a, bb_error **err)
         return -1;
     _cleanup_free_ char *ref = image_ref(a->root, name);
     printf("built %s\n", ref);
-    close(lock);
-    lock = -1;
+    close(steal_fd(&lock));
     _cleanup_(boot_done) boot b = {0};
     if (boot_prepare(a->root, name, BOOT_VERIFY, NULL, &b, err) < 0)
         return bb_prefix(err, "built, but isolation is not verified");

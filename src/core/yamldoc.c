@@ -112,7 +112,9 @@ static int parse_children(ctx *c, ynode *n, yaml_event_type_t end, int depth)
             return -1;
         node_add(n, child, &cap);
         if (n->kind == YNODE_MAP && n->nitems % 2 == 1) {
-            if (child->kind != YNODE_SCALAR)
+            /* parse_node set child (it returned 0); the analyzer stops following the
+             * recursion before it sees that. */
+            if (child->kind != YNODE_SCALAR) // NOLINT(clang-analyzer-core.NullDereference)
                 return bb_fail(c->err, EINVAL, "%s:%d:%d: mapping keys must be plain strings",
                                c->name, child->line, child->col);
             for (size_t i = 0; i + 1 < n->nitems; i += 2)

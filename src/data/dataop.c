@@ -196,38 +196,3 @@ int data_job_run(const data_job *j, bool unshare, const char *self, data_tally *
     *t = (data_tally){0};
     return unshare ? run_unshared(j, self, t, err) : run_here(j, t, err);
 }
-
-int data_main(int argc, char **argv)
-{
-    if (argc < 2) {
-        fprintf(stderr, "usage: bluebox __data <op> [--owner=U:G] <args…>\n");
-        return 2;
-    }
-    data_job j = {.op = argv[1]};
-    int i = 2;
-    if (i < argc && strncmp(argv[i], "--owner=", 8) == 0) {
-        unsigned u, g;
-        if (sscanf(argv[i] + 8, "%u:%u", &u, &g) != 2) {
-            fprintf(stderr, "bad owner %s\n", argv[i]);
-            return 2;
-        }
-        j.chown = true;
-        j.uid = (uid_t)u;
-        j.gid = (gid_t)g;
-        i++;
-    }
-    for (int k = 0; k < 3 && i < argc; k++)
-        j.arg[k] = argv[i++];
-    data_tally t = {0};
-    bb_error *err = NULL;
-    if (run_here(&j, &t, &err) < 0) {
-        fprintf(stderr, "%s\n", err->msg);
-        bb_error_free(err);
-        return 1;
-    }
-    if (streq(j.op, "pack")) /* stdout was the archive */
-        return 0;
-    _cleanup_free_ char *line = tally_format(&t);
-    printf("%s\n", line);
-    return 0;
-}

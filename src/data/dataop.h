@@ -23,6 +23,3 @@ typedef struct {
 
 /* Run the job here, or with `unshare` through `podman unshare <self> __data …`. */
 int data_job_run(const data_job *j, bool unshare, const char *self, data_tally *t, bb_error **err);
-/* The `__data <op> [--owner=U:G] <args…>` role: prints the tally line on stdout, or the
- * error on stderr and exits 1. */
-int data_main(int argc, char **argv);

@@ -41,6 +41,7 @@
 #include "guest/datadisk.h"
 #include "guest/root.h"
 #include "guest/spec.h"
+#include "guest/stdin_relay.h"
 #include "guest/user.h"
 #include "util/fs.h"
 #include "util/time.h"
@@ -371,63 +372,19 @@ typedef struct relay {
     bool exited;
     int status;
     int64_t exited_at_ms;
-    bool stdin_eof; /* the host sent i: close the command's stdin once the buffer drains */
-    uint8_t *in;
-    size_t in_len, in_off;
-    size_t in_cap;
+    stdin_relay in; /* the command's stdin, from the host's i frames */
     frame_decoder dec;
     bool serial_open;
 } relay;
-
-static void close_stdin(relay *r)
-{
-    if (r->io.pty >= 0) {
-        /* A terminal has no EOF of its own: send the EOF character, as a keyboard would. */
-        (void)!write(r->io.pty, "\x04", 1);
-        r->stdin_eof = false;
-        return;
-    }
-    if (r->io.in >= 0)
-        close(r->io.in);
-    r->io.in = -1;
-}
-
-static void push_stdin(relay *r)
-{
-    while (r->io.in >= 0 && r->in_off < r->in_len) {
-        ssize_t w = write(r->io.in, r->in + r->in_off, r->in_len - r->in_off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && errno == EAGAIN)
-            return;
-        if (w < 0) { /* EPIPE: the command stopped reading; drop the rest */
-            r->in_off = r->in_len;
-            break;
-        }
-        r->in_off += (size_t)w;
-    }
-    if (r->in_off == r->in_len) {
-        r->in_off = r->in_len = 0;
-        if (r->stdin_eof)
-            close_stdin(r);
-    }
-}
 
 static void on_frame(relay *r, const frame *f)
 {
     switch (f->type) {
     case FRAME_STDIN:
-        if (r->io.in < 0)
-            break;
-        if (r->in_len + f->len > r->in_cap) {
-            r->in_cap = r->in_len + f->len;
-            r->in = xrealloc(r->in, r->in_cap);
-        }
-        memcpy(r->in + r->in_len, f->data, f->len);
-        r->in_len += f->len;
+        stdin_relay_add(&r->in, f->data, f->len);
         break;
     case FRAME_STDIN_EOF:
-        r->stdin_eof = true;
+        stdin_relay_eof(&r->in);
         break;
     case FRAME_WINSIZE: {
         unsigned rows = 0, cols = 0;
@@ -470,7 +427,7 @@ static void read_serial(relay *r)
         if (k == 1)
             on_frame(r, &f);
     }
-    push_stdin(r);
+    stdin_relay_push(&r->in);
 }
 
 /* Forward what the command wrote. Returns false at EOF. */
@@ -511,11 +468,11 @@ static void relay_loop(relay *r, int sigfd)
         }
         struct pollfd p[5] = {
             {.fd = sigfd, .events = POLLIN},
-            {.fd = r->serial_open && r->in_len - r->in_off < STDIN_HIGH ? serial : -1,
+            {.fd = r->serial_open && stdin_relay_queued(&r->in) < STDIN_HIGH ? serial : -1,
              .events = POLLIN},
             {.fd = r->io.out, .events = POLLIN},
             {.fd = r->io.err, .events = POLLIN},
-            {.fd = r->io.in >= 0 && r->in_off < r->in_len ? r->io.in : -1, .events = POLLOUT},
+            {.fd = stdin_relay_wants_write(&r->in) ? r->in.fd : -1, .events = POLLOUT},
         };
         if (poll(p, ELEMENTSOF(p), timeout) < 0 && errno != EINTR)
             return;
@@ -528,7 +485,7 @@ static void relay_loop(relay *r, int sigfd)
         if (p[1].revents)
             read_serial(r);
         if (p[2].revents && !forward(r->io.out, FRAME_STDOUT)) {
-            if (r->io.out != r->io.in)
+            if (r->io.out != r->in.fd)
                 close(r->io.out);
             r->io.out = -1;
         }
@@ -537,7 +494,7 @@ static void relay_loop(relay *r, int sigfd)
             r->io.err = -1;
         }
         if (p[4].revents)
-            push_stdin(r);
+            stdin_relay_push(&r->in);
     }
 }
 
@@ -591,6 +548,7 @@ int guest_init_main(int argc, char **argv)
     relay r = {.serial_open = true};
     frame_decoder_init(&r.dec);
     r.pid = start_command(&spec, &r.io);
+    stdin_relay_init(&r.in, r.io.in, r.io.pty >= 0);
     relay_loop(&r, sigfd);
     if (!r.exited) { /* the host line broke: nobody is listening any more */
         kill(-r.pid, SIGKILL);

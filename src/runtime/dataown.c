@@ -128,19 +128,3 @@ int data_prepare(const char *root, const char *name, const bluefile *bf, const c
         return bb_fail(err, ENOTDIR, "%s is not a directory", data);
     return data_hand_over(data, bf, self, err);
 }
-
-int reown_main(int argc, char **argv)
-{
-    if (argc != 4) {
-        fprintf(stderr, "usage: bluebox __reown <uid> <gid> <path>\n");
-        return 2;
-    }
-    bb_error *err = NULL;
-    if (chown_tree(argv[3], (uid_t)strtoul(argv[1], NULL, 10), (gid_t)strtoul(argv[2], NULL, 10),
-                   &err) < 0) {
-        fprintf(stderr, "bluebox __reown: %s\n", err->msg);
-        bb_error_free(err);
-        return 1;
-    }
-    return 0;
-}

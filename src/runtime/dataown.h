@@ -15,5 +15,3 @@ int data_prepare(const char *root, const char *name, const bluefile *bf, const c
                  bb_error **err);
 /* Give path (a /data directory or disk image) to the sandbox's root for bf's isolation. */
 int data_hand_over(const char *path, const bluefile *bf, const char *self, bb_error **err);
-/* The `__reown <uid> <gid> <path>` role (run through `podman unshare`). */
-int reown_main(int argc, char **argv);

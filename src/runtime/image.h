@@ -26,7 +26,6 @@ int image_refuse_running(const char *root, const char *name, bb_error **err);
  * sandboxes/<name>/image-user, which build records beside image-id; a sandbox built before
  * that file existed asks podman once and records the answer. `image` (not NULL) names
  * another image than the sandbox's own, and is asked every time. */
-int image_user(const char *root, const char *name, const char *image, char **ret,
-               bb_error **err);
+int image_user(const char *root, const char *name, const char *image, char **ret, bb_error **err);
 /* Write the USER of the image `ref` into <dir>/image-user (build, in its staging dir). */
 int image_user_record(const char *dir, const char *ref, bb_error **err);

@@ -22,19 +22,6 @@ int kernel_id_self(kernel_id *ret, bb_error **err)
     return 0;
 }
 
-int probe_main(void)
-{
-    kernel_id k;
-    bb_error *err = NULL;
-    if (kernel_id_self(&k, &err) < 0) {
-        fprintf(stderr, "bluebox __probe: %s\n", err->msg);
-        bb_error_free(err);
-        return 1;
-    }
-    printf("%s\n%s\n", k.release, k.boot_id);
-    return fflush(stdout) == 0 ? 0 : 1;
-}
-
 static bool printable_word(const char *s, size_t n)
 {
     if (n == 0)

@@ -10,8 +10,6 @@ typedef struct {
     char boot_id[40];
 } kernel_id;
 
-/* The `__probe` role: print "<release>\n<boot_id>\n" on stdout. */
-int probe_main(void);
 /* This kernel's identity. */
 int kernel_id_self(kernel_id *ret, bb_error **err);
 /* Parse probe output (two lines). Refuses anything that is not exactly that. */

@@ -11,11 +11,11 @@
 #include <unistd.h>
 
 #include "abi.h"
-#include "agent/agent.h"
 #include "agent/chain.h"
 #include "agent/client.h"
 #include "core/home.h"
 #include "session.h"
+#include "util/env.h"
 #include "util/spawn.h"
 #include "util/time.h"
 #include "util/xalloc.h"
@@ -186,7 +186,7 @@ static bool vm_ours(const char *root, const char *name, const char *container, c
     _cleanup_free_ char *id = home_id(root);
     if (streq(f->home, id))
         return true;
-    if (!s || !s->addr || !streq(s->container, container))
+    if (!s || !s->addr || !s->container || !streq(s->container, container))
         return false;
     if (!f->running)
         return f->created <= s->started && s->started - f->created < CREATED_SLACK_S;

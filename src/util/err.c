@@ -1,4 +1,5 @@
 /* The error type: construction and context. */
+#define BB_ERR_IMPL /* the definitions below, not err.h's analyzer macros */
 #include "err.h"
 
 #include <stdarg.h>

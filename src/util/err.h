@@ -18,6 +18,13 @@ int bb_fail_errno(bb_error **err, int status, const char *fmt, ...) _printf_(3, 
 int bb_fail_usage(bb_error **err, const char *fmt, ...) _printf_(2, 3);
 /* Prefix an existing error's message with context ("context: message"). Returns -1. */
 int bb_prefix(bb_error **err, const char *fmt, ...) _printf_(2, 3);
+#if defined(__clang_analyzer__) && !defined(BB_ERR_IMPL)
+/* clang-analyzer reads one file at a time: tell it what err.c does, return -1. */
+#define bb_fail(...)       (bb_fail(__VA_ARGS__), -1)
+#define bb_fail_errno(...) (bb_fail_errno(__VA_ARGS__), -1)
+#define bb_fail_usage(...) (bb_fail_usage(__VA_ARGS__), -1)
+#define bb_prefix(...)     (bb_prefix(__VA_ARGS__), -1)
+#endif
 
 /* What to tell the user about a failure, and the exit code for it. A caller that returned
  * failure without filling the error (a bug) still gets a message and exit code 1, never a

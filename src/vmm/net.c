@@ -53,7 +53,7 @@ static _noreturn_ void net_die(const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     fputs("bluebox-vmm: network: ", stderr);
-    vfprintf(stderr, fmt, ap);
+    vfprintf(stderr, fmt, ap); // NOLINT(clang-analyzer-valist.Uninitialized): va_start is above
     fputc('\n', stderr);
     va_end(ap);
     exit(ABI_EXIT_SETUP);

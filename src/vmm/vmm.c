@@ -69,7 +69,7 @@ static void die(const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     fputs("bluebox-vmm: ", stderr);
-    vfprintf(stderr, fmt, ap);
+    vfprintf(stderr, fmt, ap); // NOLINT(clang-analyzer-valist.Uninitialized): va_start is above
     fputc('\n', stderr);
     va_end(ap);
     exit(ABI_EXIT_SETUP);

@@ -36,8 +36,7 @@ static char *argv_of(const char *yaml, bool network, bool limits)
     "podman build --pull=never --layers --cap-drop=all "                                           \
     "--cap-add=CHOWN,DAC_OVERRIDE,FOWNER,FSETID,SETUID,SETGID,SETFCAP "                            \
     "--ulimit=nproc=1024:1024 "
-#define TAIL                                                                                       \
-    "-f /c/Containerfile -t localhost/bluebox/box:latest --iidfile=/c/image-id /c"
+#define TAIL "-f /c/Containerfile -t localhost/bluebox/box:latest --iidfile=/c/image-id /c"
 
 /* Offline: no network at all. (Which builds get one is image_build's choice, checked
  * against the recorded argv in tests/cli/test_build_confinement.py.) */

@@ -101,17 +101,23 @@ static int run_probe(probe p)
     }
 }
 
-/* The probe in a fresh child, locked or not: 0 or the errno it got (-1: the child died). */
-static int probe_in_child(probe p, bool locked)
+/* A fresh child, under the lock or not; one that cannot take the lock exits 255. */
+static pid_t fork_child(bool locked)
 {
     pid_t pid = fork();
     assert_true(pid >= 0);
-    if (pid == 0) {
-        const char *what = "";
-        if (locked && jail_lock(&what) < 0)
-            _exit(255);
+    const char *what = "";
+    if (pid == 0 && locked && jail_lock(&what) < 0)
+        _exit(255);
+    return pid;
+}
+
+/* The probe in a fresh child, locked or not: 0 or the errno it got (-1: the child died). */
+static int probe_in_child(probe p, bool locked)
+{
+    pid_t pid = fork_child(locked);
+    if (pid == 0)
         _exit(run_probe(p));
-    }
     int st = 0;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     if (!WIFEXITED(st) || WEXITSTATUS(st) == 255)
@@ -325,12 +331,8 @@ static int fs_probe_in_child(fprobe p, bool locked, bool *ret_tainted)
     int fd = open(f, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     assert_true(fd >= 0);
     close(fd);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
+    pid_t pid = fork_child(locked);
     if (pid == 0) {
-        const char *what = "";
-        if (locked && jail_lock(&what) < 0)
-            _exit(255);
         int r = fs_probe(p, f);
         _exit(r == -2 ? 254 : r);
     }
@@ -375,42 +377,45 @@ static const struct {
     {F_SETFSUID, EPERM, false},       {F_IO_URING, ENOSYS, false},
 };
 
+/* Every case in a child, locked or not, against what fs_cases expects of that mode. */
+static void fs_run_cases(bool locked)
+{
+    if (geteuid() != 0)
+        skip();
+    for (size_t i = 0; i < ELEMENTSOF(fs_cases); i++) {
+        fprobe p = fs_cases[i].p;
+        bool tainted;
+        int r = fs_probe_in_child(p, locked, &tainted);
+        if (r == -2)
+            continue; /* O_TMPFILE unsupported on this filesystem */
+        if (locked) {
+            if (r != fs_cases[i].locked)
+                fail_msg("probe %d under the lock: got %s, want %s", p, r ? strerror(r) : "success",
+                         strerror(fs_cases[i].locked));
+            if (tainted)
+                fail_msg("probe %d under the lock left a privileged file", p);
+            continue;
+        }
+        if (p == F_SETXATTR_CAP || p == F_IO_URING)
+            continue; /* may be off or unsupported here; the lock must refuse it regardless */
+        if (r != 0)
+            fail_msg("probe %d failed unlocked: %s", p, strerror(r));
+        if (tainted != fs_cases[i].taints)
+            fail_msg("probe %d unlocked: tainted %d", p, tainted);
+    }
+}
+
+/* Root without the lock does all of it, so the refusals under the lock are the filter's. */
 static void fs_unlocked_control(void **s)
 {
     (void)s;
-    if (geteuid() != 0)
-        skip();
-    /* Root without the lock does all of it, so the refusals below are the filter's. */
-    for (size_t i = 0; i < ELEMENTSOF(fs_cases); i++) {
-        bool tainted;
-        int r = fs_probe_in_child(fs_cases[i].p, false, &tainted);
-        if (r == -2)
-            continue; /* O_TMPFILE unsupported on this filesystem */
-        if (fs_cases[i].p == F_SETXATTR_CAP || fs_cases[i].p == F_IO_URING)
-            continue; /* may be off or unsupported here; the lock must refuse it regardless */
-        if (r != 0)
-            fail_msg("probe %d failed unlocked: %s", fs_cases[i].p, strerror(r));
-        if (tainted != fs_cases[i].taints)
-            fail_msg("probe %d unlocked: tainted %d", fs_cases[i].p, tainted);
-    }
+    fs_run_cases(false);
 }
 
 static void fs_locked_refuses(void **s)
 {
     (void)s;
-    if (geteuid() != 0)
-        skip();
-    for (size_t i = 0; i < ELEMENTSOF(fs_cases); i++) {
-        bool tainted;
-        int r = fs_probe_in_child(fs_cases[i].p, true, &tainted);
-        if (r == -2)
-            continue;
-        if (r != fs_cases[i].locked)
-            fail_msg("probe %d under the lock: got %s, want %s", fs_cases[i].p,
-                     r ? strerror(r) : "success", strerror(fs_cases[i].locked));
-        if (tainted)
-            fail_msg("probe %d under the lock left a privileged file", fs_cases[i].p);
-    }
+    fs_run_cases(true);
 }
 
 /* Which container mounts the guest gets as hostfs mounts of its own (and UML may write):

@@ -12,10 +12,9 @@
 #include "agent/proto.h"
 #include "util/xalloc.h"
 
-static const uint8_t all_types[] = {FRAME_CHALLENGE, FRAME_HELLO,  FRAME_READY,
-                                    FRAME_GO,        FRAME_STDIN,  FRAME_STDIN_EOF,
-                                    FRAME_STDOUT,    FRAME_STDERR, FRAME_WINSIZE,
-                                    FRAME_EXIT,      FRAME_SIGNAL};
+static const uint8_t all_types[] = {FRAME_CHALLENGE, FRAME_HELLO,     FRAME_READY,  FRAME_GO,
+                                    FRAME_STDIN,     FRAME_STDIN_EOF, FRAME_STDOUT, FRAME_STDERR,
+                                    FRAME_WINSIZE,   FRAME_EXIT,      FRAME_SIGNAL};
 
 typedef struct encoded {
     uint8_t *buf;

@@ -1,4 +1,4 @@
-/* Shell integration: completion scripts. */
+/* `bluebox completion bash|zsh|fish`: print the shell completion script built into the binary. */
 #include <stdio.h>
 #include <string.h>
 
