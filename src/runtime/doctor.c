@@ -71,7 +71,7 @@ static void check_backends(doctor_report *r)
     for (const backend *const *b = reg; *b; b++)
         if ((*b)->doctor(r) && !usable)
             usable = *b;
-    if (usable == reg[0]) {
+    if (usable && usable == reg[0]) {
         doctor_add(r, "backend", CHECK_OK, xasprintf("%s (%s)", usable->name, usable->boundary),
                    NULL);
     } else if (usable) {
