@@ -105,30 +105,24 @@ int cmd_edit(cli_args *a, bb_error **err)
 
 int cmd_build(cli_args *a, bb_error **err)
 {
-    const char *name = a->argv[0];
-    if (home_require(a->root, name, err) < 0)
-        return -1;
-    _cleanup_free_ char *path = home_path_of(a->root, HP_BLUEFILE, name);
-    _cleanup_(bluefile_freep) bluefile *bf = NULL;
-    if (bluefile_load(path, &bf, err) < 0)
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(a->root, a->argv[0], &sb, err) < 0 || sandbox_bluefile(sb, err) < 0)
         return -1;
     _cleanup_containerfile_ containerfile cf = {0};
-    containerfile_render(bf, &cf);
+    containerfile_render(sb->bf, &cf);
     if (cli_flag(a, "dry-run")) {
         cli_show(stdout, cf.text, strlen(cf.text));
         return 0;
     }
-    if (mounts_check_host(a->root, bf, err) < 0)
+    if (mounts_check_host(a->root, sb->bf, err) < 0)
         return -1;
-    _cleanup_close_ int lock = home_lock(a->root, name, err);
-    if (lock < 0 || image_build(a->root, name, bf, err) < 0)
+    /* Held from the build through the isolation check: boot_prepare finds it held. */
+    if (sandbox_lock(sb, err) < 0 || image_build(sb, &cf, err) < 0)
         return -1;
-    _cleanup_free_ char *ref = image_ref(a->root, name);
+    _cleanup_free_ char *ref = image_ref(a->root, sb->name);
     printf("built %s\n", ref);
-    close(lock);
-    lock = -1;
     _cleanup_(boot_done) boot b = {0};
-    if (boot_prepare(a->root, name, BOOT_VERIFY, NULL, &b, err) < 0)
+    if (boot_prepare(sb, BOOT_VERIFY, NULL, &b, err) < 0)
         return bb_prefix(err, "built, but isolation is not verified");
     print_isolated(&b);
     return 0;
