@@ -234,8 +234,7 @@ static int disk_snapshot(sandbox *sb, const char *label, snap_compress c, bb_err
     if (fd < 0)
         return bb_fail_errno(err, errno, "cannot create %s", partial);
     char *args[] = {"pack", "/data", (char *)compress_name(c), NULL};
-    if (diskjob_run(sb, args, -1, fd, err) < 0 || fsync(fd) < 0 ||
-        rename(partial, file) < 0) {
+    if (diskjob_run(sb, args, -1, fd, err) < 0 || fsync(fd) < 0 || rename(partial, file) < 0) {
         if (!*err)
             bb_fail_errno(err, errno, "cannot move %s into place", file);
         (void)unlink(partial);

@@ -80,24 +80,22 @@ int cmd_edit(cli_args *a, bb_error **err)
     bool b = cli_flag(a, "bluefile"), c = cli_flag(a, "containerfile");
     if (b && c)
         return bb_fail_usage(err, "pass -b or -c, not both");
-    if (home_require(a->root, name, err) < 0)
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(a->root, name, &sb, err) < 0)
         return -1;
     int which = b ? 0 : c ? 1 : ask_which(err);
     if (which < 0)
         return -1;
     if (which == 1) {
-        _cleanup_free_ char *cf = home_path_of(a->root, HP_CONTAINERFILE, name);
-        if (!path_exists(cf))
+        if (!path_exists(sb->containerfile))
             return bb_fail(err, ENOENT, "no Containerfile yet; it is written by: bluebox build %s",
                            name);
         fprintf(stderr, "note: generated file — the next build overwrites it\n");
-        return run_editor(cf, err);
+        return run_editor(sb->containerfile, err);
     }
-    _cleanup_free_ char *path = home_path_of(a->root, HP_BLUEFILE, name);
-    if (run_editor(path, err) < 0)
+    if (run_editor(sb->bluefile_path, err) < 0)
         return -1;
-    _cleanup_(bluefile_freep) bluefile *bf = NULL;
-    if (bluefile_load(path, &bf, err) < 0)
+    if (sandbox_bluefile(sb, err) < 0)
         return bb_prefix(err, "saved, but it no longer parses");
     printf("ok — run: bluebox build %s\n", name);
     return 0;

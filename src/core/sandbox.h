@@ -21,16 +21,16 @@ struct backend; /* runtime/backend.h: core names it, the runtime fills it in */
  * sandbox_lock() on a handle that holds the lock is a no-op, so nothing locks twice. */
 typedef struct sandbox {
     char *root, *name;
-    char *dir;           /* sandboxes/<name> */
-    char *bluefile_path; /* sandboxes/<name>/Bluefile */
-    char *containerfile; /* sandboxes/<name>/Containerfile */
-    char *image_id;      /* sandboxes/<name>/image-id: written by a successful build */
-    char *data;          /* data/<name> */
-    char *disk;          /* disks/<name>.img */
-    char *snapshots;     /* snapshots/<name> */
-    char *log;           /* logs/<name>.log */
-    char *run;           /* run/<name>.json */
-    bluefile *bf;        /* NULL until sandbox_bluefile() */
+    char *dir;                     /* sandboxes/<name> */
+    char *bluefile_path;           /* sandboxes/<name>/Bluefile */
+    char *containerfile;           /* sandboxes/<name>/Containerfile */
+    char *image_id;                /* sandboxes/<name>/image-id: written by a successful build */
+    char *data;                    /* data/<name> */
+    char *disk;                    /* disks/<name>.img */
+    char *snapshots;               /* snapshots/<name> */
+    char *log;                     /* logs/<name>.log */
+    char *run;                     /* run/<name>.json */
+    bluefile *bf;                  /* NULL until sandbox_bluefile() */
     const struct backend *backend; /* NULL until sandbox_resolve_backend() */
     int lock;                      /* the home_lock fd; -1 when not held */
 } sandbox;

@@ -69,8 +69,7 @@ int boot_check_cached(sandbox *sb, isolation_state *ret_was, bb_error **err)
 }
 
 /* The steps of a boot that need the sandbox's lock. */
-static int prepare_locked(sandbox *sb, boot_check check, const char *use, boot *b,
-                          bb_error **err)
+static int prepare_locked(sandbox *sb, boot_check check, const char *use, boot *b, bb_error **err)
 {
     if (image_adopt(sb->root, sb->name, err) < 0)
         return -1;
@@ -85,7 +84,7 @@ int boot_prepare(sandbox *sb, boot_check check, const char *use, boot *ret, bb_e
 {
     *ret = (boot){.sb = sb};
     if (sandbox_resolve_backend(sb, err) < 0 || boot_require_image(sb, err) < 0 ||
-        mounts_check(sb->root, sb->name, sb->bf, err) < 0)
+        mounts_check(sb, err) < 0)
         return -1;
     ret->bf = sb->bf;
     ret->b = sb->backend;

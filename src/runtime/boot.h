@@ -14,11 +14,11 @@
 int sandbox_resolve_backend(sandbox *sb, bb_error **err);
 
 typedef struct boot {
-    sandbox *sb;      /* the caller's; it outlives the boot */
+    sandbox *sb;        /* the caller's; it outlives the boot */
     const bluefile *bf; /* sb->bf */
     const backend *b;   /* sb->backend */
-    char *self;      /* the bluebox the guest runs */
-    char *container; /* a fresh, unique container name */
+    char *self;         /* the bluebox the guest runs */
+    char *container;    /* a fresh, unique container name */
     launch l;
     isolation_state was;  /* the cache before this boot; ISO_VERIFIED: no check ran */
     isolation_result iso; /* filled when it ran */

@@ -140,7 +140,7 @@ int image_build(const sandbox *sb, const containerfile *cf, bb_error **err)
                            .network = bf->network != NET_NONE,
                            .limits = limits_enforced()};
         r = !spec.network && cf->fetch_end ? build_in_two(bf, cf, &spec, err)
-                                          : podman_build(bf, &spec, err);
+                                           : podman_build(bf, &spec, err);
         /* Beside image-id, so that launches need not ask podman (image_user); when podman
          * cannot say, the first launch asks. */
         if (r == 0)
