@@ -14,11 +14,13 @@ struct backend; /* runtime/backend.h: core names it, the runtime fills it in */
  * nowhere else for a sandbox that has a handle), its Bluefile (parsed once, on first use) and
  * its backend (resolved once, by the runtime: sandbox_resolve_backend() in runtime/boot.h).
  *
- * The lock: sandbox_lock() is the one caller of home_lock() for a handle. A command that
- * needs the lock for its whole span (build, the /data commands) takes it in the CLI and
- * keeps it until sandbox_unlock() or sandbox_close(); boot_prepare takes it for its own
- * steps only when the caller does not hold it, and then releases it before it returns.
- * sandbox_lock() on a handle that holds the lock is a no-op, so nothing locks twice. */
+ * The lock belongs to the handle: sandbox_lock() is the one caller of home_lock() (besides
+ * rename, which holds two sandboxes' locks in name order). A command that needs the lock for
+ * its whole span (build, destroy, the /data commands) takes it in the CLI and keeps it until
+ * sandbox_unlock() or sandbox_close(); boot_prepare takes it for its own steps only when the
+ * caller does not hold it, and then releases it before it returns (a run or an up VM does
+ * not keep it). sandbox_lock() on a handle that holds the lock is a no-op: nothing locks
+ * twice. */
 typedef struct sandbox {
     char *root, *name;
     char *dir;                     /* sandboxes/<name> */
