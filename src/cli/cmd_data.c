@@ -16,9 +16,10 @@
 #include "data/crashpoint.h"
 #include "data/dataop.h"
 #include "data/snapshots.h"
-#include "runtime/image.h"
 #include "runtime/datadisk.h"
+#include "runtime/dataown.h"
 #include "runtime/diskjob.h"
+#include "runtime/image.h"
 #include "util/fs.h"
 #include "util/time.h"
 #include "util/xalloc.h"
@@ -29,10 +30,10 @@ static void data_place_donep(data_place *p)
 }
 #define _cleanup_place_ _cleanup_(data_place_donep)
 
-static int run_job(const char *root, const char *name, data_job *j, data_tally *t, bb_error **err)
+static int run_job(sandbox *sb, data_job *j, data_tally *t, bb_error **err)
 {
     _cleanup_place_ data_place p = {0};
-    if (data_place_of(root, name, &p, err) < 0)
+    if (data_place_of(sb, &p, err) < 0)
         return -1;
     /* What lands in /data belongs to the sandbox; an export belongs to you. */
     j->chown = p.chown && !streq(j->op, "export");
@@ -42,9 +43,9 @@ static int run_job(const char *root, const char *name, data_job *j, data_tally *
 }
 
 /* Whether /data has anything in it; one the guest made unreadable counts as not empty. */
-static bool data_nonempty(const char *root, const char *name)
+static bool data_nonempty(const sandbox *sb)
 {
-    int r = sandbox_data_nonempty(root, name, NULL);
+    int r = sandbox_data_nonempty(sb->root, sb->name, NULL);
     return r != 0;
 }
 
@@ -61,56 +62,59 @@ static void warn_skipped(const data_tally *t, const char *what)
 
 /* /data is about to be replaced: refuse while an up VM, a run or a shell has it, or the VM
  * of a run whose bluebox was killed still does. Returns the in-use fd to hold till done. */
-static int refuse_busy(const char *root, const char *name, bb_error **err)
+static int refuse_busy(const sandbox *sb, bb_error **err)
 {
-    if (sandbox_refuse_up(root, name, err) < 0)
+    if (sandbox_refuse_up(sb->root, sb->name, err) < 0)
         return -1;
-    _cleanup_close_ int use = inuse_refuse(root, name, err);
-    if (use < 0 || image_refuse_running(root, name, err) < 0)
+    _cleanup_close_ int use = inuse_refuse(sb->root, sb->name, err);
+    if (use < 0 || image_refuse_running(sb->root, sb->name, err) < 0)
         return -1;
     return steal_fd(&use);
 }
 
 /* The cheap part of it before asking: no question about a sandbox that is up or in use. */
-static int precheck_busy(const char *root, const char *name, bb_error **err)
+static int precheck_busy(sandbox *sb, bb_error **err)
 {
-    _cleanup_close_ int lock = home_lock(root, name, err);
-    if (lock < 0 || sandbox_refuse_up(root, name, err) < 0)
+    if (sandbox_lock(sb, err) < 0)
         return -1;
-    _cleanup_close_ int use = inuse_refuse(root, name, err);
-    return use < 0 ? -1 : 0;
+    int r = sandbox_refuse_up(sb->root, sb->name, err);
+    if (r == 0) {
+        _cleanup_close_ int use = inuse_refuse(sb->root, sb->name, err);
+        r = use < 0 ? -1 : 0;
+    }
+    sandbox_unlock(sb);
+    return r;
 }
 
 int cmd_reset(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
-    if (home_require(a->root, name, err) < 0 || precheck_busy(a->root, name, err) < 0)
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(a->root, name, &sb, err) < 0 || precheck_busy(sb, err) < 0)
         return -1;
     _cleanup_free_ char *q = xasprintf("Delete everything in %s's /data?", name);
-    if (data_nonempty(a->root, name) && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
+    if (data_nonempty(sb) && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
         return -1;
-    _cleanup_close_ int lock = home_lock(a->root, name, err);
-    if (lock < 0)
+    if (sandbox_lock(sb, err) < 0)
         return -1;
-    _cleanup_close_ int use = refuse_busy(a->root, name, err);
+    _cleanup_close_ int use = refuse_busy(sb, err);
     if (use < 0)
         return -1;
     /* A disk image (data_limit) is deleted, not emptied: the next boot makes a fresh one. */
-    if (datadisk_remove(a->root, name, err) < 0)
+    if (datadisk_remove(sb, err) < 0)
         return -1;
-    _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
-    data_job j = {.op = "reset", .arg = {data}};
+    data_job j = {.op = "reset", .arg = {sb->data}};
     data_tally t;
-    if (run_job(a->root, name, &j, &t, err) < 0)
+    if (run_job(sb, &j, &t, err) < 0)
         return -1;
     printf("reset %s\n", name);
     return 0;
 }
 
-static int list_snapshots(const char *root, const char *name, bb_error **err)
+static int list_snapshots(const sandbox *sb, bb_error **err)
 {
     _cleanup_snapshots_ snapshot_list l = {0};
-    if (snapshots_list(root, name, &l, err) < 0)
+    if (snapshots_list(sb, &l, err) < 0)
         return -1;
     for (size_t i = 0; i < l.n; i++) {
         char when[32];
@@ -141,21 +145,20 @@ static void show_progress(uint64_t bytes, void *ud)
 }
 
 /* The label's existing archives other than `keep`, removed once the new one is in place. */
-static void remove_other_suffixes(const char *root, const char *name, const char *label,
-                                  const char *keep)
+static void remove_other_suffixes(const sandbox *sb, const char *label, const char *keep)
 {
     _cleanup_snapshots_ snapshot_list l = {0};
-    if (snapshots_list(root, name, &l, NULL) < 0)
+    if (snapshots_list(sb, &l, NULL) < 0)
         return;
     for (size_t i = 0; i < l.n; i++)
         if (streq(l.v[i].label, label) && !streq(l.v[i].path, keep))
             (void)unlink(l.v[i].path);
 }
 
-static bool label_exists(const char *root, const char *name, const char *label)
+static bool label_exists(const sandbox *sb, const char *label)
 {
     _cleanup_snapshots_ snapshot_list l = {0};
-    if (snapshots_list(root, name, &l, NULL) < 0)
+    if (snapshots_list(sb, &l, NULL) < 0)
         return false;
     for (size_t i = 0; i < l.n; i++)
         if (streq(l.v[i].label, label))
@@ -163,14 +166,12 @@ static bool label_exists(const char *root, const char *name, const char *label)
     return false;
 }
 
-static int take_snapshot(cli_args *a, const char *name, const char *label, snap_compress c,
-                         bb_error **err)
+static int take_snapshot(sandbox *sb, const char *label, snap_compress c, bb_error **err)
 {
-    _cleanup_free_ char *dir = home_path_of(a->root, HP_SNAPSHOTS, name);
-    _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
+    const char *dir = sb->snapshots, *data = sb->data;
     if (!is_dir(data))
-        return bb_fail(err, ENOENT, "%s has no /data at %s", name, data);
-    if (mkdir_p(dir, HOME_DIR_MODE, err) < 0 || snapshots_cleanup(a->root, name, err) < 0)
+        return bb_fail(err, ENOENT, "%s has no /data at %s", sb->name, data);
+    if (mkdir_p(dir, HOME_DIR_MODE, err) < 0 || snapshots_cleanup(sb, err) < 0)
         return -1;
     _cleanup_free_ char *file = xasprintf("%s/%s%s", dir, label, compress_suffix(c));
     _cleanup_free_ char *partial = xasprintf("%s.partial", file);
@@ -180,7 +181,7 @@ static int take_snapshot(cli_args *a, const char *name, const char *label, snap_
                   .progress = isatty(STDERR_FILENO) ? show_progress : NULL,
                   .ud = &ps};
     data_tally t;
-    int r = run_job(a->root, name, &j, &t, err);
+    int r = run_job(sb, &j, &t, err);
     if (ps.shown)
         fprintf(stderr, "\r\033[K");
     if (r < 0) {
@@ -193,7 +194,7 @@ static int take_snapshot(cli_args *a, const char *name, const char *label, snap_
         (void)unlink(partial);
         return bb_fail_errno(err, e, "cannot move %s into place", file);
     }
-    remove_other_suffixes(a->root, name, label, file);
+    remove_other_suffixes(sb, label, file);
     warn_skipped(&t, "archived");
     cli_showf(stdout, "%s\n", file);
     return 0;
@@ -205,9 +206,9 @@ static int take_snapshot(cli_args *a, const char *name, const char *label, snap_
  * once, so it must not be up (its VM holds the disk). */
 
 /* A temporary archive beside the sandbox's snapshots, removed by the caller. */
-static int disk_temp(cli_args *a, const char *name, char **ret_path, bb_error **err)
+static int disk_temp(const sandbox *sb, char **ret_path, bb_error **err)
 {
-    _cleanup_free_ char *dir = home_path_of(a->root, HP_SNAPSHOTS, name);
+    const char *dir = sb->snapshots;
     if (mkdir_p(dir, 0700, err) < 0)
         return -1;
     *ret_path = xasprintf("%s/.disk-%d.partial", dir, (int)getpid()); /* never listed */
@@ -217,12 +218,11 @@ static int disk_temp(cli_args *a, const char *name, char **ret_path, bb_error **
     return fd;
 }
 
-static int disk_snapshot(cli_args *a, const char *name, const char *label, snap_compress c,
-                         bb_error **err)
+static int disk_snapshot(sandbox *sb, const char *label, snap_compress c, bb_error **err)
 {
-    if (sandbox_refuse_up(a->root, name, err) < 0)
+    if (sandbox_refuse_up(sb->root, sb->name, err) < 0)
         return -1;
-    _cleanup_free_ char *dir = home_path_of(a->root, HP_SNAPSHOTS, name);
+    const char *dir = sb->snapshots;
     if (mkdir_p(dir, 0755, err) < 0)
         return -1;
     _cleanup_free_ char *file = xasprintf("%s/%s%s", dir, label, compress_suffix(c));
@@ -232,127 +232,122 @@ static int disk_snapshot(cli_args *a, const char *name, const char *label, snap_
     if (fd < 0)
         return bb_fail_errno(err, errno, "cannot create %s", partial);
     char *args[] = {"pack", "/data", (char *)compress_name(c), NULL};
-    if (diskjob_run(a->root, name, args, -1, fd, err) < 0 || fsync(fd) < 0 ||
-        rename(partial, file) < 0) {
+    if (diskjob_run(sb, args, -1, fd, err) < 0 || fsync(fd) < 0 || rename(partial, file) < 0) {
         if (!*err)
             bb_fail_errno(err, errno, "cannot move %s into place", file);
         (void)unlink(partial);
         return -1;
     }
-    remove_other_suffixes(a->root, name, label, file);
+    remove_other_suffixes(sb, label, file);
     printf("%s\n", file);
     return 0;
 }
 
-static int disk_unpack(cli_args *a, const char *name, int in_fd, const char *how, bb_error **err)
+static int disk_unpack(sandbox *sb, int in_fd, const char *how, bb_error **err)
 {
     _cleanup_close_ int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
     char *args[] = {"unpack", "/data", "-", (char *)how, NULL};
-    return diskjob_run(a->root, name, args, in_fd, null, err);
+    return diskjob_run(sb, args, in_fd, null, err);
 }
 
-static int disk_restore(cli_args *a, const char *name, const char *archive, bb_error **err)
+static int disk_restore(sandbox *sb, const char *archive, bb_error **err)
 {
     _cleanup_close_ int fd = open(archive, O_RDONLY | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
         return bb_fail_errno(err, errno, "cannot open %s", archive);
-    if (disk_unpack(a, name, fd, "replace", err) < 0)
+    if (disk_unpack(sb, fd, "replace", err) < 0)
         return -1;
-    printf("restored %s from %s\n", name, archive);
+    printf("restored %s from %s\n", sb->name, archive);
     return 0;
 }
 
-static int disk_export(cli_args *a, const char *name, const char *dir, const char *dest,
-                       bb_error **err)
+static int disk_export(sandbox *sb, const char *dir, const char *dest, bb_error **err)
 {
     _cleanup_free_ char *tmp = NULL;
-    _cleanup_close_ int fd = disk_temp(a, name, &tmp, err);
+    _cleanup_close_ int fd = disk_temp(sb, &tmp, err);
     char *args[] = {"pack", "/data", "gzip", NULL};
     data_job j = {.op = "extract", .arg = {tmp, dir}};
     data_tally t;
-    int r = fd < 0 ? -1 : diskjob_run(a->root, name, args, -1, fd, err);
+    int r = fd < 0 ? -1 : diskjob_run(sb, args, -1, fd, err);
     if (r == 0)
         r = data_job_run(&j, false, NULL, &t, err);
     if (tmp)
         (void)unlink(tmp);
     if (r < 0)
         return -1;
-    printf("exported %s's /data to %s\n", name, dest);
+    printf("exported %s's /data to %s\n", sb->name, dest);
     return 0;
 }
 
-static int disk_import(cli_args *a, const char *name, const char *dir, const char *src,
-                       bb_error **err)
+static int disk_import(sandbox *sb, const char *dir, const char *src, bb_error **err)
 {
     _cleanup_free_ char *tmp = NULL;
-    _cleanup_close_ int fd = disk_temp(a, name, &tmp, err);
+    _cleanup_close_ int fd = disk_temp(sb, &tmp, err);
     data_job j = {.op = "snapshot", .arg = {dir, tmp, "gzip"}};
     data_tally t;
     int r = fd < 0 ? -1 : data_job_run(&j, false, NULL, &t, err);
     if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
         r = bb_fail_errno(err, errno, "cannot read %s", tmp);
     if (r == 0)
-        r = disk_unpack(a, name, fd, "merge", err);
+        r = disk_unpack(sb, fd, "merge", err);
     if (tmp)
         (void)unlink(tmp);
     if (r < 0)
         return -1;
     warn_skipped(&t, "imported");
-    printf("imported %s into %s's /data\n", src, name);
+    printf("imported %s into %s's /data\n", src, sb->name);
     return 0;
 }
 
 int cmd_snapshot(cli_args *a, bb_error **err)
 {
-    const char *name = a->argv[0];
-    if (home_require(a->root, name, err) < 0)
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(a->root, a->argv[0], &sb, err) < 0)
         return -1;
     if (cli_flag(a, "list")) {
         if (a->argc > 1)
             return bb_fail_usage(err, "-l takes no label; see: bluebox snapshot -h");
-        return list_snapshots(a->root, name, err);
+        return list_snapshots(sb, err);
     }
     _cleanup_free_ char *label = NULL;
     if (snapshot_label(a->argc > 1 ? a->argv[1] : NULL, &label, err) < 0)
         return -1;
     snap_compress c = cli_flag(a, "zstd") ? COMPRESS_ZSTD : COMPRESS_GZIP;
     _cleanup_free_ char *q = xasprintf("Replace the existing snapshot %s?", label);
-    if (label_exists(a->root, name, label) && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
+    if (label_exists(sb, label) && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
         return -1;
-    if (datadisk_exists(a->root, name))
-        return disk_snapshot(a, name, label, c, err);
-    _cleanup_close_ int lock = home_lock(a->root, name, err);
-    if (lock < 0)
+    if (datadisk_exists(sb))
+        return disk_snapshot(sb, label, c, err);
+    if (sandbox_lock(sb, err) < 0)
         return -1;
-    return take_snapshot(a, name, label, c, err);
+    return take_snapshot(sb, label, c, err);
 }
 
 int cmd_restore(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
-    if (home_require(a->root, name, err) < 0 || precheck_busy(a->root, name, err) < 0)
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(a->root, name, &sb, err) < 0 || precheck_busy(sb, err) < 0)
         return -1;
     _cleanup_free_ char *archive = NULL;
-    if (snapshot_resolve(a->root, name, a->argc > 1 ? a->argv[1] : NULL, &archive, err) < 0)
+    if (snapshot_resolve(sb, a->argc > 1 ? a->argv[1] : NULL, &archive, err) < 0)
         return -1;
     _cleanup_free_ char *q = xasprintf("Replace %s's /data with %s?", name, archive);
-    if (data_nonempty(a->root, name) && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
+    if (data_nonempty(sb) && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
         return -1;
-    if (datadisk_exists(a->root, name))
-        return disk_restore(a, name, archive, err);
-    _cleanup_close_ int lock = home_lock(a->root, name, err);
-    if (lock < 0)
+    if (datadisk_exists(sb))
+        return disk_restore(sb, archive, err);
+    if (sandbox_lock(sb, err) < 0)
         return -1;
-    _cleanup_close_ int use = refuse_busy(a->root, name, err);
+    _cleanup_close_ int use = refuse_busy(sb, err);
     if (use < 0)
         return -1;
     /* podman unshare runs from another directory: hand it an absolute path. */
     _cleanup_free_ char *cwd = archive[0] == '/' ? NULL : getcwd(NULL, 0);
     _cleanup_free_ char *abs = cwd ? path_join(cwd, archive) : xstrdup(archive);
-    _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
-    data_job j = {.op = "restore", .arg = {data, abs}};
+    data_job j = {.op = "restore", .arg = {sb->data, abs}};
     data_tally t;
-    if (run_job(a->root, name, &j, &t, err) < 0)
+    if (run_job(sb, &j, &t, err) < 0)
         return -1;
     cli_showf(stdout, "restored %s from %s\n", name, archive);
     return 0;
@@ -366,7 +361,7 @@ static char *absolute(const char *path)
     return cwd ? path_join(cwd, path) : xstrdup(path);
 }
 
-static int data_export(cli_args *a, const char *name, const char *dest, bb_error **err)
+static int data_export(sandbox *sb, const char *dest, bb_error **err)
 {
     _cleanup_free_ char *dir = absolute(dest);
     int empty = dir_is_empty(dir, err);
@@ -376,41 +371,37 @@ static int data_export(cli_args *a, const char *name, const char *dest, bb_error
         return bb_fail(err, EEXIST, "%s is not empty; export into a new or empty directory", dest);
     if (mkdir_p(dir, 0755, err) < 0)
         return -1;
-    if (datadisk_exists(a->root, name))
-        return sandbox_refuse_up(a->root, name, err) < 0 ? -1
-                                                         : disk_export(a, name, dir, dest, err);
-    _cleanup_close_ int lock = home_lock(a->root, name, err);
-    if (lock < 0)
+    if (datadisk_exists(sb))
+        return sandbox_refuse_up(sb->root, sb->name, err) < 0 ? -1
+                                                              : disk_export(sb, dir, dest, err);
+    if (sandbox_lock(sb, err) < 0)
         return -1;
-    _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
-    data_job j = {.op = "export", .arg = {data, dir}};
+    data_job j = {.op = "export", .arg = {sb->data, dir}};
     data_tally t;
-    if (run_job(a->root, name, &j, &t, err) < 0)
+    if (run_job(sb, &j, &t, err) < 0)
         return -1;
     warn_skipped(&t, "exported");
-    cli_showf(stdout, "exported %s's /data to %s\n", name, dest);
+    cli_showf(stdout, "exported %s's /data to %s\n", sb->name, dest);
     return 0;
 }
 
-static int data_import(cli_args *a, const char *name, const char *src, bb_error **err)
+static int data_import(sandbox *sb, const char *src, bb_error **err)
 {
     _cleanup_free_ char *dir = absolute(src);
     if (!is_dir(dir))
         return bb_fail(err, ENOTDIR, "%s is not a directory", src);
-    if (datadisk_exists(a->root, name))
-        return sandbox_refuse_up(a->root, name, err) < 0 ? -1 : disk_import(a, name, dir, src, err);
-    _cleanup_close_ int lock = home_lock(a->root, name, err);
-    if (lock < 0)
+    if (datadisk_exists(sb))
+        return sandbox_refuse_up(sb->root, sb->name, err) < 0 ? -1 : disk_import(sb, dir, src, err);
+    if (sandbox_lock(sb, err) < 0)
         return -1;
-    _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
-    if (!is_dir(data))
-        return bb_fail(err, ENOENT, "%s has no /data at %s", name, data);
-    data_job j = {.op = "import", .arg = {dir, data}};
+    if (!is_dir(sb->data))
+        return bb_fail(err, ENOENT, "%s has no /data at %s", sb->name, sb->data);
+    data_job j = {.op = "import", .arg = {dir, sb->data}};
     data_tally t;
-    if (run_job(a->root, name, &j, &t, err) < 0)
+    if (run_job(sb, &j, &t, err) < 0)
         return -1;
     warn_skipped(&t, "imported");
-    cli_showf(stdout, "imported %s into %s's /data\n", src, name);
+    cli_showf(stdout, "imported %s into %s's /data\n", src, sb->name);
     return 0;
 }
 
@@ -420,7 +411,8 @@ int cmd_data(cli_args *a, bb_error **err)
     if (!streq(verb, "export") && !streq(verb, "import"))
         return bb_fail_usage(err, "data takes export or import, not \"%s\"; see: bluebox data -h",
                              verb);
-    if (home_require(a->root, name, err) < 0)
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(a->root, name, &sb, err) < 0)
         return -1;
-    return streq(verb, "export") ? data_export(a, name, dir, err) : data_import(a, name, dir, err);
+    return streq(verb, "export") ? data_export(sb, dir, err) : data_import(sb, dir, err);
 }

@@ -80,24 +80,22 @@ int cmd_edit(cli_args *a, bb_error **err)
     bool b = cli_flag(a, "bluefile"), c = cli_flag(a, "containerfile");
     if (b && c)
         return bb_fail_usage(err, "pass -b or -c, not both");
-    if (home_require(a->root, name, err) < 0)
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(a->root, name, &sb, err) < 0)
         return -1;
     int which = b ? 0 : c ? 1 : ask_which(err);
     if (which < 0)
         return -1;
     if (which == 1) {
-        _cleanup_free_ char *cf = home_path_of(a->root, HP_CONTAINERFILE, name);
-        if (!path_exists(cf))
+        if (!path_exists(sb->containerfile))
             return bb_fail(err, ENOENT, "no Containerfile yet; it is written by: bluebox build %s",
                            name);
         fprintf(stderr, "note: generated file — the next build overwrites it\n");
-        return run_editor(cf, err);
+        return run_editor(sb->containerfile, err);
     }
-    _cleanup_free_ char *path = home_path_of(a->root, HP_BLUEFILE, name);
-    if (run_editor(path, err) < 0)
+    if (run_editor(sb->bluefile_path, err) < 0)
         return -1;
-    _cleanup_(bluefile_freep) bluefile *bf = NULL;
-    if (bluefile_load(path, &bf, err) < 0)
+    if (sandbox_bluefile(sb, err) < 0)
         return bb_prefix(err, "saved, but it no longer parses");
     printf("ok — run: bluebox build %s\n", name);
     return 0;
@@ -105,29 +103,25 @@ int cmd_edit(cli_args *a, bb_error **err)
 
 int cmd_build(cli_args *a, bb_error **err)
 {
-    const char *name = a->argv[0];
-    if (home_require(a->root, name, err) < 0)
-        return -1;
-    _cleanup_free_ char *path = home_path_of(a->root, HP_BLUEFILE, name);
-    _cleanup_(bluefile_freep) bluefile *bf = NULL;
-    if (bluefile_load(path, &bf, err) < 0)
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(a->root, a->argv[0], &sb, err) < 0 || sandbox_bluefile(sb, err) < 0)
         return -1;
     _cleanup_containerfile_ containerfile cf = {0};
-    containerfile_render(bf, &cf);
+    containerfile_render(sb->bf, &cf);
     if (cli_flag(a, "dry-run")) {
         cli_show(stdout, cf.text, strlen(cf.text));
         return 0;
     }
-    if (mounts_check_host(a->root, bf, err) < 0)
+    /* The backend and the limits it can give, before podman builds anything. */
+    if (sandbox_resolve_backend(sb, err) < 0 || mounts_check_host(a->root, sb->bf, err) < 0)
         return -1;
-    _cleanup_close_ int lock = home_lock(a->root, name, err);
-    if (lock < 0 || image_build(a->root, name, bf, err) < 0)
+    /* Held from the build through the isolation check: boot_prepare finds it held. */
+    if (sandbox_lock(sb, err) < 0 || image_build(sb, &cf, err) < 0)
         return -1;
-    _cleanup_free_ char *ref = image_ref(a->root, name);
+    _cleanup_free_ char *ref = image_ref(a->root, sb->name);
     printf("built %s\n", ref);
-    close(steal_fd(&lock));
     _cleanup_(boot_done) boot b = {0};
-    if (boot_prepare(a->root, name, BOOT_VERIFY, NULL, &b, err) < 0)
+    if (boot_prepare(sb, BOOT_VERIFY, NULL, &b, err) < 0)
         return bb_prefix(err, "built, but isolation is not verified");
     print_isolated(&b);
     return 0;

@@ -7,7 +7,7 @@
 #include "cli.h"
 #include "core/bluefile.h"
 #include "core/envout.h"
-#include "core/home.h"
+#include "core/sandbox.h"
 #include "core/runlog.h"
 #include "runtime/image.h"
 #include "util/xalloc.h"
@@ -15,15 +15,11 @@
 int cmd_env(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
-    if (home_require(a->root, name, err) < 0)
-        return -1;
-    _cleanup_free_ char *path = home_path_of(a->root, HP_BLUEFILE, name);
-    _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
-    _cleanup_(bluefile_freep) bluefile *bf = NULL;
-    if (bluefile_load(path, &bf, err) < 0)
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(a->root, name, &sb, err) < 0 || sandbox_bluefile(sb, err) < 0)
         return -1;
     _cleanup_free_ char *image = image_ref(a->root, name);
-    _cleanup_free_ char *out = envout_render(name, image, data, bf);
+    _cleanup_free_ char *out = envout_render(name, image, sb->data, sb->bf);
     if (cli_show(stdout, out, strlen(out)))
         fprintf(stderr,
                 "bluebox: control characters are shown escaped; for the exact bytes, "
@@ -45,12 +41,12 @@ int cmd_logs(cli_args *a, bb_error **err)
             return bb_fail_usage(err, "-n takes a number of lines, got \"%s\"", n);
         lines = (size_t)v;
     }
-    if (home_require(a->root, name, err) < 0)
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(a->root, name, &sb, err) < 0)
         return -1;
-    _cleanup_free_ char *path = home_path_of(a->root, HP_LOG, name);
     _cleanup_free_ char *text = NULL;
     size_t len = 0;
-    if (runlog_tail(path, lines, &text, &len, err) < 0)
+    if (runlog_tail(sb->log, lines, &text, &len, err) < 0)
         return -1;
     cli_show(stdout, text, len);
     return 0;

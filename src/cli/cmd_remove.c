@@ -35,10 +35,10 @@ int cmd_rename(cli_args *a, bb_error **err)
     return 0;
 }
 
-static int destroy_one(const char *root, const char *name, bool data, bb_error **err)
+static int destroy_one(sandbox *sb, bool data, bb_error **err)
 {
-    _cleanup_close_ int lock = home_lock(root, name, err);
-    if (lock < 0)
+    const char *root = sb->root, *name = sb->name;
+    if (sandbox_lock(sb, err) < 0)
         return -1;
     /* Not from under a run or shell; what a killed one left is pruned with the image. */
     _cleanup_close_ int use = inuse_refuse(root, name, err);
@@ -56,7 +56,8 @@ int cmd_destroy(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
     bool data = cli_flag(a, "data");
-    if (home_require(a->root, name, err) < 0)
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(a->root, name, &sb, err) < 0)
         return -1;
     if (data) {
         int nonempty = sandbox_data_nonempty(a->root, name, err);
@@ -66,15 +67,13 @@ int cmd_destroy(cli_args *a, bb_error **err)
         if (nonempty && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
             return -1;
     }
-    _cleanup_free_ char *disk = home_path_of(a->root, HP_DISK, name);
-    bool on_disk = path_exists(disk);
-    if (destroy_one(a->root, name, data, err) < 0)
+    bool on_disk = path_exists(sb->disk);
+    if (destroy_one(sb, data, err) < 0)
         return -1;
-    _cleanup_free_ char *d = on_disk ? steal_pointer(&disk) : home_path_of(a->root, HP_DATA, name);
     if (data)
         printf("destroyed %s\n", name);
     else
-        printf("destroyed %s (data kept: %s)\n", name, d);
+        printf("destroyed %s (data kept: %s)\n", name, on_disk ? sb->disk : sb->data);
     return 0;
 }
 
@@ -99,7 +98,8 @@ int cmd_nuke(cli_args *a, bb_error **err)
     size_t removed = 0;
     for (size_t i = 0; i < names.n; i++) {
         _cleanup_error_ bb_error *e = NULL;
-        if (destroy_one(a->root, names.v[i], !keep, &e) < 0) {
+        _cleanup_sandbox_ sandbox *sb = NULL;
+        if (sandbox_open(a->root, names.v[i], &sb, &e) < 0 || destroy_one(sb, !keep, &e) < 0) {
             /* One sandbox that cannot go (it is up, say) does not stop the rest. */
             _cleanup_free_ char *prefix = xasprintf("%s: ", names.v[i]);
             cli_print_error(prefix, e->msg);

@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "core/home.h"
+#include "core/sandbox.h"
 #include "core/runlog.h"
 #include "runtime/boot.h"
 #include "runtime/session.h"
@@ -37,8 +37,7 @@ static int boot_and_wait(boot *b, bb_error **err)
     _cleanup_strv_ strv argv = {0};
     if (launch_argv(b->b, &b->l, &argv, err) < 0)
         return -1;
-    _cleanup_free_ char *log = home_path_of(b->l.root, HP_LOG, b->l.name);
-    runlog *rl = runlog_begin(log, run ? "run" : "shell", b->l.cmd, NULL); /* best effort */
+    runlog *rl = runlog_begin(b->sb->log, run ? "run" : "shell", b->l.cmd, NULL); /* best effort */
     session s = {.argv = argv.v,
                  .container = b->container,
                  .timeout_seconds = run ? b->bf->timeout_seconds : 0,
@@ -57,8 +56,11 @@ int cmd_run(cli_args *a, bb_error **err)
 {
     if (a->argc < 2)
         return bb_fail_usage(err, "run needs a command: bluebox run %s -- <cmd…>", a->argv[0]);
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(a->root, a->argv[0], &sb, err) < 0)
+        return -1;
     _cleanup_(boot_done) boot b = {0};
-    if (boot_prepare(a->root, a->argv[0], BOOT_CACHED, "run", &b, err) < 0)
+    if (boot_prepare(sb, BOOT_CACHED, "run", &b, err) < 0)
         return -1;
     cli_say_rechecked(&b);
     char **cmd = a->argv + 1;
@@ -72,8 +74,11 @@ int cmd_run(cli_args *a, bb_error **err)
 int cmd_shell(cli_args *a, bb_error **err)
 {
     static char *cmd[] = {"/bin/sh", "-l", NULL};
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(a->root, a->argv[0], &sb, err) < 0)
+        return -1;
     _cleanup_(boot_done) boot b = {0};
-    if (boot_prepare(a->root, a->argv[0], BOOT_CACHED, "shell", &b, err) < 0)
+    if (boot_prepare(sb, BOOT_CACHED, "shell", &b, err) < 0)
         return -1;
     cli_say_rechecked(&b);
     b.l.cmd = cmd;
@@ -87,8 +92,11 @@ int cmd_shell(cli_args *a, bb_error **err)
 
 int cmd_verify(cli_args *a, bb_error **err)
 {
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(a->root, a->argv[0], &sb, err) < 0)
+        return -1;
     _cleanup_(boot_done) boot b = {0};
-    if (boot_prepare(a->root, a->argv[0], BOOT_VERIFY, NULL, &b, err) < 0)
+    if (boot_prepare(sb, BOOT_VERIFY, NULL, &b, err) < 0)
         return -1;
     print_isolated(&b);
     return 0;

@@ -9,6 +9,7 @@
 #include "agent/client.h"
 #include "cli.h"
 #include "core/home.h"
+#include "core/sandbox.h"
 #include "core/runlog.h"
 #include "runtime/boot.h"
 #include "runtime/up.h"
@@ -34,14 +35,13 @@ static void print_vm_log(char *log)
 
 /* Before anything boots: network: none on a backend that cannot keep it offline while the
  * agent's port is published. */
-static int refuse_offline(const char *root, const char *name, bb_error **err)
+static int refuse_offline(sandbox *sb, bb_error **err)
 {
-    _cleanup_free_ char *path = home_path_of(root, HP_BLUEFILE, name);
-    _cleanup_(bluefile_freep) bluefile *bf = NULL;
-    const backend *be;
-    if (bluefile_load(path, &bf, err) < 0 || backend_for(bf, &be, err) < 0)
+    if (sandbox_resolve_backend(sb, err) < 0)
         return -1;
-    if (bf->network == NET_NONE && !be->agent_offline)
+    const backend *be = sb->backend;
+    const char *name = sb->name;
+    if (sb->bf->network == NET_NONE && !be->agent_offline)
         return bb_fail(err, EINVAL,
                        "bluebox up needs a network to reach its agent, and %s has network: none, "
                        "which the %s backend cannot keep offline with a published port. Use "
@@ -53,7 +53,8 @@ static int refuse_offline(const char *root, const char *name, bb_error **err)
 int cmd_up(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
-    if (home_require(a->root, name, err) < 0)
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(a->root, name, &sb, err) < 0)
         return -1;
     _cleanup_upstate_ up_state s = {0};
     int up = upstate_load(a->root, name, &s, NULL);
@@ -63,10 +64,10 @@ int cmd_up(cli_args *a, bb_error **err)
     }
     if (up != 0 && up_down(a->root, name, true, NULL, err) < 0) /* stale: clean it */
         return -1;
-    if (refuse_offline(a->root, name, err) < 0)
+    if (refuse_offline(sb, err) < 0)
         return -1;
     _cleanup_(boot_done) boot b = {0};
-    if (boot_prepare(a->root, name, BOOT_CACHED, "up", &b, err) < 0)
+    if (boot_prepare(sb, BOOT_CACHED, "up", &b, err) < 0)
         return -1;
     cli_say_rechecked(&b);
     _cleanup_upstate_ up_state st = {0};
@@ -93,29 +94,6 @@ int cmd_down(cli_args *a, bb_error **err)
     return 0;
 }
 
-/* The checks every exec repeats: the Bluefile (for its timeout) and the cached isolation
- * check against the runtime fingerprint. */
-static int exec_checks(const char *root, const char *name, bluefile **ret_bf, bb_error **err)
-{
-    _cleanup_free_ char *path = home_path_of(root, HP_BLUEFILE, name);
-    _cleanup_(bluefile_freep) bluefile *bf = NULL;
-    const backend *be;
-    if (bluefile_load(path, &bf, err) < 0 || backend_for(bf, &be, err) < 0)
-        return -1;
-    _cleanup_free_ char *self = guest_binary(err);
-    if (!self)
-        return -1;
-    launch l = {.root = root, .name = name, .bf = bf, .mode = LAUNCH_PROBE, .self = self};
-    isolation_state was;
-    isolation_result iso = {0};
-    if (isolation_ensure(be, &l, &was, &iso, err) < 0)
-        return -1;
-    if (was == ISO_CHANGED)
-        fprintf(stderr, "bluebox: re-verified isolation (runtime changed since last check)\n");
-    *ret_bf = steal_pointer(&bf);
-    return 0;
-}
-
 static int lost(const char *name, bb_error **err)
 {
     _cleanup_free_ char *cause = xstrdup((*err)->msg);
@@ -131,7 +109,8 @@ int cmd_exec(cli_args *a, bb_error **err)
     const char *name = a->argv[0];
     if (a->argc < 2)
         return bb_fail_usage(err, "exec needs a command: bluebox exec %s -- <cmd…>", name);
-    if (home_require(a->root, name, err) < 0)
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(a->root, name, &sb, err) < 0)
         return -1;
     _cleanup_upstate_ up_state s = {0};
     int up = upstate_load(a->root, name, &s, err);
@@ -139,9 +118,14 @@ int cmd_exec(cli_args *a, bb_error **err)
         return -1;
     if (up == 0)
         return bb_fail(err, ENOENT, "%s is not up; start it: bluebox up %s", name, name);
-    _cleanup_(bluefile_freep) bluefile *bf = NULL;
-    if (exec_checks(a->root, name, &bf, err) < 0)
+    /* Cheap on purpose: the Bluefile (for its timeout) and the cached isolation check; no
+     * image, /data or lock, which the VM that is up already has. */
+    isolation_state was;
+    if (boot_check_cached(sb, &was, err) < 0)
         return -1;
+    if (was == ISO_CHANGED)
+        fprintf(stderr, "bluebox: re-verified isolation (runtime changed since last check)\n");
+    const bluefile *bf = sb->bf;
 
     bool in_tty = isatty(STDIN_FILENO), interactive = cli_flag(a, "interactive");
     agent_hello h = {.timeout_seconds = bf->timeout_seconds};
@@ -180,8 +164,7 @@ int cmd_exec(cli_args *a, bb_error **err)
         strv_clear(&h.argv);
         return (*err)->status == EPERM ? -1 : lost(name, err);
     }
-    _cleanup_free_ char *log = home_path_of(a->root, HP_LOG, name);
-    io.log = runlog_begin(log, "exec", h.argv.v, NULL); /* best effort */
+    io.log = runlog_begin(sb->log, "exec", h.argv.v, NULL); /* best effort */
     double start = now_mono_s();
     agent_exit x = {0};
     r = agent_session(&c, &io, &x, err);

@@ -166,15 +166,15 @@ int mounts_check_host(const char *root, const bluefile *bf, bb_error **err)
     return r;
 }
 
-int mounts_check(const char *root, const char *name, const bluefile *bf, bb_error **err)
+int mounts_check(const sandbox *sb, bb_error **err)
 {
+    const bluefile *bf = sb->bf;
     if (!bf->n_mounts)
         return 0;
-    _cleanup_free_ char *all_data_path = path_join(root, "data");
-    _cleanup_free_ char *own_data_path = home_path_of(root, HP_DATA, name);
+    _cleanup_free_ char *all_data_path = path_join(sb->root, "data");
     spelling all_data, own_data;
     spell(&all_data, all_data_path);
-    spell(&own_data, own_data_path);
+    spell(&own_data, sb->data);
     spelling *src = xcalloc(bf->n_mounts, sizeof *src);
     int r = 0;
     for (size_t i = 0; i < bf->n_mounts; i++)
@@ -190,7 +190,7 @@ int mounts_check(const char *root, const char *name, const bluefile *bf, bb_erro
             r = bb_fail(err, EPERM,
                         "mount %s is rw and contains this sandbox's /data (%s); the guest could "
                         "rearrange its own /data through it; mount a narrower directory",
-                        m->host, own_data_path);
+                        m->host, sb->data);
         for (size_t j = 0; r == 0 && j < bf->n_mounts; j++)
             if (j != i && bf->mounts[j].rw && within(&src[i], &src[j]))
                 r = nested(m, bf->mounts[j].host, err);
@@ -200,5 +200,5 @@ int mounts_check(const char *root, const char *name, const bluefile *bf, bb_erro
     free(src);
     free(all_data.resolved);
     free(own_data.resolved);
-    return r < 0 ? r : mounts_check_host(root, bf, err);
+    return r < 0 ? r : mounts_check_host(sb->root, bf, err);
 }

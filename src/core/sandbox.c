@@ -15,6 +15,65 @@
 #include "util/fs.h"
 #include "util/xalloc.h"
 
+int sandbox_open(const char *root, const char *name, sandbox **ret, bb_error **err)
+{
+    if (home_require(root, name, err) < 0)
+        return -1;
+    sandbox *s = xmalloc(sizeof *s);
+    *s = (sandbox){
+        .root = xstrdup(root),
+        .name = xstrdup(name),
+        .dir = home_path_of(root, HP_SANDBOX, name),
+        .bluefile_path = home_path_of(root, HP_BLUEFILE, name),
+        .containerfile = home_path_of(root, HP_CONTAINERFILE, name),
+        .data = home_path_of(root, HP_DATA, name),
+        .disk = home_path_of(root, HP_DISK, name),
+        .snapshots = home_path_of(root, HP_SNAPSHOTS, name),
+        .log = home_path_of(root, HP_LOG, name),
+        .run = home_path_of(root, HP_RUN, name),
+        .lock = -1,
+    };
+    s->image_id = path_join(s->dir, "image-id");
+    *ret = s;
+    return 0;
+}
+
+void sandbox_close(sandbox *s)
+{
+    if (!s)
+        return;
+    sandbox_unlock(s);
+    bluefile_free(s->bf);
+    char *paths[] = {s->root,          s->name,     s->dir,  s->bluefile_path,
+                     s->containerfile, s->image_id, s->data, s->disk,
+                     s->snapshots,     s->log,      s->run};
+    for (size_t i = 0; i < ELEMENTSOF(paths); i++)
+        free(paths[i]);
+    free(s);
+}
+
+int sandbox_bluefile(sandbox *s, bb_error **err)
+{
+    if (s->bf)
+        return 0;
+    return bluefile_load(s->bluefile_path, &s->bf, err);
+}
+
+int sandbox_lock(sandbox *s, bb_error **err)
+{
+    if (s->lock >= 0)
+        return 0;
+    s->lock = home_lock(s->root, s->name, err);
+    return s->lock < 0 ? -1 : 1;
+}
+
+void sandbox_unlock(sandbox *s)
+{
+    if (s->lock >= 0)
+        close(s->lock);
+    s->lock = -1;
+}
+
 char *sandbox_template(const char *name)
 {
     return xasprintf(
@@ -83,12 +142,12 @@ int sandbox_new(const char *root, const char *name, const char *example, int *re
             return bb_fail(err, EEXIST, "sandbox \"%s\" already exists at %s", name, dir);
         return bb_fail_errno(err, errno, "cannot create %s", dir);
     }
-    _cleanup_free_ char *bluefile = home_path_of(root, HP_BLUEFILE, name);
+    _cleanup_free_ char *bf_path = home_path_of(root, HP_BLUEFILE, name);
     _cleanup_free_ char *data = home_path_of(root, HP_DATA, name);
     _cleanup_free_ char *text = ex ? xstrndup(ex->data, ex->len) : sandbox_template(name);
     bool made_data = false;
     int extras = 0;
-    if (write_file_atomic(bluefile, text, strlen(text), 0644, err) < 0)
+    if (write_file_atomic(bf_path, text, strlen(text), 0644, err) < 0)
         goto fail;
     if (mkdir(data, 0755) == 0)
         made_data = true;

@@ -1,9 +1,58 @@
-/* Whole-sandbox operations on the home layout: create, rename, remove. */
+/* The sandbox handle a command works on, and whole-sandbox operations on the home layout:
+ * create, rename, remove. */
 #pragma once
 
 #include <stdbool.h>
 
+#include "bluefile.h"
 #include "util/err.h"
+
+struct backend; /* runtime/backend.h: core names it, the runtime fills it in */
+
+/* One sandbox, opened once per command by the CLI and passed down (as crun passes its
+ * container and context): its name, the paths of its files (home.h's layout, built here and
+ * nowhere else for a sandbox that has a handle), its Bluefile (parsed once, on first use) and
+ * its backend (resolved once, by the runtime: sandbox_resolve_backend() in runtime/boot.h).
+ *
+ * The lock belongs to the handle: sandbox_lock() is the one caller of home_lock() (besides
+ * rename, which holds two sandboxes' locks in name order). A command that needs the lock for
+ * its whole span (build, destroy, the /data commands) takes it in the CLI and keeps it until
+ * sandbox_unlock() or sandbox_close(); boot_prepare takes it for its own steps only when the
+ * caller does not hold it, and then releases it before it returns (a run or an up VM does
+ * not keep it). sandbox_lock() on a handle that holds the lock is a no-op: nothing locks
+ * twice. */
+typedef struct sandbox {
+    char *root, *name;
+    char *dir;                     /* sandboxes/<name> */
+    char *bluefile_path;           /* sandboxes/<name>/Bluefile */
+    char *containerfile;           /* sandboxes/<name>/Containerfile */
+    char *image_id;                /* sandboxes/<name>/image-id: written by a successful build */
+    char *data;                    /* data/<name> */
+    char *disk;                    /* disks/<name>.img */
+    char *snapshots;               /* snapshots/<name> */
+    char *log;                     /* logs/<name>.log */
+    char *run;                     /* run/<name>.json */
+    bluefile *bf;                  /* NULL until sandbox_bluefile() */
+    const struct backend *backend; /* NULL until sandbox_resolve_backend() */
+    int lock;                      /* the home_lock fd; -1 when not held */
+} sandbox;
+
+/* Open the sandbox `name` under `root`: the name checked before any path is built from it,
+ * and the sandbox must exist (home_require's messages). Takes no lock, reads no file. */
+int sandbox_open(const char *root, const char *name, sandbox **ret, bb_error **err);
+/* Release the lock (if held), the Bluefile and the handle. Accepts NULL. */
+void sandbox_close(sandbox *s);
+static inline void sandbox_closep(sandbox **s)
+{
+    sandbox_close(*s);
+}
+#define _cleanup_sandbox_ _cleanup_(sandbox_closep)
+/* The parsed Bluefile, loaded on the first call and kept (s->bf). */
+int sandbox_bluefile(sandbox *s, bb_error **err);
+/* Take the sandbox's lock unless the handle holds it: 1 when this call took it, 0 when it
+ * was held already, -1 on failure. */
+int sandbox_lock(sandbox *s, bb_error **err);
+void sandbox_unlock(sandbox *s);
 
 /* Create sandboxes/<name>/ with the template Bluefile, or the example's, and data/<name>/
  * (kept when it already exists) with the example's extra files. Nothing is left behind on

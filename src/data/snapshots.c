@@ -8,40 +8,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/bluefile.h"
 #include "core/home.h"
-#include "runtime/launch.h"
-#include "runtime/dataown.h"
 #include "util/fs.h"
 #include "util/strv.h"
 #include "util/xalloc.h"
 
 static const char *const suffixes[] = {".tar.gz", ".tar.zst", ".tar"};
-
-int data_place_of(const char *root, const char *name, data_place *ret, bb_error **err)
-{
-    *ret = (data_place){0};
-    _cleanup_free_ char *path = home_path_of(root, HP_BLUEFILE, name);
-    _cleanup_bluefile_ bluefile *bf = NULL;
-    if (bluefile_load(path, &bf, err) < 0)
-        return -1;
-    if (bf->isolation == ISO_STANDARD)
-        return 0;
-    ret->chown = true;
-    ret->uid = 1;
-    ret->gid = 1;
-    if (getuid() == 0)
-        return 0;
-    ret->unshare = true;
-    ret->self = guest_binary(err);
-    return ret->self ? 0 : -1;
-}
-
-void data_place_done(data_place *p)
-{
-    free(p->self);
-    p->self = NULL;
-}
 
 static const char *suffix_of(const char *file)
 {
@@ -65,10 +37,10 @@ static int by_time(const void *a, const void *b)
 }
 
 /* snapshots/<name>: its path, an fd and its entries. 1; 0 when there is none; -1 on error. */
-static int open_snapshots(const char *root, const char *name, char **ret_dir, int *ret_fd,
-                          strv *ret_names, bb_error **err)
+static int open_snapshots(const sandbox *sb, char **ret_dir, int *ret_fd, strv *ret_names,
+                          bb_error **err)
 {
-    _cleanup_free_ char *dir = home_path_of(root, HP_SNAPSHOTS, name);
+    _cleanup_free_ char *dir = xstrdup(sb->snapshots);
     _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return errno == ENOENT ? 0 : bb_fail_errno(err, errno, "cannot read %s", dir);
@@ -79,13 +51,13 @@ static int open_snapshots(const char *root, const char *name, char **ret_dir, in
     return 1;
 }
 
-int snapshots_list(const char *root, const char *name, snapshot_list *ret, bb_error **err)
+int snapshots_list(const sandbox *sb, snapshot_list *ret, bb_error **err)
 {
     *ret = (snapshot_list){0};
     _cleanup_free_ char *dir = NULL;
     _cleanup_close_ int dfd = -1;
     _cleanup_strv_ strv names = {0};
-    int r = open_snapshots(root, name, &dir, &dfd, &names, err);
+    int r = open_snapshots(sb, &dir, &dfd, &names, err);
     if (r <= 0)
         return r;
     for (size_t i = 0; i < names.n; i++) {
@@ -123,9 +95,9 @@ static int regular_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-int snapshot_resolve(const char *root, const char *name, const char *ref, char **ret_path,
-                     bb_error **err)
+int snapshot_resolve(const sandbox *sb, const char *ref, char **ret_path, bb_error **err)
 {
+    const char *name = sb->name;
     if (ref && strchr(ref, '/')) {
         if (!regular_file(ref))
             return bb_fail(err, ENOENT, "no archive at %s", ref);
@@ -133,7 +105,7 @@ int snapshot_resolve(const char *root, const char *name, const char *ref, char *
         return 0;
     }
     _cleanup_snapshots_ snapshot_list l = {0};
-    if (snapshots_list(root, name, &l, err) < 0)
+    if (snapshots_list(sb, &l, err) < 0)
         return -1;
     if (!ref || !*ref) {
         if (!l.n)
@@ -149,8 +121,7 @@ int snapshot_resolve(const char *root, const char *name, const char *ref, char *
             *ret_path = xstrdup(l.v[i].path);
             return 0;
         }
-    _cleanup_free_ char *dir = home_path_of(root, HP_SNAPSHOTS, name);
-    _cleanup_free_ char *file = path_join(dir, ref);
+    _cleanup_free_ char *file = path_join(sb->snapshots, ref);
     if (name_valid(ref) && regular_file(file)) {
         *ret_path = steal_pointer(&file);
         return 0;
@@ -179,12 +150,12 @@ int snapshot_label(const char *typed, char **ret, bb_error **err)
     return 0;
 }
 
-int snapshots_cleanup(const char *root, const char *name, bb_error **err)
+int snapshots_cleanup(const sandbox *sb, bb_error **err)
 {
     _cleanup_free_ char *dir = NULL;
     _cleanup_close_ int dfd = -1;
     _cleanup_strv_ strv names = {0};
-    int r = open_snapshots(root, name, &dir, &dfd, &names, err);
+    int r = open_snapshots(sb, &dir, &dfd, &names, err);
     if (r <= 0)
         return r;
     for (size_t i = 0; i < names.n; i++) {

@@ -1,4 +1,4 @@
-/* Where a sandbox's /data operations run, and its snapshots on disk:
+/* A sandbox's snapshots on disk:
  * snapshots/<name>/<label>.tar.gz (or .tar.zst, .tar), listed by time. */
 #pragma once
 
@@ -7,19 +7,8 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "core/sandbox.h"
 #include "util/err.h"
-
-/* How to reach a sandbox's /data: standard isolation as you; strict as root by handing
- * entries to UID 1, rootless inside `podman unshare` (where the subordinate UID is 1). */
-typedef struct {
-    bool chown, unshare;
-    uid_t uid;
-    gid_t gid;
-    char *self; /* this binary, for podman unshare */
-} data_place;
-
-int data_place_of(const char *root, const char *name, data_place *ret, bb_error **err);
-void data_place_done(data_place *p);
 
 typedef struct {
     char *label; /* file name without the suffix */
@@ -35,7 +24,7 @@ typedef struct {
 
 /* The sandbox's snapshots, oldest first by mtime (ties by name). A missing directory is an
  * empty list. */
-int snapshots_list(const char *root, const char *name, snapshot_list *ret, bb_error **err);
+int snapshots_list(const sandbox *sb, snapshot_list *ret, bb_error **err);
 void snapshots_free(snapshot_list *l);
 static inline void snapshots_freep(snapshot_list *l)
 {
@@ -45,10 +34,9 @@ static inline void snapshots_freep(snapshot_list *l)
 
 /* The archive a restore reference names: none → the newest; a word → a label or a file
  * name in the snapshot directory; anything with a '/' → that file. */
-int snapshot_resolve(const char *root, const char *name, const char *ref, char **ret_path,
-                     bb_error **err);
+int snapshot_resolve(const sandbox *sb, const char *ref, char **ret_path, bb_error **err);
 /* A label as typed: a .tar.gz/.tar.zst/.tar suffix dropped, then the name grammar; with
  * none, the UTC stamp YYYYMMDDTHHMMSSZ. */
 int snapshot_label(const char *typed, char **ret, bb_error **err);
 /* Remove *.partial files an interrupted snapshot left. */
-int snapshots_cleanup(const char *root, const char *name, bb_error **err);
+int snapshots_cleanup(const sandbox *sb, bb_error **err);

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "core/home.h"
 #include "core/inuse.h"
 #include "core/mounts.h"
 #include "dataown.h"
@@ -16,49 +15,93 @@
 #include "util/fs.h"
 #include "util/xalloc.h"
 
-int boot_require_image(const char *root, const char *name, bb_error **err)
+int sandbox_resolve_backend(sandbox *sb, bb_error **err)
 {
-    _cleanup_free_ char *dir = home_path_of(root, HP_SANDBOX, name);
-    _cleanup_free_ char *iid = path_join(dir, "image-id");
-    if (!path_exists(iid))
-        return bb_fail(err, ENOENT, "%s is not built yet: bluebox build %s", name, name);
+    if (sb->backend)
+        return 0;
+    const backend *b;
+    if (sandbox_bluefile(sb, err) < 0 || backend_for(sb->bf, &b, err) < 0)
+        return -1;
+    sb->backend = b;
     return 0;
 }
 
-int boot_prepare(const char *root, const char *name, boot_check check, const char *use, boot *ret,
-                 bb_error **err)
+int boot_require_image(const sandbox *sb, bb_error **err)
 {
-    *ret = (boot){0};
-    if (home_require(root, name, err) < 0)
+    if (!path_exists(sb->image_id))
+        return bb_fail(err, ENOENT, "%s is not built yet: bluebox build %s", sb->name, sb->name);
+    return 0;
+}
+
+static launch launch_of(const sandbox *sb, const char *self, const char *container,
+                        launch_mode mode)
+{
+    return (launch){.root = sb->root,
+                    .name = sb->name,
+                    .bf = sb->bf,
+                    .container = container,
+                    .mode = mode,
+                    .self = self};
+}
+
+/* The isolation step of every boot: the cached check (a hit costs nothing) or the full one,
+ * remembered. */
+static int isolation_step(const sandbox *sb, const launch *l, boot_check check,
+                          isolation_state *ret_was, isolation_result *ret, bb_error **err)
+{
+    if (check == BOOT_CACHED)
+        return isolation_ensure(sb->backend, l, ret_was, ret, err);
+    if (isolation_check(sb->backend, l, ret, err) < 0)
         return -1;
-    _cleanup_free_ char *path = home_path_of(root, HP_BLUEFILE, name);
-    if (bluefile_load(path, &ret->bf, err) < 0 || backend_for(ret->bf, &ret->b, err) < 0 ||
-        boot_require_image(root, name, err) < 0 || mounts_check(root, name, ret->bf, err) < 0)
+    return isolation_remember(sb->backend, l, ret, err);
+}
+
+int boot_check_cached(sandbox *sb, isolation_state *ret_was, bb_error **err)
+{
+    if (sandbox_resolve_backend(sb, err) < 0)
         return -1;
+    _cleanup_free_ char *self = guest_binary(err);
+    if (!self)
+        return -1;
+    launch l = launch_of(sb, self, NULL, LAUNCH_PROBE);
+    isolation_result iso = {0};
+    return isolation_step(sb, &l, BOOT_CACHED, ret_was, &iso, err);
+}
+
+/* The steps of a boot that need the sandbox's lock. */
+static int prepare_locked(sandbox *sb, boot_check check, const char *use, boot *b, bb_error **err)
+{
+    if (image_adopt(sb->root, sb->name, err) < 0)
+        return -1;
+    if (use && inuse_hold(sb->root, sb->name, use, &b->use, err) < 0)
+        return -1;
+    if (data_prepare(sb, b->self, err) < 0)
+        return -1;
+    return isolation_step(sb, &b->l, check, &b->was, &b->iso, err);
+}
+
+int boot_prepare(sandbox *sb, boot_check check, const char *use, boot *ret, bb_error **err)
+{
+    *ret = (boot){.sb = sb};
+    if (sandbox_resolve_backend(sb, err) < 0 || boot_require_image(sb, err) < 0 ||
+        mounts_check(sb, err) < 0)
+        return -1;
+    ret->bf = sb->bf;
+    ret->b = sb->backend;
     ret->self = guest_binary(err);
     if (!ret->self)
         return -1;
-    ret->container = container_name(NULL, name);
-    ret->l = (launch){.root = root,
-                      .name = name,
-                      .bf = ret->bf,
-                      .container = ret->container,
-                      .mode = LAUNCH_RUN,
-                      .self = ret->self};
+    ret->container = container_name(NULL, sb->name);
+    ret->l = launch_of(sb, ret->self, ret->container, LAUNCH_RUN);
     if (ret->b->preflight(&ret->l, err) < 0)
         return -1;
-    _cleanup_close_ int lock = home_lock(root, name, err);
-    if (lock < 0 || image_adopt(root, name, err) < 0)
+    int took = sandbox_lock(sb, err);
+    if (took < 0)
         return -1;
-    if (use && inuse_hold(root, name, use, &ret->use, err) < 0)
-        return -1;
-    if (data_prepare(root, name, ret->bf, ret->self, err) < 0)
-        return -1;
-    if (check == BOOT_CACHED)
-        return isolation_ensure(ret->b, &ret->l, &ret->was, &ret->iso, err);
-    if (isolation_check(ret->b, &ret->l, &ret->iso, err) < 0)
-        return -1;
-    return isolation_remember(ret->b, &ret->l, &ret->iso, err);
+    int r = prepare_locked(sb, check, use, ret, err);
+    if (took)
+        sandbox_unlock(sb);
+    return r;
 }
 
 char *boot_posture(const boot *b)
@@ -69,7 +112,6 @@ char *boot_posture(const boot *b)
 void boot_done(boot *b)
 {
     inuse_release(&b->use);
-    bluefile_free(b->bf);
     free(b->self);
     free(b->container);
     *b = (boot){0};

@@ -7,13 +7,18 @@
 
 #include "launch.h"
 #include "core/inuse.h"
+#include "core/sandbox.h"
 #include "isolation.h"
 
+/* The handle's backend: its Bluefile loaded (once) and backend_for() asked (once). */
+int sandbox_resolve_backend(sandbox *sb, bb_error **err);
+
 typedef struct boot {
-    bluefile *bf;
-    const backend *b;
-    char *self;      /* the bluebox the guest runs */
-    char *container; /* a fresh, unique container name */
+    sandbox *sb;        /* the caller's; it outlives the boot */
+    const bluefile *bf; /* sb->bf */
+    const backend *b;   /* sb->backend */
+    char *self;         /* the bluebox the guest runs */
+    char *container;    /* a fresh, unique container name */
     launch l;
     isolation_state was;  /* the cache before this boot; ISO_VERIFIED: no check ran */
     isolation_result iso; /* filled when it ran */
@@ -25,13 +30,17 @@ typedef enum {
     BOOT_VERIFY, /* always the full check: build, verify */
 } boot_check;
 
-/* Prepare a boot of `name`; `mode` and the command are filled into ret->l by the caller.
+/* Prepare a boot of the sandbox; `mode` and the command are filled into ret->l by the caller.
  * `use` ("run", "shell", "up") holds /data in use until boot_done, so that reset, restore and
- * destroy refuse meanwhile (core/inuse.h); NULL for boots that do not need it. */
-int boot_prepare(const char *root, const char *name, boot_check check, const char *use, boot *ret,
-                 bb_error **err);
+ * destroy refuse meanwhile (core/inuse.h); NULL for boots that do not need it. The steps
+ * after the preflight run under the sandbox's lock: the caller's when it holds it, else
+ * taken here and released before returning (core/sandbox.h). */
+int boot_prepare(sandbox *sb, boot_check check, const char *use, boot *ret, bb_error **err);
+/* The part of boot_prepare that exec repeats before every command, and nothing more: the
+ * backend and the cached isolation check (no image, no /data, no lock). */
+int boot_check_cached(sandbox *sb, isolation_state *ret_was, bb_error **err);
 void boot_done(boot *b);
 /* The posture line for this boot (see posture.h). */
 char *boot_posture(const boot *b);
 /* Fail unless the sandbox has a built image, with a hint to build it. */
-int boot_require_image(const char *root, const char *name, bb_error **err);
+int boot_require_image(const sandbox *sb, bb_error **err);

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "core/containerfile.h"
-#include "core/home.h"
 #include "image.h"
 #include "posture.h"
 #include "util/fs.h"
@@ -119,30 +118,29 @@ static int build_in_two(const bluefile *bf, const containerfile *cf, const build
     return podman_build(bf, &s, err);
 }
 
-int image_build(const char *root, const char *name, const bluefile *bf, bb_error **err)
+int image_build(const sandbox *sb, const containerfile *cf, bb_error **err)
 {
+    const bluefile *bf = sb->bf;
     if (!program_on_path("podman"))
         return bb_fail(err, ENOENT,
                        "podman is not installed; install it (Debian: apt-get install podman)");
-    _cleanup_free_ char *dir = home_path_of(root, HP_SANDBOX, name);
+    const char *dir = sb->dir;
     _cleanup_free_ char *tmpl = xasprintf("%s/.build-XXXXXX", dir);
     if (!mkdtemp(tmpl))
         return bb_fail_errno(err, errno, "cannot create a build directory in %s", dir);
-    _cleanup_containerfile_ containerfile cf = {0};
-    containerfile_render(bf, &cf);
-    int r = containerfile_write(&cf, tmpl, err);
+    int r = containerfile_write(cf, tmpl, err);
     if (r == 0) {
         _cleanup_free_ char *file = path_join(tmpl, "Containerfile");
         _cleanup_free_ char *iid = path_join(tmpl, "image-id");
-        _cleanup_free_ char *ref = image_ref(root, name);
+        _cleanup_free_ char *ref = image_ref(sb->root, sb->name);
         build_spec spec = {.containerfile = file,
                            .context = tmpl,
                            .tag = ref,
                            .iidfile = iid,
                            .network = bf->network != NET_NONE,
                            .limits = limits_enforced()};
-        r = !spec.network && cf.fetch_end ? build_in_two(bf, &cf, &spec, err)
-                                          : podman_build(bf, &spec, err);
+        r = !spec.network && cf->fetch_end ? build_in_two(bf, cf, &spec, err)
+                                           : podman_build(bf, &spec, err);
         /* Beside image-id, so that launches need not ask podman (image_user); when podman
          * cannot say, the first launch asks. */
         if (r == 0)
@@ -151,7 +149,7 @@ int image_build(const char *root, const char *name, const bluefile *bf, bb_error
     if (r == 0)
         r = move_into_place(tmpl, dir, err);
     if (r == 0)
-        image_record_ref(root, name);
+        image_record_ref(sb->root, sb->name);
     (void)rm_rf(tmpl, NULL);
     return r;
 }

@@ -4,6 +4,8 @@
 #include <stdbool.h>
 
 #include "core/bluefile.h"
+#include "core/containerfile.h"
+#include "core/sandbox.h"
 #include "util/err.h"
 #include "util/strv.h"
 
@@ -20,9 +22,10 @@ typedef struct {
  * a network only when asked. SECURITY.md, "Build time", says what is left. */
 void build_argv(const bluefile *bf, const build_spec *s, strv *ret);
 
-/* Render the Containerfile into a fresh build context beside the sandbox, run podman build
+/* Write the Containerfile (rendered from sb->bf by the caller, once) into a fresh build
+ * context beside the sandbox, run podman build
  * (progress streams to the terminal, escaped there; an offline sandbox with packages builds
  * in two parts, only the package install with a network), and only when it succeeds move
  * the Containerfile, .blueprint/ and image-id into place. A failed build leaves the previous
  * image and Containerfile as they were. */
-int image_build(const char *root, const char *name, const bluefile *bf, bb_error **err);
+int image_build(const sandbox *sb, const containerfile *cf, bb_error **err);

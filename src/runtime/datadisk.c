@@ -111,10 +111,10 @@ static int grow(const char *disk, const bluefile *bf, bb_error **err)
     return 0;
 }
 
-int datadisk_prepare(const char *root, const char *name, const bluefile *bf, const char *self,
-                     bb_error **err)
+int datadisk_prepare(const sandbox *sb, const char *self, bb_error **err)
 {
-    _cleanup_free_ char *disk = home_path_of(root, HP_DISK, name);
+    const bluefile *bf = sb->bf;
+    const char *disk = sb->disk, *name = sb->name;
     struct stat st;
     bool have = lstat(disk, &st) == 0;
     if (have && !S_ISREG(st.st_mode))
@@ -145,7 +145,7 @@ int datadisk_prepare(const char *root, const char *name, const bluefile *bf, con
             return -1;
         return data_hand_over(disk, bf, self, err) < 0 ? -1 : 1;
     }
-    _cleanup_free_ char *data = home_path_of(root, HP_DATA, name);
+    const char *data = sb->data;
     int empty = dir_is_empty(data, err);
     if (empty < 0)
         return -1;
@@ -156,20 +156,18 @@ int datadisk_prepare(const char *root, const char *name, const bluefile *bf, con
                        "them in after the first run (tar -C DIR -cf - . | bluebox run %s -- "
                        "tar -C /data -xf -), or remove data_limit",
                        name, data, name, name, name);
-    return create(root, name, disk, bf, self, err) < 0 ? -1 : 1;
+    return create(sb->root, name, disk, bf, self, err) < 0 ? -1 : 1;
 }
 
-bool datadisk_exists(const char *root, const char *name)
+bool datadisk_exists(const sandbox *sb)
 {
-    _cleanup_free_ char *disk = home_path_of(root, HP_DISK, name);
     struct stat st;
-    return lstat(disk, &st) == 0;
+    return lstat(sb->disk, &st) == 0;
 }
 
-int datadisk_remove(const char *root, const char *name, bb_error **err)
+int datadisk_remove(const sandbox *sb, bb_error **err)
 {
-    _cleanup_free_ char *disk = home_path_of(root, HP_DISK, name);
-    if (unlink(disk) < 0 && errno != ENOENT)
-        return bb_fail_errno(err, errno, "cannot delete %s", disk);
+    if (unlink(sb->disk) < 0 && errno != ENOENT)
+        return bb_fail_errno(err, errno, "cannot delete %s", sb->disk);
     return 0;
 }

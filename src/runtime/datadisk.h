@@ -9,6 +9,7 @@
 
 #include "abi.h"
 #include "core/bluefile.h"
+#include "core/sandbox.h"
 #include "util/err.h"
 
 /* The launch binds the image to ABI_DATA_DISK (the VMM reads the path from its env). */
@@ -18,11 +19,10 @@
  * (no data_limit and no image), -1 with a message that says what to do when the Bluefile
  * and what is on disk disagree (data_limit added over a non-empty directory, removed or
  * changed while an image exists). */
-int datadisk_prepare(const char *root, const char *name, const bluefile *bf, const char *self,
-                     bb_error **err);
+int datadisk_prepare(const sandbox *sb, const char *self, bb_error **err);
 /* Whether the sandbox's /data is a disk image. */
-bool datadisk_exists(const char *root, const char *name);
+bool datadisk_exists(const sandbox *sb);
 /* A size as data_limit is written: 64M, 10G, 1T (or bytes when it is none of these). */
 char *datadisk_size_words(unsigned long long bytes);
 /* For reset: delete the image (the next boot makes a fresh one at the Bluefile's size). */
-int datadisk_remove(const char *root, const char *name, bb_error **err);
+int datadisk_remove(const sandbox *sb, bb_error **err);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/home.h"
+#include "launch.h"
 #include "datadisk.h"
 #include "util/fs.h"
 #include "util/spawn.h"
@@ -64,6 +65,15 @@ static int subid_start(const char *file, unsigned long *ret, bb_error **err)
                    user ? user : uid, file, user ? user : uid);
 }
 
+/* The guest's root as bluebox reaches it, the one place that maps it: UID/GID 1 under strict
+ * (host UID 1 as root, under root podman's `--uidmap 0:1:65536`; the user's first subordinate
+ * UID inside rootless `podman unshare`), 0 under standard (you: root as root, the user inside
+ * `podman unshare`). */
+static unsigned guest_root_id(bf_isolation iso)
+{
+    return iso == ISO_STRICT ? 1 : 0;
+}
+
 int data_owner(bf_isolation iso, uid_t *ret_uid, gid_t *ret_gid, bb_error **err)
 {
     if (iso == ISO_STANDARD) {
@@ -72,8 +82,8 @@ int data_owner(bf_isolation iso, uid_t *ret_uid, gid_t *ret_gid, bb_error **err)
         return 0;
     }
     if (getuid() == 0) {
-        *ret_uid = 1;
-        *ret_gid = 1;
+        *ret_uid = guest_root_id(iso);
+        *ret_gid = guest_root_id(iso);
         return 0;
     }
     unsigned long u, g;
@@ -82,6 +92,29 @@ int data_owner(bf_isolation iso, uid_t *ret_uid, gid_t *ret_gid, bb_error **err)
     *ret_uid = (uid_t)u;
     *ret_gid = (gid_t)g;
     return 0;
+}
+
+int data_place_of(sandbox *sb, data_place *ret, bb_error **err)
+{
+    *ret = (data_place){0};
+    if (sandbox_bluefile(sb, err) < 0)
+        return -1;
+    if (sb->bf->isolation == ISO_STANDARD)
+        return 0;
+    ret->chown = true;
+    ret->uid = guest_root_id(sb->bf->isolation);
+    ret->gid = guest_root_id(sb->bf->isolation);
+    if (getuid() == 0)
+        return 0;
+    ret->unshare = true;
+    ret->self = guest_binary(err);
+    return ret->self ? 0 : -1;
+}
+
+void data_place_done(data_place *p)
+{
+    free(p->self);
+    p->self = NULL;
 }
 
 int data_hand_over(const char *path, const bluefile *bf, const char *self, bb_error **err)
@@ -100,9 +133,9 @@ int data_hand_over(const char *path, const bluefile *bf, const char *self, bb_er
             return bb_prefix(err, "cannot hand %s to the sandbox", path);
         return 0;
     }
-    const char *id = bf->isolation == ISO_STRICT ? "1" : "0";
-    char *argv[] = {"podman",   "unshare",  (char *)self, "__reown",
-                    (char *)id, (char *)id, (char *)path, NULL};
+    char id[16];
+    snprintf(id, sizeof id, "%u", guest_root_id(bf->isolation));
+    char *argv[] = {"podman", "unshare", (char *)self, "__reown", id, id, (char *)path, NULL};
     _cleanup_free_ char *errout = NULL;
     int r = spawn_capture(argv, NULL, &errout, err);
     if (r < 0)
@@ -112,13 +145,13 @@ int data_hand_over(const char *path, const bluefile *bf, const char *self, bb_er
     return 0;
 }
 
-int data_prepare(const char *root, const char *name, const bluefile *bf, const char *self,
-                 bb_error **err)
+int data_prepare(const sandbox *sb, const char *self, bb_error **err)
 {
-    int disk = datadisk_prepare(root, name, bf, self, err);
+    int disk = datadisk_prepare(sb, self, err);
     if (disk != 0)
         return disk < 0 ? -1 : 0;
-    _cleanup_free_ char *data = home_path_of(root, HP_DATA, name);
+    const bluefile *bf = sb->bf;
+    const char *data = sb->data;
     if (mkdir_p(data, HOME_DIR_MODE, err) < 0)
         return -1;
     struct stat st;

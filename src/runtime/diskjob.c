@@ -101,11 +101,10 @@ static int wait_copier(pid_t pid)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-int diskjob_run(const char *root, const char *name, char *const *args, int in_fd, int out_fd,
-                bb_error **err)
+int diskjob_run(sandbox *sb, char *const *args, int in_fd, int out_fd, bb_error **err)
 {
     _cleanup_(boot_done) boot b = {0};
-    if (boot_prepare(root, name, BOOT_CACHED, NULL, &b, err) < 0)
+    if (boot_prepare(sb, BOOT_CACHED, NULL, &b, err) < 0)
         return -1;
     _cleanup_strv_ strv cmd = {0};
     strv_add(&cmd, ABI_GUEST_BINARY);

@@ -2,10 +2,10 @@
  * guest: the host never reads that file system. */
 #pragma once
 
+#include "core/sandbox.h"
 #include "util/err.h"
 
-/* Boot `name` once with /.bluebox/bluebox __data <args…> as the guest's root, its stdin from
+/* Boot the sandbox once with /.bluebox/bluebox __data <args…> as the guest's root, its stdin from
  * in_fd (-1: none) and its stdout into out_fd, at most twice data_limit plus 64 MiB of it.
  * Fails when the command does or sends more. */
-int diskjob_run(const char *root, const char *name, char *const *args, int in_fd, int out_fd,
-                bb_error **err);
+int diskjob_run(sandbox *sb, char *const *args, int in_fd, int out_fd, bb_error **err);

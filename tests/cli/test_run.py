@@ -905,7 +905,7 @@ def home_files(sb):
 
 
 @pytest.mark.parametrize("args", [["run", NAME, "--", "true"], ["shell", NAME], ["verify", NAME],
-                                  ["up", NAME]])
+                                  ["build", NAME], ["up", NAME]])
 def test_more_ram_than_the_backend_can_give_is_refused_before_anything_runs(sb, args):
     """The Bluefile takes ram_mib up to 1048576; bluebox-vmm (uml) at most 65536. The backend's
     limit is checked once, before podman is asked for anything."""

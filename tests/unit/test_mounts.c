@@ -92,7 +92,10 @@ static int check(const char *mounts_yaml, char **msg)
         fail_msg("%s", err->msg);
     char root[256];
     snprintf(root, sizeof root, "%s/home", base);
-    int r = mounts_check(root, "box", bf, &err);
+    char data[300];
+    snprintf(data, sizeof data, "%s/data/box", root);
+    sandbox sb = {.root = root, .name = "box", .data = data, .bf = bf, .lock = -1};
+    int r = mounts_check(&sb, &err);
     *msg = r < 0 ? strdup(err->msg) : NULL;
     bb_error_free(err);
     bluefile_free(bf);
