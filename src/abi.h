@@ -31,6 +31,10 @@
 #define ABI_ENV_DATA_DISK  "BLUEBOX_DATA_DISK"  /* ABI_DATA_DISK, when /data has a disk */
 #define ABI_ENV_AGENT_HEAD "BLUEBOX_AGENT_HEAD" /* up: the hash chain's head (agent/chain.h) */
 
+/* The guest memory bluebox-vmm gives a uml guest (BLUEBOX_RAM_MIB), in MiB. */
+#define ABI_UML_MIN_RAM_MIB 64
+#define ABI_UML_MAX_RAM_MIB 65536
+
 /* The agent's TCP port in the guest (published on the host's 127.0.0.1 only). */
 #define ABI_AGENT_PORT     7700
 #define ABI_AGENT_PORT_STR ABI_STR(ABI_AGENT_PORT)

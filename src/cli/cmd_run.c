@@ -22,9 +22,9 @@ void print_isolated(const boot *b)
 
 void cli_say_rechecked(const boot *b)
 {
-    if (b->was == ISO_CHANGED)
+    if (b->was == ISOCHECK_CHANGED)
         fprintf(stderr, "bluebox: re-verified isolation (runtime changed since last check)\n");
-    else if (b->was == ISO_NOT_VERIFIED)
+    else if (b->was == ISOCHECK_NONE)
         cli_showf(stderr, "bluebox: verified isolation: host %s, guest %s (%s)\n",
                   b->iso.baseline.release, b->iso.guest.release, b->b->name);
 }

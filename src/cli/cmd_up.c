@@ -97,8 +97,7 @@ int cmd_down(cli_args *a, bb_error **err)
 static int lost(const char *name, bb_error **err)
 {
     _cleanup_free_ char *cause = xstrdup((*err)->msg);
-    bb_error_free(*err);
-    *err = NULL;
+    bb_error_clear(err);
     return bb_fail(err, ECONNRESET,
                    "%s is not responding (%s); restart it: bluebox down %s && bluebox up %s", name,
                    cause, name, name);
@@ -123,7 +122,7 @@ int cmd_exec(cli_args *a, bb_error **err)
     isolation_state was;
     if (boot_check_cached(sb, &was, err) < 0)
         return -1;
-    if (was == ISO_CHANGED)
+    if (was == ISOCHECK_CHANGED)
         fprintf(stderr, "bluebox: re-verified isolation (runtime changed since last check)\n");
     const bluefile *bf = sb->bf;
 
@@ -147,8 +146,7 @@ int cmd_exec(cli_args *a, bb_error **err)
     int r = -1;
     for (int attempt = 0; attempt < 5; attempt++) {
         if (attempt > 0) {
-            bb_error_free(*err);
-            *err = NULL;
+            bb_error_clear(err);
             agent_conn_close(&c);
             c = (agent_conn){.fd = -1};
             usleep((useconds_t)(50000 << attempt));

@@ -659,10 +659,7 @@ static unsigned long long mib_up(uint64_t bytes)
 static int no_room_error(extractor *x, struct archive *a, bb_error **err)
 {
     uint64_t need = x->bytes_used + count_rest(a);
-    if (err) {
-        bb_error_free(*err);
-        *err = NULL;
-    }
+    bb_error_clear(err);
     const safetar_opts *o = x->o;
     if (!o->free_bytes)
         return bb_fail(err, ENOSPC,

@@ -20,7 +20,7 @@ typedef struct boot {
     char *self;         /* the bluebox the guest runs */
     char *container;    /* a fresh, unique container name */
     launch l;
-    isolation_state was;  /* the cache before this boot; ISO_VERIFIED: no check ran */
+    isolation_state was;  /* the cache before this boot; ISOCHECK_CACHED: no check ran */
     isolation_result iso; /* filled when it ran */
     inuse use;            /* /data held for a run or shell until boot_done */
 } boot;

@@ -8,6 +8,7 @@
 
 #include "core/containerfile.h"
 #include "image.h"
+#include "launch.h"
 #include "posture.h"
 #include "util/fs.h"
 #include "util/spawn.h"
@@ -54,7 +55,7 @@ void build_argv(const bluefile *bf, const build_spec *s, strv *ret)
     strv_add(&a, "--ulimit=nproc=" BUILD_NPROC ":" BUILD_NPROC);
     /* podman build fails outright on a limit it cannot enforce. */
     if (s->limits)
-        strv_push(&a, xasprintf("--memory=%dm", bf->ram_mib + 256));
+        strv_push(&a, xasprintf("--memory=%dm", launch_memory_mib(bf)));
     if (!s->network)
         strv_add(&a, "--network=none");
     /* Not --no-hosts: most base images have no /etc/hosts of their own, and build steps

@@ -12,6 +12,7 @@
 #include "core/home.h"
 #include "fingerprint.h"
 #include "util/fs.h"
+#include "util/json.h"
 #include "util/spawn.h"
 #include "util/xalloc.h"
 
@@ -136,28 +137,27 @@ static json_t *cache_load(const char *root)
 
 isolation_state isolation_cached(const backend *b, const launch *l, isolation_result *ret)
 {
-    json_t *j = cache_load(l->root);
+    _cleanup_json_ json_t *j = cache_load(l->root);
     json_t *e = json_object_get(json_object_get(j, "backends"), b->name);
     const char *fp = json_string_value(json_object_get(e, "fingerprint"));
     const char *guest = json_string_value(json_object_get(e, "guest"));
     const char *base = json_string_value(json_object_get(e, "baseline"));
-    isolation_state s = ISO_NOT_VERIFIED;
+    isolation_state s = ISOCHECK_NONE;
     /* only an entry a passing check could have written counts */
     if (fp && guest && base && *guest && *base && !streq(guest, base)) {
         _cleanup_free_ char *now = runtime_fingerprint(b, l);
-        s = streq(fp, now) ? ISO_VERIFIED : ISO_CHANGED;
+        s = streq(fp, now) ? ISOCHECK_CACHED : ISOCHECK_CHANGED;
         if (ret) {
             snprintf(ret->guest.release, sizeof ret->guest.release, "%s", guest);
             snprintf(ret->baseline.release, sizeof ret->baseline.release, "%s", base);
         }
     }
-    json_decref(j);
     return s;
 }
 
 int isolation_remember(const backend *b, const launch *l, const isolation_result *r, bb_error **err)
 {
-    json_t *j = cache_load(l->root);
+    _cleanup_json_ json_t *j = cache_load(l->root);
     _cleanup_free_ char *fp = runtime_fingerprint(b, l);
     char stamp[32];
     time_t t = time(NULL);
@@ -167,7 +167,6 @@ int isolation_remember(const backend *b, const launch *l, const isolation_result
                                   r->guest.release, "baseline", r->baseline.release, "verified_at",
                                   stamp));
     _cleanup_free_ char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
-    json_decref(j);
     _cleanup_free_ char *path = cache_path(l->root);
     if (mkdir_p(l->root, HOME_DIR_MODE, err) < 0 ||
         write_file_atomic(path, text, strlen(text), 0644, err) < 0)
@@ -179,7 +178,7 @@ int isolation_ensure(const backend *b, const launch *l, isolation_state *ret_was
                      isolation_result *ret, bb_error **err)
 {
     *ret_was = isolation_cached(b, l, ret);
-    if (*ret_was == ISO_VERIFIED)
+    if (*ret_was == ISOCHECK_CACHED)
         return 0;
     if (isolation_check(b, l, ret, err) < 0)
         return -1;

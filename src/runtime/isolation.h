@@ -12,7 +12,9 @@ typedef struct {
     kernel_id guest, baseline;
 } isolation_result;
 
-typedef enum { ISO_NOT_VERIFIED, ISO_VERIFIED, ISO_CHANGED } isolation_state;
+/* What the isolation check's cache held for a launch (not the Bluefile's isolation mode,
+ * bf_isolation): no entry, an entry for this runtime, an entry for a runtime since changed. */
+typedef enum { ISOCHECK_NONE, ISOCHECK_CACHED, ISOCHECK_CHANGED } isolation_state;
 
 /* The fingerprint of everything that decides what this backend boots. */
 char *runtime_fingerprint(const backend *b, const launch *l);
@@ -26,7 +28,7 @@ int isolation_remember(const backend *b, const launch *l, const isolation_result
  * releases it recorded. */
 isolation_state isolation_cached(const backend *b, const launch *l, isolation_result *ret);
 /* Before a boot: pass on a cache hit (*ret from the cache); otherwise run the full check and
- * remember it. *ret_was says what the cache held (ISO_VERIFIED: nothing ran). Refuses when
+ * remember it. *ret_was says what the cache held (ISOCHECK_CACHED: nothing ran). Refuses when
  * the check fails. */
 int isolation_ensure(const backend *b, const launch *l, isolation_state *ret_was,
                      isolation_result *ret, bb_error **err);

@@ -84,8 +84,7 @@ void bb_error_warn_release(bb_error **err)
     _cleanup_sb_ strbuf b = {0};
     tty_escape(&b, msg, strlen(msg), 0);
     fprintf(stderr, "bluebox: warning: %s\n", b.s ? b.s : "");
-    bb_error_free(*err);
-    *err = NULL;
+    bb_error_clear(err);
 }
 
 void bb_error_free(bb_error *e)
@@ -94,4 +93,12 @@ void bb_error_free(bb_error *e)
         return;
     free(e->msg);
     free(e);
+}
+
+void bb_error_clear(bb_error **err)
+{
+    if (!err)
+        return;
+    bb_error_free(*err);
+    *err = NULL;
 }

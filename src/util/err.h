@@ -39,6 +39,8 @@ int bb_error_exit(const bb_error *e);
 void bb_error_warn_release(bb_error **err);
 
 void bb_error_free(bb_error *e);
+/* Drop an error the caller has handled: free *err (err may be NULL) and set it to NULL. */
+void bb_error_clear(bb_error **err);
 static inline void bb_error_freep(bb_error **e)
 {
     bb_error_free(*e);

@@ -94,8 +94,10 @@ static unsigned ram_mib(void)
     char *end;
     errno = 0;
     unsigned long v = strtoul(s, &end, 10);
-    if (errno || *end || v < 64 || v > 65536)
-        die(ABI_ENV_RAM_MIB " must be a number of MiB between 64 and 65536, not '%s'", s);
+    if (errno || *end || v < ABI_UML_MIN_RAM_MIB || v > ABI_UML_MAX_RAM_MIB)
+        die(ABI_ENV_RAM_MIB " must be a number of MiB between " ABI_STR(
+                ABI_UML_MIN_RAM_MIB) " and " ABI_STR(ABI_UML_MAX_RAM_MIB) ", not '%s'",
+            s);
     return (unsigned)v;
 }
 

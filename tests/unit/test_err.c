@@ -77,12 +77,28 @@ static void warn_and_release(void **s)
     bb_error_warn_release(NULL);
 }
 
+static void clear(void **s)
+{
+    (void)s;
+    bb_error *e = NULL;
+    bb_fail(&e, EIO, "first");
+    bb_error_clear(&e);
+    assert_null(e);
+    bb_error_clear(&e); /* twice is fine */
+    bb_error_clear(NULL);
+    /* a later failure is reported on its own, not prefixed by the handled one */
+    assert_int_equal(bb_fail(&e, EINVAL, "second"), -1);
+    assert_string_equal(bb_error_message(e), "second");
+    bb_error_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(message_and_exit),
         cmocka_unit_test(missing_error),
         cmocka_unit_test(warn_and_release),
+        cmocka_unit_test(clear),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

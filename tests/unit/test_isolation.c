@@ -94,17 +94,17 @@ static void remember(env *e)
 static void cache_states(void **s)
 {
     env *e = *s;
-    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, NULL), ISO_NOT_VERIFIED);
+    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, NULL), ISOCHECK_NONE);
     remember(e);
-    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, NULL), ISO_VERIFIED);
+    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, NULL), ISOCHECK_CACHED);
     /* another backend's entry is its own */
-    assert_int_equal(isolation_cached(backend_named("uml"), &e->l, NULL), ISO_NOT_VERIFIED);
+    assert_int_equal(isolation_cached(backend_named("uml"), &e->l, NULL), ISOCHECK_NONE);
     /* re-pointing the krun symlink is a runtime change */
     unlink(e->krun);
     assert_int_equal(symlink("/bin/false", e->krun), 0);
-    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, NULL), ISO_CHANGED);
+    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, NULL), ISOCHECK_CHANGED);
     remember(e);
-    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, NULL), ISO_VERIFIED);
+    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, NULL), ISOCHECK_CACHED);
 }
 
 static void corrupt_cache_is_a_miss(void **s)
@@ -143,7 +143,7 @@ static void corrupt_cache_is_a_miss(void **s)
             sb_puts(&b, bad[i]);
         _cleanup_free_ char *text = sb_steal(&b);
         assert_int_equal(write_file_atomic(path, text, strlen(text), 0644, NULL), 0);
-        if (isolation_cached(backend_named("krun"), &e->l, NULL) == ISO_VERIFIED)
+        if (isolation_cached(backend_named("krun"), &e->l, NULL) == ISOCHECK_CACHED)
             fail_msg("corrupt cache %zu passed: %s", i, text);
     }
     /* a good entry with a different fingerprint is a change, not a pass */
@@ -152,7 +152,7 @@ static void corrupt_cache_is_a_miss(void **s)
                   "\"guest\": \"6.1\", \"baseline\": \"6.18\"}}}",
                   fp);
     assert_int_equal(write_file_atomic(path, other, strlen(other), 0644, NULL), 0);
-    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, NULL), ISO_CHANGED);
+    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, NULL), ISOCHECK_CHANGED);
 }
 
 int main(void)
