@@ -32,6 +32,23 @@ static void make_sandbox(const char *root, const char *name, const char *text)
     free(bf);
 }
 
+/* A fresh home with one sandbox "box" holding this Bluefile, opened. */
+static sandbox *open_box(char **ret_root, const char *text)
+{
+    *ret_root = make_home();
+    make_sandbox(*ret_root, "box", text);
+    sandbox *sb = NULL;
+    bb_error *err = NULL;
+    assert_int_equal(sandbox_open(*ret_root, "box", &sb, &err), 0);
+    return sb;
+}
+
+static void drop_home(char *root)
+{
+    (void)rm_rf(root, NULL);
+    free(root);
+}
+
 static void open_refuses(void **s)
 {
     (void)s;
@@ -48,19 +65,15 @@ static void open_refuses(void **s)
     assert_string_equal(err->msg, "no sandbox \"gone\"; create it: bluebox new gone");
     bb_error_free(err);
     sandbox_close(NULL); /* accepts NULL */
-    (void)rm_rf(root, NULL);
-    free(root);
+    drop_home(root);
 }
 
 /* Every path is the one home.h's layout names: built once here, used by every layer. */
 static void paths_as_home_says(void **s)
 {
     (void)s;
-    char *root = make_home();
-    make_sandbox(root, "box", "cpus: 1\n");
-    sandbox *sb = NULL;
-    bb_error *err = NULL;
-    assert_int_equal(sandbox_open(root, "box", &sb, &err), 0);
+    char *root = NULL;
+    sandbox *sb = open_box(&root, "cpus: 1\n");
     static const struct {
         home_path which;
         size_t offset;
@@ -88,18 +101,15 @@ static void paths_as_home_says(void **s)
     assert_int_equal(sb->lock, -1);
     free(iid);
     sandbox_close(sb);
-    (void)rm_rf(root, NULL);
-    free(root);
+    drop_home(root);
 }
 
 static void bluefile_once(void **s)
 {
     (void)s;
-    char *root = make_home();
-    make_sandbox(root, "box", "cpus: 3\n");
-    sandbox *sb = NULL;
+    char *root = NULL;
+    sandbox *sb = open_box(&root, "cpus: 3\n");
     bb_error *err = NULL;
-    assert_int_equal(sandbox_open(root, "box", &sb, &err), 0);
     assert_int_equal(sandbox_bluefile(sb, &err), 0);
     bluefile *first = sb->bf;
     assert_int_equal(first->cpus, 3);
@@ -114,8 +124,7 @@ static void bluefile_once(void **s)
     assert_null(sb->bf);
     bb_error_free(err);
     sandbox_close(sb);
-    (void)rm_rf(root, NULL);
-    free(root);
+    drop_home(root);
 }
 
 /* Whether another open file description can take the lock now. */
@@ -133,11 +142,9 @@ static bool lock_free(const char *root, const char *name)
 static void lock_once(void **s)
 {
     (void)s;
-    char *root = make_home();
-    make_sandbox(root, "box", "cpus: 1\n");
-    sandbox *sb = NULL;
+    char *root = NULL;
+    sandbox *sb = open_box(&root, "cpus: 1\n");
     bb_error *err = NULL;
-    assert_int_equal(sandbox_open(root, "box", &sb, &err), 0);
     assert_int_equal(sandbox_lock(sb, &err), 1); /* taken */
     int fd = sb->lock;
     assert_true(fd >= 0);
@@ -151,8 +158,7 @@ static void lock_once(void **s)
     assert_int_equal(sandbox_lock(sb, &err), 1);
     sandbox_close(sb); /* releases it */
     assert_true(lock_free(root, "box"));
-    (void)rm_rf(root, NULL);
-    free(root);
+    drop_home(root);
 }
 
 int main(void)
