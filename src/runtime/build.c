@@ -119,12 +119,40 @@ static int build_in_two(const bluefile *bf, const containerfile *cf, const build
     return podman_build(bf, &s, err);
 }
 
+/* podman build runs with --pull=never, so no build step ever fetches an image by itself: the
+ * Bluefile's base is pulled here, once and in the open, when it is not local yet (podman's own
+ * progress shows on a terminal). */
+static int base_ensure(const char *base, bb_error **err)
+{
+    char *exists[] = {"podman", "image", "exists", (char *)base, NULL};
+    int code = spawn_quiet(exists, err);
+    if (code < 0)
+        return -1;
+    if (code == 0)
+        return 0;
+    fprintf(stderr, "bluebox: the base image %s is not here yet; pulling it\n", base);
+    char *pull[] = {"podman", "pull", (char *)base, NULL};
+    code = spawn_wait_escaped(pull, err);
+    if (code < 0)
+        return -1;
+    if (code != 0)
+        return bb_fail(err, EIO,
+                       "cannot get the base image %s: podman pull failed (exit %d; its message is "
+                       "above: no network, no such image, or the registry wants a login). Get it "
+                       "and build again: podman pull %s, or make it locally and name it so "
+                       "(podman tag <image> %s)",
+                       base, code, base, base);
+    return 0;
+}
+
 int image_build(const sandbox *sb, const containerfile *cf, bb_error **err)
 {
     const bluefile *bf = sb->bf;
     if (!program_on_path("podman"))
         return bb_fail(err, ENOENT,
                        "podman is not installed; install it (Debian: apt-get install podman)");
+    if (base_ensure(bf->base, err) < 0)
+        return -1;
     const char *dir = sb->dir;
     _cleanup_free_ char *tmpl = xasprintf("%s/.build-XXXXXX", dir);
     if (!mkdtemp(tmpl))

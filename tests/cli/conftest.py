@@ -26,7 +26,9 @@ BLUEBOX_BIN = os.environ.get("BLUEBOX_BIN") or str(REPO / "build" / "bluebox")
 EXAMPLES_DIR = REPO / "examples"
 
 PODMAN_STUB = """#!/bin/sh
-# Test stub: log the call; `image exists REF` succeeds only for refs in $BB_TEST_IMAGES;
+# Test stub: log the call; `image exists REF` succeeds for bluebox's own images
+# (localhost/bluebox/...) only when REF is in $BB_TEST_IMAGES, and for other images (bases)
+# unless REF is in $BB_TEST_MISSING; `pull` exits $BB_TEST_PULL_EXIT (default 0);
 # `image inspect --format F REF` prints ID for the REF=ID words of $BB_TEST_IMAGE_IDS;
 # `container inspect --format F NAME` prints ID|RUNNING|SANDBOX|HOME|CREATED for the
 # NAME=ID|RUNNING|SANDBOX|HOME|CREATED words of $BB_TEST_CONTAINERS, and fails for other names;
@@ -36,7 +38,14 @@ if [ "$1" = image ] && [ "$2" = exists ]; then
     for i in $BB_TEST_IMAGES; do
         [ "$i" = "$3" ] && exit 0
     done
-    exit 1
+    case "$3" in localhost/bluebox/*) exit 1 ;; esac
+    for i in $BB_TEST_MISSING; do
+        [ "$i" = "$3" ] && exit 1
+    done
+    exit 0
+fi
+if [ "$1" = pull ]; then
+    exit "${BB_TEST_PULL_EXIT:-0}"
 fi
 if [ "$1" = image ] && [ "$2" = inspect ]; then
     for i in $BB_TEST_IMAGE_IDS; do

@@ -24,7 +24,8 @@ What it does:
     containers whose workload is still alive and that carry every `--filter label=K=V`
     (the name is the ID; `--format {{.Names}}` prints the same);
   - `build … --iidfile=F`: writes a fake image id to F and exits 0 (it builds nothing);
-  - `image exists REF`: succeeds only for refs in $BB_TEST_IMAGES, like the conftest stub;
+  - `image exists REF`: as the conftest stub (bluebox's own images only when in
+    $BB_TEST_IMAGES, other images unless in $BB_TEST_MISSING); `pull` exits $BB_TEST_PULL_EXIT;
   - `--version`: prints a version line; everything else (`rmi`, `unshare`, …) exits 0
     quietly.
 """
@@ -213,7 +214,13 @@ def main():
                     f.write("sha256:" + "5a" * 32)
         return 0
     if argv[0:2] == ["image", "exists"] and len(argv) > 2:
-        return 0 if argv[2] in os.environ.get("BB_TEST_IMAGES", "").split() else 1
+        if argv[2] in os.environ.get("BB_TEST_IMAGES", "").split():
+            return 0
+        if argv[2].startswith("localhost/bluebox/"):
+            return 1
+        return 1 if argv[2] in os.environ.get("BB_TEST_MISSING", "").split() else 0
+    if argv[0] == "pull":
+        return int(os.environ.get("BB_TEST_PULL_EXIT", "0"))
     return 0
 
 

@@ -85,3 +85,43 @@ def test_offline_sandbox_with_packages_downloads_in_a_first_part_only(sb):
     assert "RUN apk add --no-cache jq\n" in whole and whole.endswith("WORKDIR /data\n")
     head, _, tail = whole.partition("RUN apk add --no-cache jq\n")
     assert "RUN echo hi\n" in tail and "RUN echo there\n" in tail and "RUN echo" not in head
+
+
+# ---- the base image: pulled in the open, never by a build step ---------------------------
+
+BASE = "docker.io/library/alpine:latest"
+
+
+def test_a_missing_base_is_pulled_before_the_build(sb):
+    """podman build runs with --pull=never; a base that is not here is pulled first, with
+    podman's own output, and the build then finds it."""
+    sb.sandbox(built=False)
+    r = sb.run("build", NAME, env={"BB_TEST_MISSING": BASE})
+    assert r.rc == 0, r
+    calls = sb.calls()
+    pulls = [i for i, c in enumerate(calls) if c[:1] == ["pull"]]
+    builds_at = [i for i, c in enumerate(calls) if c[:1] == ["build"]]
+    assert [calls[i] for i in pulls] == [["pull", BASE]], calls
+    assert builds_at and pulls[0] < builds_at[0], calls
+    assert f"the base image {BASE} is not here yet; pulling it" in r.err.decode(), r
+    for i in builds_at:
+        assert "--pull=never" in calls[i], calls[i]
+
+
+def test_a_base_that_is_here_is_not_pulled(sb):
+    sb.sandbox(built=False)
+    r = sb.run("build", NAME)
+    assert r.rc == 0, r
+    assert not [c for c in sb.calls() if c[:1] == ["pull"]], sb.calls()
+
+
+def test_a_base_that_cannot_be_pulled_says_which_and_what_to_do(sb):
+    sb.sandbox(built=False)
+    before = sorted(p.name for p in (sb.bb.home / "sandboxes" / NAME).iterdir())
+    r = sb.run("build", NAME, env={"BB_TEST_MISSING": BASE, "BB_TEST_PULL_EXIT": "125"})
+    assert r.rc == 1, r
+    err = r.err.decode()
+    assert f"bluebox: cannot get the base image {BASE}: podman pull failed (exit 125;" in err, r
+    assert f"podman pull {BASE}" in err and f"podman tag <image> {BASE}" in err, r
+    assert not [c for c in sb.calls() if c[:1] == ["build"]], sb.calls()
+    assert sorted(p.name for p in (sb.bb.home / "sandboxes" / NAME).iterdir()) == before
