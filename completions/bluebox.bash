@@ -7,7 +7,8 @@
 #   bluebox __complete <word1> ... <wordN>
 # command (words after "bluebox", up to and including the word being completed).
 # It prints candidates one per line, already filtered and in the order to show them.
-# A first line of exactly ":files" means "complete file names instead".
+# A first line of exactly ":files" means "complete file names instead", ":dirs" directory
+# names.
 
 _bluebox() {
     local bin=${COMP_WORDS[0]}
@@ -57,6 +58,17 @@ _bluebox() {
         out+=("$c")
     done < <(command "$bin" __complete "${words[@]:1}" 2>/dev/null)
 
+    if [[ ${out[0]-} == ":dirs" ]]; then
+        if declare -F _filedir >/dev/null 2>&1; then
+            _filedir -d
+        else
+            compopt -o filenames 2>/dev/null
+            while IFS= read -r c; do
+                COMPREPLY+=("$c")
+            done < <(compgen -d -- "$cur")
+        fi
+        return 0
+    fi
     if [[ ${out[0]-} == ":files" ]]; then
         if declare -F _filedir >/dev/null 2>&1; then
             # bash-completion's file completion (quoting, ~, directories).

@@ -7,7 +7,8 @@
 #   bluebox __complete <word1> ... <wordN>
 # command (words after "bluebox", up to and including the word being completed).
 # It prints candidates one per line, already filtered and in the order to show them.
-# A first line of exactly ":files" means "complete file names instead".
+# A first line of exactly ":files" means "complete file names instead", ":dirs" directory
+# names.
 
 function __bluebox_complete
     # Words before the cursor (unescaped), then the word being completed.
@@ -16,6 +17,10 @@ function __bluebox_complete
     set -l bin (string replace -r -- '^~/' "$HOME/" $tokens[1])
     set -e tokens[1]
     set -l out (command $bin __complete $tokens $current 2>/dev/null)
+    if test "$out[1]" = ":dirs"
+        __fish_complete_directories $current
+        return
+    end
     if test "$out[1]" = ":files"
         __fish_complete_path $current
         return

@@ -208,7 +208,7 @@ const cli_command cli_commands[] = {
      "entries of another type than what is there are skipped and counted.",
      3,
      3,
-     {ARG_DATAOP, ARG_SANDBOX, ARG_NONE},
+     {ARG_DATAOP, ARG_SANDBOX, ARG_DIR},
      {{0}},
      cmd_data},
     {"verify",

@@ -24,6 +24,7 @@ typedef enum {
     ARG_COMMAND,  /* a bluebox command name */
     ARG_SHELL,    /* bash, zsh or fish */
     ARG_DATAOP,   /* export or import */
+    ARG_DIR,      /* a directory on the host: the shell's own completion */
 } cli_argkind;
 
 typedef struct cli_args cli_args;

@@ -1,7 +1,8 @@
 /* `bluebox __complete <words…>`: completion candidates for the shell scripts, which stay
  * thin. The words are those after "bluebox", the last one being completed. Candidates
  * are printed one per line, filtered by that prefix; the line ":files" asks the shell for
- * its own file-name completion. Nothing is printed for invented arguments. */
+ * its own file-name completion, ":dirs" for its directory-name completion. Nothing is printed for
+ * invented arguments. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -168,6 +169,9 @@ static void complete_args(const cli_command *c, int argc, char **argv)
     case ARG_DATAOP:
         offer("export");
         offer("import");
+        break;
+    case ARG_DIR:
+        printf(":dirs\n");
         break;
     case ARG_NONE:
         break;

@@ -166,6 +166,12 @@ def files_in_sub(got, world):
     assert any(c.endswith("saved.tar.gz") for c in got), got
 
 
+def directories(got, world):
+    """The shell's directory completion: sub/ (a directory of the cwd), no plain files."""
+    assert any(c.rstrip("/").endswith("sub") for c in got), got
+    assert not [c for c in got if any(c.endswith(d) for d in DECOYS)], got
+
+
 CASES = [
     ("bluebox ", commands),
     ("bluebox re", commands_re),
@@ -185,6 +191,8 @@ CASES = [
     ("bluebox restore box sub/", files_in_sub),
     ("bluebox new x --from ", examples),
     ("bluebox new x --from tiny-", examples_tiny),
+    ("bluebox data export box ", directories),
+    ("bluebox data import box s", directories),
 ]
 CASE_IDS = [c[0].replace(" ", "_") for c in CASES]
 
@@ -270,7 +278,7 @@ def test_bash_registered(world, mode):
 def test_bash(world, mode, line, check):
     _, got, compopts = run_bash(world, mode, line)
     check(got, world)
-    if got and check is not files_in_sub:
+    if got and check not in (files_in_sub, directories):
         assert "-o nosort" in compopts, "bash must keep the binary's order (compopt -o nosort)"
 
 
@@ -369,7 +377,7 @@ def run_zsh(world, mode, line):
 def test_zsh(world, mode, line, check):
     got, groups = run_zsh(world, mode, line)
     check(got, world)
-    if got and check is not files_in_sub:
+    if got and check not in (files_in_sub, directories):
         assert groups == {"V"}, "zsh must add the candidates unsorted (compadd -V)"
 
 
