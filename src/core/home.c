@@ -76,6 +76,8 @@ char *home_path_of(const char *root, home_path which, const char *name)
         return xasprintf("%s/snapshots/%s", root, name);
     case HP_LOG:
         return xasprintf("%s/logs/%s.log", root, name);
+    case HP_BUILD_LOG: /* not logs/<name>.build.log: a sandbox may be called <name>.build */
+        return xasprintf("%s/logs/build/%s.log", root, name);
     case HP_RUN:
         return xasprintf("%s/run/%s.json", root, name);
     }

@@ -24,6 +24,7 @@ typedef enum {
     HP_DISK,          /* disks/<name>.img: /data of a sandbox with data_limit */
     HP_SNAPSHOTS,     /* snapshots/<name> */
     HP_LOG,           /* logs/<name>.log */
+    HP_BUILD_LOG,     /* logs/build/<name>.log: podman's whole output of the last build */
     HP_RUN,           /* run/<name>.json */
 } home_path;
 

@@ -30,6 +30,7 @@ int sandbox_open(const char *root, const char *name, sandbox **ret, bb_error **e
         .disk = home_path_of(root, HP_DISK, name),
         .snapshots = home_path_of(root, HP_SNAPSHOTS, name),
         .log = home_path_of(root, HP_LOG, name),
+        .build_log = home_path_of(root, HP_BUILD_LOG, name),
         .run = home_path_of(root, HP_RUN, name),
         .lock = -1,
     };
@@ -44,9 +45,9 @@ void sandbox_close(sandbox *s)
         return;
     sandbox_unlock(s);
     bluefile_free(s->bf);
-    char *paths[] = {s->root,          s->name,     s->dir,  s->bluefile_path,
-                     s->containerfile, s->image_id, s->data, s->disk,
-                     s->snapshots,     s->log,      s->run};
+    char *paths[] = {s->root,          s->name,     s->dir,       s->bluefile_path,
+                     s->containerfile, s->image_id, s->data,      s->disk,
+                     s->snapshots,     s->log,      s->build_log, s->run};
     for (size_t i = 0; i < ELEMENTSOF(paths); i++)
         free(paths[i]);
     free(s);
@@ -175,7 +176,7 @@ int sandbox_refuse_up(const char *root, const char *name, bb_error **err)
     return 0;
 }
 
-static const home_path moved[] = {HP_SANDBOX, HP_DATA, HP_LOG, HP_SNAPSHOTS, HP_DISK};
+static const home_path moved[] = {HP_SANDBOX, HP_DATA, HP_LOG, HP_SNAPSHOTS, HP_DISK, HP_BUILD_LOG};
 
 /* The rotated logs follow the log (best effort: they are history). */
 static void move_old_logs(const char *from, const char *to)
@@ -208,7 +209,9 @@ int sandbox_rename(const char *root, const char *old, const char *new, bb_error 
     }
     if (r == 0) {
         _cleanup_free_ char *logs = path_join(root, "logs");
-        if (path_exists(from[2]) && mkdir_p(logs, HOME_DIR_MODE, err) < 0)
+        _cleanup_free_ char *builds = path_join(logs, "build");
+        if ((path_exists(from[2]) && mkdir_p(logs, HOME_DIR_MODE, err) < 0) ||
+            (path_exists(from[5]) && mkdir_p(builds, HOME_DIR_MODE, err) < 0))
             r = -1;
     }
     for (; r == 0 && done < ELEMENTSOF(moved); done++) {
@@ -253,7 +256,8 @@ int sandbox_remove(const char *root, const char *name, bool data, bb_error **err
         return -1;
     _cleanup_free_ char *def = home_path_of(root, HP_SANDBOX, name);
     _cleanup_free_ char *log = home_path_of(root, HP_LOG, name);
-    if (remove_tree(def, err) < 0 || remove_tree(log, err) < 0)
+    _cleanup_free_ char *build_log = home_path_of(root, HP_BUILD_LOG, name);
+    if (remove_tree(def, err) < 0 || remove_tree(log, err) < 0 || remove_tree(build_log, err) < 0)
         return -1;
     for (int n = 1; n <= RUNLOG_GENERATIONS; n++) {
         _cleanup_free_ char *old = runlog_generation(log, n);

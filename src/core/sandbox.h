@@ -31,6 +31,7 @@ typedef struct sandbox {
     char *disk;                    /* disks/<name>.img */
     char *snapshots;               /* snapshots/<name> */
     char *log;                     /* logs/<name>.log */
+    char *build_log;               /* logs/build/<name>.log */
     char *run;                     /* run/<name>.json */
     bluefile *bf;                  /* NULL until sandbox_bluefile() */
     const struct backend *backend; /* NULL until sandbox_resolve_backend() */

@@ -2,11 +2,13 @@
 #include "build.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/containerfile.h"
+#include "core/home.h"
 #include "image.h"
 #include "launch.h"
 #include "posture.h"
@@ -71,18 +73,25 @@ void build_argv(const bluefile *bf, const build_spec *s, strv *ret)
     *ret = a;
 }
 
-static int podman_build(const bluefile *bf, const build_spec *s, bb_error **err)
+/* -q: of podman's output only its step lines ("STEP 2/5: RUN ..."). */
+static bool step_line(const char *line, size_t len)
+{
+    return len >= 5 && memcmp(line, "STEP ", 5) == 0;
+}
+
+static int podman_build(const bluefile *bf, const build_spec *s, const spawn_tee *out,
+                        bb_error **err)
 {
     _cleanup_strv_ strv argv = {0};
     build_argv(bf, s, &argv);
-    int code = spawn_wait_escaped(argv.v, err);
+    int code = spawn_wait_tee(argv.v, out, err);
     if (code < 0)
         return -1;
     if (code != 0)
         return bb_fail(err, EIO,
                        "podman build failed (exit %d); the previous image and Containerfile are "
-                       "unchanged",
-                       code);
+                       "unchanged; podman's whole output is in %s",
+                       code, s->log);
     return 0;
 }
 
@@ -91,7 +100,7 @@ static int podman_build(const bluefile *bf, const build_spec *s, bb_error **err)
  * with the network, then the rest (run:, the blueprint) offline, FROM the first part's
  * image. The Containerfile kept beside the sandbox is the whole one. */
 static int build_in_two(const bluefile *bf, const containerfile *cf, const build_spec *whole,
-                        bb_error **err)
+                        const spawn_tee *out, bb_error **err)
 {
     _cleanup_free_ char *fetch = path_join(whole->context, "Containerfile.fetch");
     _cleanup_free_ char *fetch_iid = path_join(whole->context, "fetch-id");
@@ -102,7 +111,7 @@ static int build_in_two(const bluefile *bf, const containerfile *cf, const build
     s.tag = NULL;
     s.iidfile = fetch_iid;
     s.network = true;
-    if (podman_build(bf, &s, err) < 0)
+    if (podman_build(bf, &s, out, err) < 0)
         return -1;
     _cleanup_free_ char *id = NULL;
     if (read_file(fetch_iid, 4096, &id, NULL, err) < 0)
@@ -116,13 +125,13 @@ static int build_in_two(const bluefile *bf, const containerfile *cf, const build
         return -1;
     s = *whole;
     s.containerfile = rest;
-    return podman_build(bf, &s, err);
+    return podman_build(bf, &s, out, err);
 }
 
 /* podman build runs with --pull=never, so no build step ever fetches an image by itself: the
  * Bluefile's base is pulled here, once and in the open, when it is not local yet (podman's own
  * progress shows on a terminal). */
-static int base_ensure(const char *base, bb_error **err)
+static int base_ensure(const char *base, const spawn_tee *out, bb_error **err)
 {
     char *exists[] = {"podman", "image", "exists", (char *)base, NULL};
     int code = spawn_quiet(exists, err);
@@ -132,7 +141,7 @@ static int base_ensure(const char *base, bb_error **err)
         return 0;
     fprintf(stderr, "bluebox: the base image %s is not here yet; pulling it\n", base);
     char *pull[] = {"podman", "pull", (char *)base, NULL};
-    code = spawn_wait_escaped(pull, err);
+    code = spawn_wait_tee(pull, out, err);
     if (code < 0)
         return -1;
     if (code != 0)
@@ -145,13 +154,30 @@ static int base_ensure(const char *base, bb_error **err)
     return 0;
 }
 
-int image_build(const sandbox *sb, const containerfile *cf, bb_error **err)
+/* podman's whole output of this build, replaced by the next one (owner-only, like the run
+ * log: it shows what the build steps printed). */
+static int build_log_open(const sandbox *sb, bb_error **err)
+{
+    _cleanup_free_ char *dir = path_join(sb->root, "logs/build");
+    if (mkdir_p(dir, HOME_DIR_MODE, err) < 0)
+        return -1;
+    int fd = open(sb->build_log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot write the build log %s", sb->build_log);
+    return fd;
+}
+
+int image_build(const sandbox *sb, const containerfile *cf, bool quiet, bb_error **err)
 {
     const bluefile *bf = sb->bf;
     if (!program_on_path("podman"))
         return bb_fail(err, ENOENT,
                        "podman is not installed; install it (Debian: apt-get install podman)");
-    if (base_ensure(bf->base, err) < 0)
+    _cleanup_close_ int log = build_log_open(sb, err);
+    if (log < 0)
+        return -1;
+    spawn_tee out = {.log_fd = log, .show_line = quiet ? step_line : NULL};
+    if (base_ensure(bf->base, &out, err) < 0)
         return -1;
     const char *dir = sb->dir;
     _cleanup_free_ char *tmpl = xasprintf("%s/.build-XXXXXX", dir);
@@ -163,13 +189,14 @@ int image_build(const sandbox *sb, const containerfile *cf, bb_error **err)
         _cleanup_free_ char *iid = path_join(tmpl, "image-id");
         _cleanup_free_ char *ref = image_ref(sb->root, sb->name);
         build_spec spec = {.containerfile = file,
+                           .log = sb->build_log,
                            .context = tmpl,
                            .tag = ref,
                            .iidfile = iid,
                            .network = bf->network != NET_NONE,
                            .limits = limits_enforced()};
-        r = !spec.network && cf->fetch_end ? build_in_two(bf, cf, &spec, err)
-                                           : podman_build(bf, &spec, err);
+        r = !spec.network && cf->fetch_end ? build_in_two(bf, cf, &spec, &out, err)
+                                           : podman_build(bf, &spec, &out, err);
         /* Beside image-id, so that launches need not ask podman (image_user); when podman
          * cannot say, the first launch asks. */
         if (r == 0)

@@ -12,6 +12,7 @@
 typedef struct {
     const char *containerfile, *context, *iidfile;
     const char *tag; /* NULL: leave the image untagged */
+    const char *log; /* where podman's whole output goes (for messages) */
     bool network;    /* the steps get podman's build network; else --network=none */
     bool limits;     /* podman can enforce cgroup limits here (limits_enforced) */
 } build_spec;
@@ -24,8 +25,9 @@ void build_argv(const bluefile *bf, const build_spec *s, strv *ret);
 
 /* Write the Containerfile (rendered from sb->bf by the caller, once) into a fresh build
  * context beside the sandbox, run podman build
- * (progress streams to the terminal, escaped there; an offline sandbox with packages builds
- * in two parts, only the package install with a network), and only when it succeeds move
+ * (progress streams to the terminal, escaped there, or with `quiet` only podman's step lines;
+ * all of it goes to the build log, logs/build/<name>.log; an offline sandbox with packages
+ * builds in two parts, only the package install with a network), and only when it succeeds move
  * the Containerfile, .blueprint/ and image-id into place. A failed build leaves the previous
  * image and Containerfile as they were. */
-int image_build(const sandbox *sb, const containerfile *cf, bb_error **err);
+int image_build(const sandbox *sb, const containerfile *cf, bool quiet, bb_error **err);

@@ -68,38 +68,81 @@ static size_t complete_prefix(const char *text, size_t n)
 
 typedef struct {
     int in, out;  /* the pipe's read end (-1 once closed) and our fd */
-    strbuf carry; /* held back by complete_prefix */
+    bool escape;  /* our fd is a terminal: escape what is shown */
+    strbuf carry; /* held back: an unfinished sequence, or (with a filter) line */
 } relay;
 
-static void relay_flush(relay *r, bool all)
+static void write_all(int fd, const char *s, size_t n)
 {
-    size_t n = all ? r->carry.len : complete_prefix(r->carry.s, r->carry.len);
-    _cleanup_sb_ strbuf b = {0};
-    tty_escape(&b, r->carry.s, n, TTY_KEEP_LINES);
-    for (size_t off = 0; off < b.len;) {
-        ssize_t w = write(r->out, b.s + off, b.len - off);
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(fd, s + off, n - off);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            break; /* our terminal is gone: keep draining so the program is not blocked */
+            return; /* our terminal or log is gone: keep draining so the program is not blocked */
         off += (size_t)w;
+    }
+}
+
+static void show(const relay *r, const char *s, size_t n)
+{
+    if (!r->escape) {
+        write_all(r->out, s, n);
+        return;
+    }
+    _cleanup_sb_ strbuf b = {0};
+    tty_escape(&b, s, n, TTY_KEEP_LINES);
+    write_all(r->out, b.s, b.len);
+}
+
+/* Show what is complete in the carry: whole lines that pass the filter, or (without one)
+ * all but an unfinished sequence. At the end (all), the rest too. */
+static void relay_flush(relay *r, const spawn_tee *t, bool all)
+{
+    size_t n = 0;
+    if (t && t->show_line) {
+        for (char *nl; (nl = memchr(r->carry.s + n, '\n', r->carry.len - n));
+             n = (size_t)(nl - r->carry.s) + 1)
+            if (t->show_line(r->carry.s + n, (size_t)(nl - r->carry.s) + 1 - n))
+                show(r, r->carry.s + n, (size_t)(nl - r->carry.s) + 1 - n);
+        if (all && n < r->carry.len) {
+            if (t->show_line(r->carry.s + n, r->carry.len - n))
+                show(r, r->carry.s + n, r->carry.len - n);
+            n = r->carry.len;
+        }
+    } else {
+        n = all || !r->escape ? r->carry.len : complete_prefix(r->carry.s, r->carry.len);
+        show(r, r->carry.s, n);
     }
     memmove(r->carry.s, r->carry.s + n, r->carry.len - n);
     r->carry.len -= n;
     r->carry.s[r->carry.len] = '\0';
 }
 
-int spawn_wait_escaped(char *const argv[], bb_error **err)
+static void relays_close(relay r[2])
 {
-    relay r[2] = {{.in = -1, .out = STDOUT_FILENO}, {.in = -1, .out = STDERR_FILENO}};
-    if (!isatty(r[0].out) && !isatty(r[1].out))
+    for (int i = 0; i < 2; i++) {
+        if (r[i].in >= 0)
+            close(r[i].in);
+        r[i].in = -1;
+        free(r[i].carry.s);
+        r[i].carry = (strbuf){0};
+    }
+}
+
+int spawn_wait_tee(char *const argv[], const spawn_tee *t, bb_error **err)
+{
+    relay r[2] = {{.in = -1, .out = STDOUT_FILENO, .escape = isatty(STDOUT_FILENO)},
+                  {.in = -1, .out = STDERR_FILENO, .escape = isatty(STDERR_FILENO)}};
+    bool log = t && t->log_fd >= 0, filter = t && t->show_line;
+    if (!log && !filter && !r[0].escape && !r[1].escape)
         return spawn_wait(argv, err);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     int ends[2][2] = {{-1, -1}, {-1, -1}};
     for (int i = 0; i < 2; i++) {
-        if (!isatty(r[i].out))
-            continue;
+        if (!log && !filter && !r[i].escape)
+            continue; /* straight through */
         if (pipe2(ends[i], O_CLOEXEC) < 0) {
             int e = errno;
             for (int k = 0; k < i; k++)
@@ -121,11 +164,7 @@ int spawn_wait_escaped(char *const argv[], bb_error **err)
         if (ends[i][1] >= 0)
             close(ends[i][1]);
     if (rc != 0) {
-        for (int i = 0; i < 2; i++) {
-            if (r[i].in >= 0)
-                close(r[i].in);
-            free(r[i].carry.s);
-        }
+        relays_close(r);
         return bb_fail_errno(err, rc, "cannot run %s", argv[0]);
     }
     while (r[0].in >= 0 || r[1].in >= 0) {
@@ -140,22 +179,26 @@ int spawn_wait_escaped(char *const argv[], bb_error **err)
                 continue;
             char buf[16384];
             ssize_t n = read_or_close(&r[i].in, buf, sizeof buf);
-            if (n > 0)
+            if (n > 0) {
+                if (log)
+                    write_all(t->log_fd, buf, (size_t)n);
                 sb_putn(&r[i].carry, buf, (size_t)n);
-            relay_flush(&r[i], r[i].in < 0);
+            }
+            relay_flush(&r[i], t, r[i].in < 0);
         }
     }
-    for (int i = 0; i < 2; i++) {
-        if (r[i].in >= 0)
-            close(r[i].in);
-        free(r[i].carry.s);
-    }
+    relays_close(r);
     int status;
     while (waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR)
             return bb_fail_errno(err, errno, "cannot wait for %s", argv[0]);
     }
     return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+int spawn_wait_escaped(char *const argv[], bb_error **err)
+{
+    return spawn_wait_tee(argv, NULL, err);
 }
 
 #define CAPTURE_MAX (1u << 20)

@@ -21,6 +21,15 @@ int spawn_quiet(char *const argv[], bb_error **err);
  * is not. For programs whose output quotes untrusted text (podman build echoes the
  * Bluefile's steps and prints what they print). */
 int spawn_wait_escaped(char *const argv[], bb_error **err);
+/* What spawn_wait_tee does with a program's stdout and stderr besides showing them. */
+typedef struct {
+    int log_fd; /* every byte of both, unescaped and unfiltered; -1: none */
+    /* Show only the lines (with their newline) for which this is true; NULL: show all. */
+    bool (*show_line)(const char *line, size_t len);
+} spawn_tee;
+/* Like spawn_wait_escaped, also copying all output to t->log_fd and showing only the lines
+ * t->show_line accepts (escaped on a terminal, as they are on a pipe). t may be NULL. */
+int spawn_wait_tee(char *const argv[], const spawn_tee *t, bb_error **err);
 /* Run argv and collect its stdout and stderr (each kept to at most 1 MiB; the rest is read
  * and dropped). stdin is /dev/null. Returns the exit code as spawn_wait does. */
 int spawn_capture(char *const argv[], char **ret_out, char **ret_err, bb_error **err);

@@ -9,6 +9,7 @@ stdout and stderr on a pseudo-terminal, as a person at a terminal would see it.
 """
 import os
 import select
+import stat
 import subprocess
 import tty
 
@@ -232,6 +233,47 @@ def test_build_output_piped_is_unchanged(build_stub):
     rc, out, err = run_piped(build_stub, "build", "s")
     assert out.startswith(BUILD_OUT), out
     assert err.startswith(BUILD_ERR), err
+
+
+def build_log(bb):
+    return bb.home / "logs" / "build" / "s.log"
+
+
+def test_build_keeps_podmans_whole_output_in_the_build_log(build_stub):
+    """Byte-exact and owner-only, whatever was shown."""
+    run_pty(build_stub, "build", "s")
+    log = build_log(build_stub)
+    assert BUILD_OUT in log.read_bytes() and BUILD_ERR in log.read_bytes()
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    assert stat.S_IMODE(log.parent.stat().st_mode) == 0o700
+
+
+def test_build_quiet_shows_only_the_step_lines(build_stub):
+    rc, out, err = run_piped(build_stub, "build", "s", "-q")
+    assert out.startswith(b"STEP 2/2: RUN echo \x1b]0;PWNED\x07\nbuilt localhost/bluebox/s:"), out
+    assert b"built caf" not in out and b"end\n" not in out, out
+    assert BUILD_ERR not in err, err
+    log = build_log(build_stub).read_bytes()
+    assert BUILD_OUT in log and BUILD_ERR in log
+
+
+def test_build_quiet_on_a_terminal_escapes_the_step_lines(build_stub):
+    rc, out = run_pty(build_stub, "build", "s", "--quiet")
+    assert_no_raw_escapes(out)
+    assert b"STEP 2/2: RUN echo \\x1b]0;PWNED\\x07\n" in out, out
+    assert b"built caf" not in out and b"warning" not in out, out
+
+
+def test_a_failed_build_names_the_build_log(bb):
+    stub = bb.tmp / "stubbin" / "podman"
+    stub.write_text(PODMAN_BUILD_STUB.replace("for a in args:", "sys.exit(3)\nfor a in args:"))
+    stub.chmod(0o755)
+    bb.write_bluefile("s", "base: localhost/x\n")
+    rc, out, err = run_piped(bb, "build", "s", "-q")
+    assert rc == 1, (out, err)
+    assert (f"podman build failed (exit 3); the previous image and Containerfile are unchanged; "
+            f"podman's whole output is in {build_log(bb)}").encode() in err, err
+    assert BUILD_OUT in build_log(bb).read_bytes()
 
 
 def test_restore_question_on_a_terminal_is_escaped(bb):

@@ -85,6 +85,7 @@ static void paths_as_home_says(void **s)
         {HP_DISK, offsetof(sandbox, disk)},
         {HP_SNAPSHOTS, offsetof(sandbox, snapshots)},
         {HP_LOG, offsetof(sandbox, log)},
+        {HP_BUILD_LOG, offsetof(sandbox, build_log)},
         {HP_RUN, offsetof(sandbox, run)},
     };
     for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++) {
