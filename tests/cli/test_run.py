@@ -98,6 +98,8 @@ class Standin:
         # Part of the bundle on hosts with AVX-512/AMX (src/vmm/xstate.c).
         if (REPO / "build" / "bluebox-xstate.so").is_file():
             shutil.copyfile(REPO / "build" / "bluebox-xstate.so", tmp / "bluebox-xstate.so")
+        # Always part of it (src/vmm/uname.c).
+        shutil.copyfile(REPO / "build" / "bluebox-uname.so", tmp / "bluebox-uname.so")
         # A private copy of the binary under test: a rebuild by someone else mid-test would
         # change the runtime fingerprint (the guest binary is part of it).
         self.bin = tmp / "bluebox"

@@ -47,6 +47,7 @@ class Suite:
         shutil.copytree(WEAKEN, bindir / "weaken")
         for prog in (Path(binary), Path(binary).parent / "bluebox-vmm",
                      Path(binary).parent / "bluebox-xstate.so",
+                     Path(binary).parent / "bluebox-uname.so",
                      Path(binary).parent / "bluebox-vmm-weak", SUITE):
             shutil.copy2(prog, bindir / prog.name)
         bindir.chmod(0o755)
