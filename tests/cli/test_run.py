@@ -880,6 +880,19 @@ def test_verify_prints_both_kernels_and_always_probes(sb):
     assert len(sb.probes()) == 2 and sb.workloads() == [], sb.calls()
 
 
+def test_posture_says_uml_gives_one_cpu(sb):
+    """cpus: is not silently ignored: uml's guest has one CPU, and the posture line says so."""
+    sb.sandbox(extra="cpus: 4\n")
+    sb.prime()
+    r = sb.run("verify", NAME)
+    assert r.rc == 0, r
+    posture = r.out.decode().splitlines()[1]
+    assert posture.endswith(" · 1 CPU (uml has no SMP; cpus: 4 ignored) · standard"), r
+    sb.sandbox(extra="cpus: 1\n")
+    r = sb.run("verify", NAME)
+    assert r.rc == 0 and "CPU" not in r.out.decode(), r
+
+
 def test_failing_probe_is_reported_not_passed(sb):
     """A probe that prints nonsense is not a kernel id."""
     sb.sandbox()

@@ -361,9 +361,43 @@ static void backend_limits(void **s)
     }
 }
 
+/* A backend that gives a guest fewer CPUs than the Bluefile's cpus says so in the posture
+ * line, and only then; the count is the one `bluebox env` reports. */
+static void posture_states_ignored_cpus(void **s)
+{
+    (void)s;
+    static const struct {
+        const char *yaml;
+        int cpus;
+        const char *says; /* NULL: no CPU words at all */
+    } cases[] = {
+        {"backend: uml\ncpus: 4\n", 1, " · 1 CPU (uml has no SMP; cpus: 4 ignored) · "},
+        {"backend: uml\n", 1, " · 1 CPU (uml has no SMP; cpus: 2 ignored) · "},
+        {"backend: uml\ncpus: 1\n", 1, NULL},
+        {"cpus: 4\n", 4, NULL},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        bluefile *bf = NULL;
+        bb_error *err = NULL;
+        const char *y = cases[i].yaml;
+        assert_int_equal(bluefile_parse("B", y, strlen(y), "/h", &bf, &err), 0);
+        const backend *b = NULL;
+        assert_int_equal(backend_for(bf, &b, &err), 0);
+        assert_int_equal(backend_guest_cpus(b, bf), cases[i].cpus);
+        char *posture = posture_line(b, bf, "6.1.0");
+        if (cases[i].says)
+            assert_contains(posture, cases[i].says);
+        else if (strstr(posture, "CPU"))
+            fail_msg("\"%s\" names CPUs", posture);
+        free(posture);
+        bluefile_free(bf);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(posture_states_ignored_cpus),
         cmocka_unit_test(standard_none),
         cmocka_unit_test(strict_bridge_readonly_mounts_seccomp_passt),
         cmocka_unit_test(rw_mount_and_never_privileged),
