@@ -314,14 +314,20 @@ bool uml_needs_xstate_shim(void)
     return __get_cpuid_count(0xd, 0, &a, &b, &c, &d) && c > UML_XSTATE_BYTES;
 }
 
-/* bluebox-xstate.so, installed beside bluebox-vmm (src/vmm/xstate.c). Its only library is the
- * C library, which linux.uml already brings. */
-static int add_xstate(plan *p, const char *vmm_path, bb_error **err)
+/* The path of a file installed beside bluebox-vmm. */
+static char *beside_vmm(const char *vmm_path, const char *name)
 {
     const char *slash = strrchr(vmm_path, '/');
     _cleanup_free_ char *dir =
         slash ? xstrndup(vmm_path, (size_t)(slash - vmm_path)) : xstrdup(".");
-    _cleanup_free_ char *path = path_join(*dir ? dir : "/", ABI_VMM_XSTATE);
+    return path_join(*dir ? dir : "/", name);
+}
+
+/* bluebox-xstate.so, installed beside bluebox-vmm (src/vmm/xstate.c). Its only library is the
+ * C library, which linux.uml already brings. */
+static int add_xstate(plan *p, const char *vmm_path, bb_error **err)
+{
+    _cleanup_free_ char *path = beside_vmm(vmm_path, ABI_VMM_XSTATE);
     _cleanup_elf_info_ elf_info e = {0};
     struct stat st;
     if (access(path, F_OK) < 0) {
@@ -342,10 +348,7 @@ static int add_xstate(plan *p, const char *vmm_path, bb_error **err)
  * /proc/cpuinfo names the host's kernel, so a bundle is never made without it. */
 static int add_uname(plan *p, const char *vmm_path, bb_error **err)
 {
-    const char *slash = strrchr(vmm_path, '/');
-    _cleanup_free_ char *dir =
-        slash ? xstrndup(vmm_path, (size_t)(slash - vmm_path)) : xstrdup(".");
-    _cleanup_free_ char *path = path_join(*dir ? dir : "/", ABI_VMM_UNAME);
+    _cleanup_free_ char *path = beside_vmm(vmm_path, ABI_VMM_UNAME);
     _cleanup_elf_info_ elf_info e = {0};
     struct stat st;
     if (access(path, F_OK) < 0)
