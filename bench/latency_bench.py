@@ -58,6 +58,8 @@ class Home:
         xstate = os.path.join(repo, "build", "bluebox-xstate.so")
         if os.path.isfile(xstate):  # part of the bundle on AVX-512/AMX hosts
             shutil.copyfile(xstate, os.path.join(self.tmp, "bluebox-xstate.so"))
+        shutil.copyfile(os.path.join(repo, "build", "bluebox-uname.so"),  # always in the bundle
+                        os.path.join(self.tmp, "bluebox-uname.so"))
         self.bin = os.path.join(self.tmp, "bluebox")
         shutil.copyfile(binary, self.bin)
         os.chmod(self.bin, 0o755)

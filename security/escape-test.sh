@@ -809,6 +809,9 @@ echo "== resolv"
 cat /etc/resolv.conf 2>/dev/null
 echo "== hostname"
 hostname
+echo "== cpuinfo"
+umount /proc/cpuinfo 2>/dev/null
+cat /proc/cpuinfo 2>/dev/null
 echo "== ready"
 while [ ! -e /data/.esc-go ]; do sleep 0.2; done
 EOF
@@ -902,10 +905,33 @@ check_hosts() {
     fi
 }
 
-if want_any root-disk hosts; then
+# the host's kernel (release and build) is nowhere in the guest's /proc/cpuinfo, also once
+# guest root unmounted bluebox's copy over it (UML prints its host's uname there)
+check_host_kernel() {
+    local release version hits
+    if [ "$ROOT_OK" != 1 ]; then
+        fail host-kernel "the root-layer run did not come up"
+        return
+    fi
+    release=$(uname -r)
+    version=$(uname -v)
+    if ! rsection cpuinfo | grep -q .; then
+        fail host-kernel "the guest could not read /proc/cpuinfo"
+        return
+    fi
+    hits=$(rsection cpuinfo | grep -F -e "$release" -e "$version" | head -n 2 | paste -sd ' ')
+    if [ -n "$hits" ]; then
+        fail host-kernel "the guest's /proc/cpuinfo names the host's kernel: $hits"
+    else
+        pass host-kernel "the host's kernel release and build are not in the guest's /proc/cpuinfo"
+    fi
+}
+
+if want_any root-disk hosts host-kernel; then
     run_root_layer
     want root-disk && check_root_disk
     want hosts && check_hosts
+    want host-kernel && check_host_kernel
 fi
 
 # ---------------------------------------------------------------- fork bomb

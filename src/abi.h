@@ -19,6 +19,7 @@
 #define ABI_VMM_KERNEL  "linux.uml"         /* the UML kernel, started by bluebox-vmm */
 #define ABI_VMM_XSTATE  "bluebox-xstate.so" /* preloaded into it when present (vmm/xstate.c) */
 #define ABI_VMM_OVERLAY "overlay.ko"        /* loaded by the guest init for its RAM layer */
+#define ABI_VMM_UNAME   "bluebox-uname.so"  /* always preloaded into it (vmm/uname.c) */
 
 /* What bluebox sets in the container's environment for bluebox-vmm (which takes its own
  * variables out of the workload's environment), and the agent's chain head, which reaches

@@ -9,6 +9,8 @@
 #include "core/envout.h"
 #include "core/sandbox.h"
 #include "core/runlog.h"
+#include "runtime/backend.h"
+#include "runtime/boot.h"
 #include "runtime/image.h"
 #include "util/xalloc.h"
 
@@ -16,10 +18,11 @@ int cmd_env(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
     _cleanup_sandbox_ sandbox *sb = NULL;
-    if (sandbox_open(a->root, name, &sb, err) < 0 || sandbox_bluefile(sb, err) < 0)
+    if (sandbox_open(a->root, name, &sb, err) < 0 || sandbox_resolve_backend(sb, err) < 0)
         return -1;
     _cleanup_free_ char *image = image_ref(a->root, name);
-    _cleanup_free_ char *out = envout_render(name, image, sb->data, sb->bf);
+    _cleanup_free_ char *out =
+        envout_render(name, image, sb->data, sb->bf, backend_guest_cpus(sb->backend, sb->bf));
     if (cli_show(stdout, out, strlen(out)))
         fprintf(stderr,
                 "bluebox: control characters are shown escaped; for the exact bytes, "

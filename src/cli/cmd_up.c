@@ -12,6 +12,7 @@
 #include "core/sandbox.h"
 #include "core/runlog.h"
 #include "runtime/boot.h"
+#include "runtime/launch.h"
 #include "runtime/up.h"
 #include "util/time.h"
 #include "util/xalloc.h"
@@ -130,6 +131,9 @@ int cmd_exec(cli_args *a, bb_error **err)
     agent_hello h = {.timeout_seconds = bf->timeout_seconds};
     for (int i = 1; i < a->argc; i++)
         strv_add(&h.argv, a->argv[i]);
+    const char *term = launch_term(bf);
+    if (term)
+        strv_push(&h.env, xasprintf("TERM=%s", term));
     h.tty = cli_flag(a, "tty") || (interactive && in_tty && isatty(STDOUT_FILENO));
     struct winsize ws;
     if (h.tty && ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0)
@@ -160,6 +164,7 @@ int cmd_exec(cli_args *a, bb_error **err)
     explicit_bzero(s.token, strlen(s.token)); /* needed for the handshake only */
     if (r < 0) {
         strv_clear(&h.argv);
+        strv_clear(&h.env);
         return (*err)->status == EPERM ? -1 : lost(name, err);
     }
     io.log = runlog_begin(sb->log, "exec", h.argv.v, NULL); /* best effort */
@@ -168,6 +173,7 @@ int cmd_exec(cli_args *a, bb_error **err)
     r = agent_session(&c, &io, &x, err);
     runlog_end(io.log, r < 0 ? -1 : x.code, now_mono_s() - start);
     strv_clear(&h.argv);
+    strv_clear(&h.env);
     if (r < 0)
         return (*err)->status == EINTR ? -1 : lost(name, err);
     if (x.err)

@@ -28,7 +28,8 @@ static void put_int(strbuf *b, const char *key, int value)
     put(b, key, s);
 }
 
-char *envout_render(const char *name, const char *image, const char *data_dir, const bluefile *bf)
+char *envout_render(const char *name, const char *image, const char *data_dir, const bluefile *bf,
+                    int guest_cpus)
 {
     _cleanup_sb_ strbuf b = {0};
     put(&b, "NAME", name);
@@ -36,6 +37,7 @@ char *envout_render(const char *name, const char *image, const char *data_dir, c
     put(&b, "DATA", data_dir);
     put(&b, "BASE", bf->base);
     put_int(&b, "CPUS", bf->cpus);
+    put_int(&b, "GUEST_CPUS", guest_cpus);
     put_int(&b, "RAM_MIB", bf->ram_mib);
     put(&b, "NETWORK", bf_network_name(bf->network));
     put(&b, "PASST", bf->passt ? "true" : "false");

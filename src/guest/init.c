@@ -38,6 +38,7 @@
 #include "agent/agent.h"
 #include "agent/chain.h"
 #include "agent/proto.h"
+#include "guest/cpuinfo.h"
 #include "guest/datadisk.h"
 #include "guest/root.h"
 #include "guest/spec.h"
@@ -210,6 +211,14 @@ static void root_setup(const launch_spec *spec)
 {
     _cleanup_error_ bb_error *err = NULL;
     if (guest_root_setup(spec, if_nametoindex(NET_DEV) ? NET_DNS : NULL, &err) < 0)
+        fail("%s", err->msg);
+}
+
+/* ps and top work on UML's /proc/cpuinfo (cpuinfo.c). */
+static void cpuinfo_fix(void)
+{
+    _cleanup_error_ bb_error *err = NULL;
+    if (cpuinfo_setup(&err) < 0)
         fail("%s", err->msg);
 }
 
@@ -528,6 +537,7 @@ int guest_init_main(int argc, char **argv)
     _cleanup_spec_ launch_spec spec = {0};
     read_spec(&spec);
     root_setup(&spec);
+    cpuinfo_fix();
     if (spec.hostname[0] && sethostname(spec.hostname, strlen(spec.hostname)) < 0)
         fail("cannot set the hostname: %s", strerror(errno));
     loopback_up();

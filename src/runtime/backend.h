@@ -28,6 +28,10 @@ typedef struct backend {
     const char *not_isolated_hint;
     /* The most a guest can be given; backend_for refuses Bluefiles that ask for more. */
     int max_ram_mib, max_cpus;
+    /* The CPUs every guest gets whatever the Bluefile's cpus, or 0 when it gets as many as it
+     * asks; and why, for the posture line when a Bluefile asks for more. */
+    int guest_cpus;
+    const char *guest_cpus_why;
     bool guest_init; /* the guest's init is the static bluebox: mount it on every launch */
     /* network: none can stay offline while the agent's port is published (bluebox up). */
     bool agent_offline;
@@ -57,3 +61,5 @@ const backend *backend_named(const char *name);
 /* The backend a Bluefile asks for, overridden by BLUEBOX_BACKEND; refuses a Bluefile that
  * asks for more RAM or CPUs than that backend can give a guest. */
 int backend_for(const bluefile *bf, const backend **ret, bb_error **err);
+/* The CPUs a guest of bf really gets from b (the posture line and `bluebox env` say it). */
+int backend_guest_cpus(const backend *b, const bluefile *bf);

@@ -58,6 +58,11 @@ static int check_limit(const backend *b, const char *env, const char *key, int v
                    env ? " overrides its backend)" : "");
 }
 
+int backend_guest_cpus(const backend *b, const bluefile *bf)
+{
+    return b->guest_cpus > 0 && b->guest_cpus < bf->cpus ? b->guest_cpus : bf->cpus;
+}
+
 int backend_for(const bluefile *bf, const backend **ret, bb_error **err)
 {
     const char *env = getenv("BLUEBOX_BACKEND");

@@ -112,6 +112,28 @@ static int data_flags(const backend *b, const launch *l, strv *a, bb_error **err
     return 0;
 }
 
+/* Longer than any terminfo name; TERM is passed on only when it looks like one. */
+#define TERM_MAX 128
+
+static bool term_name_ok(const char *t)
+{
+    size_t n = strlen(t);
+    if (n == 0 || n > TERM_MAX)
+        return false;
+    return strspn(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.+-_") == n;
+}
+
+const char *launch_term(const bluefile *bf)
+{
+    const char *t = getenv("TERM");
+    if (!t || !term_name_ok(t))
+        return NULL;
+    for (size_t i = 0; i < bf->n_env; i++)
+        if (streq(bf->env[i].key, "TERM"))
+            return NULL;
+    return t;
+}
+
 int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
 {
     const bluefile *bf = l->bf;
@@ -159,6 +181,9 @@ int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
         add(&a, "--log-driver=none");
     if (l->guest_root)
         add(&a, "--user=0:0");
+    /* By name: podman takes the value from its environment, which is ours. */
+    if ((l->mode == LAUNCH_RUN || l->mode == LAUNCH_SHELL) && launch_term(bf))
+        add(&a, "--env=TERM");
     if (l->interactive)
         add(&a, "-i");
     if (l->tty)

@@ -51,5 +51,9 @@ char *up_container_name(const char *root, const char *name);
 /* A fresh container name: bluebox-[<kind>-]<name>-<pid>-<4 hex>. pid + random: unique among
  * live launches, and a stale container left by a crash cannot collide with a later one. */
 char *container_name(const char *kind, const char *name);
+/* The host's TERM, which the command's environment gets on run, shell and exec (so that
+ * full-screen programs in the guest draw for the terminal the user has), or NULL: the host
+ * has none, it is no terminal name, or the Bluefile's env: sets TERM, which then wins. */
+const char *launch_term(const bluefile *bf);
 /* The whole `podman run` argv for a launch. */
 int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err);

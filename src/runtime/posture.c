@@ -52,6 +52,10 @@ char *posture_line(const backend *b, const bluefile *bf, const char *guest_relea
         sb_printf(&s, " · pids %d · memory %dm", LAUNCH_PIDS_LIMIT, launch_memory_mib(bf));
     else
         sb_puts(&s, " · pids/memory limits NOT enforced (rootless podman on this host)");
+    int cpus = backend_guest_cpus(b, bf);
+    if (cpus < bf->cpus)
+        sb_printf(&s, " · %d CPU%s (%s; cpus: %d ignored)", cpus, cpus == 1 ? "" : "s",
+                  b->guest_cpus_why ? b->guest_cpus_why : b->name, bf->cpus);
     sb_puts(&s, bf->isolation == ISO_STRICT ? " · strict" : " · standard");
     return sb_steal(&s);
 }

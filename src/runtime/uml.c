@@ -132,7 +132,9 @@ const backend backend_uml = {
     .boundary = "own kernel, ptrace boundary instead of hardware virtualisation",
     .install = "elsewhere apt-get install user-mode-linux",
     .max_ram_mib = ABI_UML_MAX_RAM_MIB, /* bluebox-vmm's bound on BLUEBOX_RAM_MIB */
-    .max_cpus = BLUEFILE_MAX_CPUS,      /* not passed on: Debian's UML kernel has no SMP */
+    .max_cpus = BLUEFILE_MAX_CPUS,      /* accepted; the posture line says it is ignored */
+    .guest_cpus = 1,                    /* Debian's UML kernel: CONFIG_NR_CPUS=1, no SMP */
+    .guest_cpus_why = "uml has no SMP",
     .guest_init = true,
     .agent_offline = true, /* none + forward = libslirp restricted (src/vmm/net.c) */
     .data_disk = true,     /* ubd0, capped by bluebox-vmm (src/vmm/disklimit.c) */

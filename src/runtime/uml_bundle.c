@@ -314,14 +314,20 @@ bool uml_needs_xstate_shim(void)
     return __get_cpuid_count(0xd, 0, &a, &b, &c, &d) && c > UML_XSTATE_BYTES;
 }
 
-/* bluebox-xstate.so, installed beside bluebox-vmm (src/vmm/xstate.c). Its only library is the
- * C library, which linux.uml already brings. */
-static int add_xstate(plan *p, const char *vmm_path, bb_error **err)
+/* The path of a file installed beside bluebox-vmm. */
+static char *beside_vmm(const char *vmm_path, const char *name)
 {
     const char *slash = strrchr(vmm_path, '/');
     _cleanup_free_ char *dir =
         slash ? xstrndup(vmm_path, (size_t)(slash - vmm_path)) : xstrdup(".");
-    _cleanup_free_ char *path = path_join(*dir ? dir : "/", ABI_VMM_XSTATE);
+    return path_join(*dir ? dir : "/", name);
+}
+
+/* bluebox-xstate.so, installed beside bluebox-vmm (src/vmm/xstate.c). Its only library is the
+ * C library, which linux.uml already brings. */
+static int add_xstate(plan *p, const char *vmm_path, bb_error **err)
+{
+    _cleanup_free_ char *path = beside_vmm(vmm_path, ABI_VMM_XSTATE);
     _cleanup_elf_info_ elf_info e = {0};
     struct stat st;
     if (access(path, F_OK) < 0) {
@@ -335,6 +341,24 @@ static int add_xstate(plan *p, const char *vmm_path, bb_error **err)
     if (inspect_input(path, "the XSAVE shim", &e, &st, err) < 0)
         return -1;
     add_input(p, ABI_VMM_XSTATE, path, &st, 0644, false);
+    return 0;
+}
+
+/* bluebox-uname.so, installed beside bluebox-vmm (src/vmm/uname.c): without it the guest's
+ * /proc/cpuinfo names the host's kernel, so a bundle is never made without it. */
+static int add_uname(plan *p, const char *vmm_path, bb_error **err)
+{
+    _cleanup_free_ char *path = beside_vmm(vmm_path, ABI_VMM_UNAME);
+    _cleanup_elf_info_ elf_info e = {0};
+    struct stat st;
+    if (access(path, F_OK) < 0)
+        return bb_fail(err, ENOENT,
+                       "%s is missing beside bluebox-vmm (it keeps the host's kernel version "
+                       "out of the guest); reinstall bluebox",
+                       path);
+    if (inspect_input(path, "the uname shim", &e, &st, err) < 0)
+        return -1;
+    add_input(p, ABI_VMM_UNAME, path, &st, 0644, false);
     return 0;
 }
 
@@ -376,7 +400,7 @@ static int plan_make(const char *vmm_path, plan *p, bb_error **err)
                        vmm_path, ve.interp ? ve.interp : "(none, static)", ABI_VMM_LOADER,
                        ABI_VMM_LOADER, ABI_VMM_DIR);
     add_input(p, "bluebox-vmm", vmm_path, &st, 0755, false);
-    if (add_xstate(p, vmm_path, err) < 0)
+    if (add_uname(p, vmm_path, err) < 0 || add_xstate(p, vmm_path, err) < 0)
         return bb_prefix(err, "uml backend");
 
     _cleanup_free_ char *overlay = find_overlay(kernel);

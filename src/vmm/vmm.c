@@ -274,6 +274,21 @@ static int open_log(void)
     return fd;
 }
 
+/* LD_PRELOAD for UML: the shims of the bundle that are there; NULL when none is. */
+static char *uml_preload(const char *dir)
+{
+    /* uname.c hides the host's kernel from the guest's /proc/cpuinfo (the bundle always has
+     * it); xstate.c saves guest FPU state that Debian's UML cannot hold on AVX-512/AMX hosts. */
+    static const char *const shims[] = {ABI_VMM_UNAME, ABI_VMM_XSTATE};
+    strbuf b = {0};
+    for (size_t i = 0; i < ELEMENTSOF(shims); i++) {
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, shims[i]);
+        if (access(path, R_OK) == 0)
+            sb_printf(&b, "%s%s", b.s ? ":" : "LD_PRELOAD=", path);
+    }
+    return b.s ? sb_steal(&b) : NULL;
+}
+
 /* Fork and exec UML in its own process group (it forks helpers; we kill them as one). */
 static pid_t start_uml(char **argv, const char *dir, int serial, int log_fd, const sigset_t *mask)
 {
@@ -281,10 +296,8 @@ static pid_t start_uml(char **argv, const char *dir, int serial, int log_fd, con
         log_fd >= 0 ? fcntl(log_fd, F_DUPFD_CLOEXEC, 0) : open("/dev/null", O_WRONLY | O_CLOEXEC);
     _cleanup_free_ char *ld = xasprintf("LD_LIBRARY_PATH=%s", dir);
     _cleanup_free_ char *tmp = xasprintf("TMPDIR=%s", ABI_MEM_DIR);
-    /* Saves guest FPU state that Debian's UML cannot hold on AVX-512/AMX hosts (xstate.c). */
-    _cleanup_free_ char *shim = xasprintf("%s/" ABI_VMM_XSTATE, dir);
-    _cleanup_free_ char *preload = xasprintf("LD_PRELOAD=%s", shim);
-    char *envp[] = {ld, tmp, access(shim, R_OK) == 0 ? preload : NULL, NULL};
+    _cleanup_free_ char *preload = uml_preload(dir);
+    char *envp[] = {ld, tmp, preload, NULL};
     /* Opened here: the kernel's view of the container has no /dev. */
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     pid_t pid = fork();

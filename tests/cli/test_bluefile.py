@@ -6,6 +6,7 @@ import pytest
 DEFAULTS = {
     "BLUEBOX_BASE": "docker.io/library/alpine:latest",
     "BLUEBOX_CPUS": "2",
+    "BLUEBOX_GUEST_CPUS": "2",
     "BLUEBOX_RAM_MIB": "2048",
     "BLUEBOX_NETWORK": "none",
     "BLUEBOX_PASST": "false",
@@ -51,6 +52,18 @@ def test_omitted_network_means_none(bb):
     env = bb.env_of("s")
     assert env["BLUEBOX_NETWORK"] == "none"
     assert env["BLUEBOX_CPUS"] == "4"
+
+
+@pytest.mark.parametrize("text,cpus,guest", [
+    ("cpus: 4\n", "4", "4"),
+    ("backend: uml\ncpus: 4\n", "4", "1"),  # Debian's UML kernel has no SMP
+    ("backend: uml\n", "2", "1"),
+    ("backend: uml\ncpus: 1\n", "1", "1"),
+])
+def test_env_says_the_cpus_the_guest_gets(bb, text, cpus, guest):
+    bb.write_bluefile("s", text)
+    env = bb.env_of("s")
+    assert (env["BLUEBOX_CPUS"], env["BLUEBOX_GUEST_CPUS"]) == (cpus, guest)
 
 
 def test_null_value_means_default(bb):

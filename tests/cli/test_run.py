@@ -98,6 +98,8 @@ class Standin:
         # Part of the bundle on hosts with AVX-512/AMX (src/vmm/xstate.c).
         if (REPO / "build" / "bluebox-xstate.so").is_file():
             shutil.copyfile(REPO / "build" / "bluebox-xstate.so", tmp / "bluebox-xstate.so")
+        # Always part of it (src/vmm/uname.c).
+        shutil.copyfile(REPO / "build" / "bluebox-uname.so", tmp / "bluebox-uname.so")
         # A private copy of the binary under test: a rebuild by someone else mid-test would
         # change the runtime fingerprint (the guest binary is part of it).
         self.bin = tmp / "bluebox"
@@ -876,6 +878,19 @@ def test_verify_prints_both_kernels_and_always_probes(sb):
     assert posture.endswith(" · standard"), r
     assert r.err == b"", r
     assert len(sb.probes()) == 2 and sb.workloads() == [], sb.calls()
+
+
+def test_posture_says_uml_gives_one_cpu(sb):
+    """cpus: is not silently ignored: uml's guest has one CPU, and the posture line says so."""
+    sb.sandbox(extra="cpus: 4\n")
+    sb.prime()
+    r = sb.run("verify", NAME)
+    assert r.rc == 0, r
+    posture = r.out.decode().splitlines()[1]
+    assert posture.endswith(" · 1 CPU (uml has no SMP; cpus: 4 ignored) · standard"), r
+    sb.sandbox(extra="cpus: 1\n")
+    r = sb.run("verify", NAME)
+    assert r.rc == 0 and "CPU" not in r.out.decode(), r
 
 
 def test_failing_probe_is_reported_not_passed(sb):

@@ -47,6 +47,7 @@ class Suite:
         shutil.copytree(WEAKEN, bindir / "weaken")
         for prog in (Path(binary), Path(binary).parent / "bluebox-vmm",
                      Path(binary).parent / "bluebox-xstate.so",
+                     Path(binary).parent / "bluebox-uname.so",
                      Path(binary).parent / "bluebox-vmm-weak", SUITE):
             shutil.copy2(prog, bindir / prog.name)
         bindir.chmod(0o755)
@@ -132,7 +133,7 @@ def test_escape_suite_standard_as_root(root_suite):
     for c in ("kernel", "loopback", "host-files", "symlinks", "dotdot", "ro-root", "ro-mount",
               "vmm-fs", "agent-binary", "dev-kvm", "vmm-nnp", "vmm-seccomp", "vmm-caps",
               "vmm-netns", "vmm-limits", "vmm-uid", "fork-bomb", "data-destroy", "root-disk",
-              "hosts", "data-inuse", "tty-escape", "sparse", "run-log"):
+              "hosts", "host-kernel", "data-inuse", "tty-escape", "sparse", "run-log"):
         assert c in results and results[c][0] != "SKIP", r.stdout
     assert results["fork-bomb"][0] == "PASS", r.stdout
     assert not no_leftovers()
@@ -167,6 +168,8 @@ WEAKENED = [
     ("disk-cap", "data-limit"),
     # podman starts the uml VMM as the image's USER (4242): guest files in /data are its
     ("user", "image-user"),
+    # the bundle without bluebox-uname.so: UML prints the host's uname in /proc/cpuinfo
+    ("uname", "host-kernel"),
 ]
 
 

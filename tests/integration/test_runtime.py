@@ -51,7 +51,8 @@ class Home:
             bindir = self.dir / "bin"
             bindir.mkdir(mode=0o755)
             for prog in (Path(binary), Path(binary).parent / "bluebox-vmm",
-                         Path(binary).parent / "bluebox-xstate.so"):
+                         Path(binary).parent / "bluebox-xstate.so",
+                         Path(binary).parent / "bluebox-uname.so"):
                 if prog.exists():
                     shutil.copy2(prog, bindir / prog.name)
             self.bin = str(bindir / Path(binary).name)

@@ -31,6 +31,7 @@ static int setup(void **s)
         return -1;
     setenv("PATH", bin, 1);
     unsetenv("BLUEBOX_BACKEND");
+    unsetenv("TERM"); /* the golden argvs are those of a host without one */
     return 0;
 }
 
@@ -361,9 +362,79 @@ static void backend_limits(void **s)
     }
 }
 
+/* The host's TERM reaches run and shell, by name only (podman copies the value from its
+ * environment), never the probe or the agent (exec sends its own); a Bluefile env: TERM wins,
+ * and a value that is no terminal name stays home. */
+static void host_term(void **s)
+{
+    (void)s;
+    static const struct {
+        const char *term, *yaml;
+        launch_mode mode;
+        bool passed;
+    } cases[] = {
+        {"screen-256color", "", LAUNCH_RUN, true},
+        {"xterm-kitty", "", LAUNCH_SHELL, true},
+        {"screen-256color", "", LAUNCH_PROBE, false},
+        {"screen-256color", "", LAUNCH_AGENT, false},
+        {"screen-256color", "env:\n  TERM: vt100\n", LAUNCH_RUN, false},
+        {"screen-256color", "env:\n  TERMINFO: /x\n", LAUNCH_RUN, true},
+        {"", "", LAUNCH_RUN, false},
+        {"x\x1b]0;owned\x07", "", LAUNCH_RUN, false},
+        {NULL, "", LAUNCH_RUN, false},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        if (cases[i].term)
+            setenv("TERM", cases[i].term, 1);
+        else
+            unsetenv("TERM");
+        char *got = argv_of_mode(cases[i].yaml, cases[i].mode);
+        if (cases[i].passed != (strstr(got, " --env=TERM ") != NULL))
+            fail_msg("case %zu: %s", i, got);
+        assert_null(strstr(got, "screen-256color")); /* never the value in the argv */
+        free(got);
+    }
+    unsetenv("TERM");
+}
+
+/* A backend that gives a guest fewer CPUs than the Bluefile's cpus says so in the posture
+ * line, and only then; the count is the one `bluebox env` reports. */
+static void posture_states_ignored_cpus(void **s)
+{
+    (void)s;
+    static const struct {
+        const char *yaml;
+        int cpus;
+        const char *says; /* NULL: no CPU words at all */
+    } cases[] = {
+        {"backend: uml\ncpus: 4\n", 1, " · 1 CPU (uml has no SMP; cpus: 4 ignored) · "},
+        {"backend: uml\n", 1, " · 1 CPU (uml has no SMP; cpus: 2 ignored) · "},
+        {"backend: uml\ncpus: 1\n", 1, NULL},
+        {"cpus: 4\n", 4, NULL},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        bluefile *bf = NULL;
+        bb_error *err = NULL;
+        const char *y = cases[i].yaml;
+        assert_int_equal(bluefile_parse("B", y, strlen(y), "/h", &bf, &err), 0);
+        const backend *b = NULL;
+        assert_int_equal(backend_for(bf, &b, &err), 0);
+        assert_int_equal(backend_guest_cpus(b, bf), cases[i].cpus);
+        char *posture = posture_line(b, bf, "6.1.0");
+        if (cases[i].says)
+            assert_contains(posture, cases[i].says);
+        else if (strstr(posture, "CPU"))
+            fail_msg("\"%s\" names CPUs", posture);
+        free(posture);
+        bluefile_free(bf);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(posture_states_ignored_cpus),
+        cmocka_unit_test(host_term),
         cmocka_unit_test(standard_none),
         cmocka_unit_test(strict_bridge_readonly_mounts_seccomp_passt),
         cmocka_unit_test(rw_mount_and_never_privileged),

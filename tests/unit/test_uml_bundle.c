@@ -157,6 +157,8 @@ static void build_and_reuse(void **s)
      * preload beside it, as bluebox-vmm does. */
     assert_int_equal(mode_of(dir, "overlay.ko"), 0644);
     assert_int_equal(mode_of(dir, "bluebox-xstate.so"), 0644);
+    /* Always there: it keeps the host's uname out of the guest's /proc/cpuinfo. */
+    assert_int_equal(mode_of(dir, "bluebox-uname.so"), 0644);
 
     char *k = path_join(dir, "linux.uml");
     elf_info e = {0};
