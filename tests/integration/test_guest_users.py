@@ -100,7 +100,7 @@ ls -l /tmp/big $HOME/big | awk '{print $3, $5}'
 
 def as_user(user, script):
     """Guest root's script that runs script as user, through a login shell (su -)."""
-    return f"cat > /as-user.sh <<'EOF'\n{script}EOF\nsu - {user} -c 'sh /as-user.sh'"
+    return f"cat > /tmp/.as-user <<'EOF'\n{script}EOF\nsu - {user} -c 'sh /tmp/.as-user'"
 
 
 def expected_user_output(home_dir):
@@ -146,17 +146,17 @@ def test_readonly_root_stays_read_only_for_every_user(mode_home):
     home = mode_home
     name = build(home, "ro", f"base: {IMAGE}\nram_mib: 256\nreadonly: true\n"
                  f"run:\n  - {json.dumps(ADD_USER)}\n")
-    user = ("for f in /u-esc /etc/u-esc $HOME/u-esc; do "
+    user = ("echo HOME=$HOME; for f in /u-esc /etc/u-esc $HOME/u-esc; do "
             "(echo x > $f) 2>/dev/null && echo WROTE $f; done; "
             "echo t > /tmp/t && echo tmp-ok; echo v > /var/tmp/v && echo var-tmp-ok; "
             "stat -c '%U %a' /tmp/t")
     r = home("run", name, "--", "sh", "-c",
              "for f in /esc /etc/esc /usr/esc /root/esc /home/u/esc; do "
              "  (echo x > $f) 2>/dev/null && echo WROTE $f; done; "
-             "mount -o remount,rw / 2>/dev/null; (echo x > /esc2) 2>/dev/null && echo WROTE /esc2; "
-             f"su - u -c \"{user}\"")
+             "mount -o remount,rw / 2>/dev/null; (echo x > /esc2) 2>/dev/null && echo WROTE /esc2\n"
+             + as_user("u", user + "\n"))
     assert r.returncode == 0, r
-    assert r.stdout.decode().splitlines() == ["tmp-ok", "var-tmp-ok", "u 644"], r
+    assert r.stdout.decode().splitlines() == ["HOME=/home/u", "tmp-ok", "var-tmp-ok", "u 644"], r
 
 
 # Debian: one run as root under standard isolation, one as the rootless user under strict
@@ -225,7 +225,7 @@ def test_apt_get_update_in_a_bridge_guest(diag_home, mirror):
 # a Python venv, sudo.
 AGENT_WORK = r"""set -e
 echo "HOME=$HOME LANG=$LANG"
-case ":$PATH:" in *:/usr/local/bin:*:/usr/bin:*) echo path-ok ;; esac
+case ":$PATH:" in *:/usr/local/bin:*) case ":$PATH:" in *:/usr/bin:*) echo path-ok ;; esac ;; esac
 git config --global user.name Agent
 git config --global user.email agent@example.invalid
 mkdir -p ~/proj ~/.cache/tool && cd ~/proj
