@@ -5,8 +5,10 @@ mkdir -m, umask, rename, hard and symbolic links, its own files), and what it wr
 (64 MiB each in /tmp and its home) takes guest RAM, not the host's disk: the run's container
 overlay does not grow, and nothing is left for the next run. On the Debian test image: `git
 init && git commit` as a blueprint user in its home and /tmp, and `apt-get update` (apt drops
-to `_apt`) plus an install in a bridge guest. `readonly: true` stays read-only for that user
-too. Needs root, podman, user-mode-linux and build/bluebox-vmm."""
+to `_apt`) plus an install in a bridge guest, and the shipped ai-agent example's `agent`
+user at work in its home. `readonly: true` stays read-only for that user too. Needs root,
+podman, user-mode-linux and build/bluebox-vmm; the Debian tests BLUEBOX_TEST_DEBIAN=1 and
+the machine's Debian mirror (builds and the bridge guest fetch from it)."""
 import json
 import os
 import subprocess
@@ -27,11 +29,17 @@ MODES = [("root", "standard"), ("root", "strict"), ("rootless", "standard"),
          ("rootless", "strict")]
 
 
-@pytest.fixture(params=MODES, ids=["-".join(m) for m in MODES])
-def mode_home(request, env, bluebox_bin):  # noqa: F811
+def made_home(request, env, bluebox_bin):  # noqa: F811
+    """A throwaway home for the (who, isolation) that request.param names."""
     who, isolation = request.param
     h = Home(bluebox_bin, user=env["BLUEBOX_TEST_USER"] if who == "rootless" else None)
     h.isolation = isolation
+    return h
+
+
+@pytest.fixture(params=MODES, ids=["-".join(m) for m in MODES])
+def mode_home(request, env, bluebox_bin):  # noqa: F811
+    h = made_home(request, env, bluebox_bin)
     yield h
     h.close()
 
@@ -165,9 +173,7 @@ DIAGONAL = [("root", "standard"), ("rootless", "strict")]
 
 @pytest.fixture(params=DIAGONAL, ids=["-".join(m) for m in DIAGONAL])
 def diag_home(request, env, bluebox_bin):  # noqa: F811
-    who, isolation = request.param
-    h = Home(bluebox_bin, user=env["BLUEBOX_TEST_USER"] if who == "rootless" else None)
-    h.isolation = isolation
+    h = made_home(request, env, bluebox_bin)
     yield h
     h.close()
 
