@@ -102,12 +102,16 @@ trap 'exit 130' INT TERM
 echo "trying ${#examples[@]} example(s) with $BB (backend ${BLUEBOX_BACKEND:-from the Bluefile})"
 n_ok=0 n_nobase=0 n_failed=0
 failed=()
-# why LOG: the last line of LOG that says something (bluebox's own message when there is one).
+# why LOG: what went wrong, in one line: the failing build step and the first error its tool
+# printed (npm, pip, apt), else bluebox's own last message, else the log's last line.
 why() {
-    local l
+    local l step tool
+    step=$(grep -m1 '^Error: building at STEP' "$1" | sed 's/^Error: building at //; s/: while running runtime//')
+    tool=$(grep -m1 -E '^(npm ERR! code|ERROR:|E: |error:)' "$1")
     l=$(grep '^bluebox: ' "$1" | tail -n1)
     [ -n "$l" ] || l=$(grep -v '^[[:space:]]*$' "$1" | tail -n1)
-    printf '%s' "${l#bluebox: }" | cut -c1-200
+    [ -z "$step" ] || l="$step${tool:+ ($tool)}"
+    printf '%s' "${l#bluebox: }" | cut -c1-240
 }
 for ex in "${examples[@]}"; do
     name=x-$ex
