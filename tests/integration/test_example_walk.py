@@ -62,7 +62,7 @@ def named_base(env):  # noqa: F811
 
     yield name
     for ref in made:
-        podman("untag", ref, check=False)
+        podman("untag", ref, ref, check=False)  # only this name (alone, untag drops all)
 
 
 @pytest.fixture
