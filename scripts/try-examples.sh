@@ -43,7 +43,7 @@ fi
 check_for() {
     case $1 in
     ai-agent) printf '%s\n' sh -c 'node --version && python3 --version && rg --version && id agent' -- \
-        '^Python 3\..*ripgrep.*uid=[0-9]+\(agent\)' ;;
+        '^v[0-9]+\..*Python 3\..*ripgrep.*uid=[0-9]+\(agent\)' ;;
     go-build) printf '%s\n' go run . -- '^hello from go1\.22' ;;
     node-dev) printf '%s\n' sh -c 'node --version && tsc --version' -- '^v[0-9]+\..*Version [0-9]' ;;
     offline) printf '%s\n' sh -c 'python3 --version && jq --version && cat README.txt >/dev/null && echo offline-ok' -- \
