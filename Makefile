@@ -68,7 +68,7 @@ lint:
 	@clang-tidy --quiet -p $(BUILD) $(filter src/%.c,$(SRC)) \
 	  -checks='-*,bugprone-*,$(TIDY_OFF),clang-analyzer-*,$(ANALYZER_OFF)' \
 	  --warnings-as-errors='*' 2>&1 | grep -v 'warnings generated' ; exit $${PIPESTATUS[0]}
-	@shellcheck security/escape-test.sh security/weaken/podman security/weaken/bluebox
+	@shellcheck security/escape-test.sh security/weaken/podman security/weaken/bluebox scripts/try-examples.sh
 	@echo "lint: clean"
 
 format:
