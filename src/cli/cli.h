@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "runtime/isolation.h"
 #include "util/err.h"
 
 #define CLI_MAX_OPTS 6
@@ -74,6 +75,9 @@ struct boot;
 void print_isolated(const struct boot *b);
 /* On stderr, when this boot had to re-run the isolation check. */
 void cli_say_rechecked(const struct boot *b);
+/* The same for exec, which has only the cached check's state and result: "re-verified
+ * isolation (<what> changed since the last check)" when the runtime changed. */
+void cli_say_reverified(isolation_state was, const isolation_result *iso);
 
 /* The commands. */
 int cmd_new(cli_args *a, bb_error **err);

@@ -20,10 +20,21 @@ void print_isolated(const boot *b)
               b->iso.guest.release, b->b->name, posture);
 }
 
+void cli_say_reverified(isolation_state was, const isolation_result *iso)
+{
+    if (was != ISOCHECK_CHANGED)
+        return;
+    if (iso->changed[0])
+        cli_showf(stderr, "bluebox: re-verified isolation (%s changed since the last check)\n",
+                  iso->changed);
+    else
+        fprintf(stderr, "bluebox: re-verified isolation (runtime changed since last check)\n");
+}
+
 void cli_say_rechecked(const boot *b)
 {
     if (b->was == ISOCHECK_CHANGED)
-        fprintf(stderr, "bluebox: re-verified isolation (runtime changed since last check)\n");
+        cli_say_reverified(b->was, &b->iso);
     else if (b->was == ISOCHECK_NONE)
         cli_showf(stderr, "bluebox: verified isolation: host %s, guest %s (%s)\n",
                   b->iso.baseline.release, b->iso.guest.release, b->b->name);

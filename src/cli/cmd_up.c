@@ -120,10 +120,10 @@ int cmd_exec(cli_args *a, bb_error **err)
     /* Cheap on purpose: the Bluefile (for its timeout) and the cached isolation check; no
      * image, /data or lock, which the VM that is up already has. */
     isolation_state was;
-    if (boot_check_cached(sb, &was, err) < 0)
+    isolation_result iso;
+    if (boot_check_cached(sb, &was, &iso, err) < 0)
         return -1;
-    if (was == ISOCHECK_CHANGED)
-        fprintf(stderr, "bluebox: re-verified isolation (runtime changed since last check)\n");
+    cli_say_reverified(was, &iso);
     const bluefile *bf = sb->bf;
 
     bool in_tty = isatty(STDIN_FILENO), interactive = cli_flag(a, "interactive");

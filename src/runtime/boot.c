@@ -56,7 +56,8 @@ static int isolation_step(const sandbox *sb, const launch *l, boot_check check,
     return isolation_remember(sb->backend, l, ret, err);
 }
 
-int boot_check_cached(sandbox *sb, isolation_state *ret_was, bb_error **err)
+int boot_check_cached(sandbox *sb, isolation_state *ret_was, isolation_result *ret,
+                      bb_error **err)
 {
     if (sandbox_resolve_backend(sb, err) < 0)
         return -1;
@@ -64,8 +65,8 @@ int boot_check_cached(sandbox *sb, isolation_state *ret_was, bb_error **err)
     if (!self)
         return -1;
     launch l = launch_of(sb, self, NULL, LAUNCH_PROBE);
-    isolation_result iso = {0};
-    return isolation_step(sb, &l, BOOT_CACHED, ret_was, &iso, err);
+    *ret = (isolation_result){0};
+    return isolation_step(sb, &l, BOOT_CACHED, ret_was, ret, err);
 }
 
 /* The steps of a boot that need the sandbox's lock. */

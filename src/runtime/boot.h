@@ -38,7 +38,8 @@ typedef enum {
 int boot_prepare(sandbox *sb, boot_check check, const char *use, boot *ret, bb_error **err);
 /* The part of boot_prepare that exec repeats before every command, and nothing more: the
  * backend and the cached isolation check (no image, no /data, no lock). */
-int boot_check_cached(sandbox *sb, isolation_state *ret_was, bb_error **err);
+int boot_check_cached(sandbox *sb, isolation_state *ret_was, isolation_result *ret,
+                      bb_error **err);
 void boot_done(boot *b);
 /* The posture line for this boot (see posture.h). */
 char *boot_posture(const boot *b);

@@ -62,22 +62,57 @@ static void check_podman(doctor_report *r)
     doctor_add(r, "podman", CHECK_OK, xasprintf("%s (%s)", v, path), NULL);
 }
 
-/* Each backend's own checks, in registry order; then which backend this host can use. The
- * default (the first) when it can run, else the first that can. */
+/* The summary when BLUEBOX_BACKEND picks the backend: it overrides every Bluefile, so what
+ * the default can do does not matter then. */
+static void chosen_by_env(doctor_report *r, const char *env, const backend *chosen, bool runs,
+                          const backend *usable)
+{
+    const backend *dflt = backend_registry[0];
+    if (!chosen) {
+        doctor_add(r, "backend", CHECK_FAIL,
+                   xasprintf("BLUEBOX_BACKEND=%s names no backend", env),
+                   xasprintf("unset BLUEBOX_BACKEND, or set it to %s", usable ? usable->name
+                                                                              : dflt->name));
+    } else if (runs) {
+        doctor_add(r, "backend", CHECK_OK,
+                   xasprintf("%s (%s), from BLUEBOX_BACKEND; it overrides every Bluefile's "
+                             "backend:",
+                             chosen->name, chosen->boundary),
+                   NULL);
+    } else {
+        doctor_add(r, "backend", CHECK_WARN,
+                   xasprintf("%s, from BLUEBOX_BACKEND, cannot run here", chosen->name),
+                   usable ? xasprintf("BLUEBOX_BACKEND=%s (%s)", usable->name, usable->boundary)
+                          : xasprintf("%s", chosen->install));
+    }
+}
+
+/* Each backend's own checks, in registry order; then which backend sandboxes get here and
+ * where that choice comes from: BLUEBOX_BACKEND when set, else the Bluefile's default (the
+ * first), which needs another backend: when it cannot run. */
 static void check_backends(doctor_report *r)
 {
     const backend *const *reg = backend_registry;
     const backend *usable = NULL;
-    for (const backend *const *b = reg; *b; b++)
-        if ((*b)->doctor(r) && !usable)
+    const char *env = backend_env();
+    const backend *chosen = env ? backend_named(env) : NULL;
+    bool chosen_runs = false;
+    for (const backend *const *b = reg; *b; b++) {
+        bool runs = (*b)->doctor(r);
+        if (runs && !usable)
             usable = *b;
-    if (usable && usable == reg[0]) {
-        doctor_add(r, "backend", CHECK_OK, xasprintf("%s (%s)", usable->name, usable->boundary),
-                   NULL);
+        if (*b == chosen)
+            chosen_runs = runs;
+    }
+    if (env) {
+        chosen_by_env(r, env, chosen, chosen_runs, usable);
+    } else if (usable && usable == reg[0]) {
+        doctor_add(r, "backend", CHECK_OK,
+                   xasprintf("%s (%s), the default", usable->name, usable->boundary), NULL);
     } else if (usable) {
         doctor_add(r, "backend", CHECK_WARN,
-                   xasprintf("%s cannot run here; sandboxes need backend: %s (%s)", reg[0]->name,
-                             usable->name, usable->boundary),
+                   xasprintf("%s, the default, cannot run here; sandboxes need backend: %s (%s)",
+                             reg[0]->name, usable->name, usable->boundary),
                    xasprintf("set backend: %s in the Bluefile, or BLUEBOX_BACKEND=%s", usable->name,
                              usable->name));
     } else {

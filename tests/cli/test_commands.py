@@ -328,7 +328,7 @@ def test_symlink_in_sandboxes_is_not_a_sandbox(bb, tmp_path):
 
 # ---- env --------------------------------------------------------------------------
 
-QUOTED_LINE = re.compile(r"^BLUEBOX_[A-Za-z0-9_]+='(?:[^']|'\\'')*'$")
+QUOTED_LINE = re.compile(r"^BLUEBOX_[A-Za-z0-9_]+='(?:[^']|'\\'')*'(  # [^'`$\\\n]*)?$")
 
 
 def test_env_every_value_single_quoted(bb):
@@ -387,6 +387,19 @@ def test_env_eval_assigns_only_bluebox_vars(bb, tmp_path, shell):
         assert after[f"BLUEBOX_ENV_{k}"] == v
     assert after["BLUEBOX_NAME"] == "s"
     assert after["BLUEBOX_DATA"] == str(bb.data("s"))
+
+
+def test_env_backend_is_the_effective_one_and_says_why(bb):
+    bb.write_bluefile("s", "backend: krun\n")
+    r = bb.run("env", "s")
+    assert "BLUEBOX_BACKEND='krun'  # from the Bluefile\n" in r.out, r
+    r = bb.run("env", "s", env={"BLUEBOX_BACKEND": "uml"})
+    assert ("BLUEBOX_BACKEND='uml'  # from BLUEBOX_BACKEND in the environment "
+            "(the Bluefile says krun)\n") in r.out, r
+    assert bb.env_of("s")["BLUEBOX_BACKEND"] == "krun"
+    p = subprocess.run(["sh", "-c", 'eval "$1"; printf %s "$BLUEBOX_BACKEND"', "sh", r.out],
+                       capture_output=True, timeout=10)
+    assert p.stdout == b"uml", p
 
 
 def test_env_missing_sandbox(bb):
