@@ -73,7 +73,8 @@ void cli_print_command_help(const cli_command *c);
 struct boot;
 /* "isolated: host <r>, guest <r> (<backend>)" and the posture line, on stdout. */
 void print_isolated(const struct boot *b);
-/* On stderr, when this boot had to re-run the isolation check. */
+/* On stderr, when this boot had to re-run the isolation check, and when it boots an image
+ * older than the Bluefile. */
 void cli_say_rechecked(const struct boot *b);
 /* The same for exec, which has only the cached check's state and result: "re-verified
  * isolation (<what> changed since the last check)" when the runtime changed. */

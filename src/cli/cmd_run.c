@@ -33,6 +33,11 @@ void cli_say_reverified(isolation_state was, const isolation_result *iso)
 
 void cli_say_rechecked(const boot *b)
 {
+    if (b->stale)
+        fprintf(stderr,
+                "bluebox: warning: %s's Bluefile changed since it was built; run: bluebox build "
+                "%s\n",
+                b->sb->name, b->sb->name);
     if (b->was == ISOCHECK_CHANGED)
         cli_say_reverified(b->was, &b->iso);
     else if (b->was == ISOCHECK_NONE)
@@ -60,7 +65,7 @@ static int boot_and_wait(boot *b, bb_error **err)
         return -1;
     if (res.timed_out)
         fprintf(stderr, "bluebox: killed after %ds (timeout_seconds)\n", s.timeout_seconds);
-    return res.code;
+    return boot_exit_code(b, res.code, err);
 }
 
 int cmd_run(cli_args *a, bb_error **err)

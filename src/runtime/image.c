@@ -43,6 +43,14 @@ static int image_exists(const char *ref)
     return spawn_quiet(argv, NULL) == 0;
 }
 
+bool image_present(const char *root, const char *name)
+{
+    if (!program_on_path("podman"))
+        return true;
+    _cleanup_free_ char *ref = image_ref(root, name);
+    return image_exists(ref);
+}
+
 /* The image ID (hex, no "sha256:") podman has for ref; NULL when there is none. */
 static char *image_id_of(const char *ref)
 {
@@ -133,7 +141,7 @@ int image_adopt(const char *root, const char *name, bb_error **err)
             return -1;
         if (r != 0)
             return bb_fail(err, ENOENT,
-                           "the image of %s is gone from podman; rebuild it: bluebox build %s",
+                           "%s is not built: bluebox build %s (its image is gone from podman)",
                            name, name);
     }
     image_record_ref(root, name);

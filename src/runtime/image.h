@@ -2,9 +2,14 @@
  * objects a sandbox leaves: each carries the home's id, and only this home's are touched. */
 #pragma once
 
+#include <stdbool.h>
+
 #include "util/err.h"
 
 char *image_ref(const char *root, const char *name);
+/* Whether podman has this home's image of the sandbox (one podman call); true without podman,
+ * whose absence is said elsewhere. */
+bool image_present(const char *root, const char *name);
 /* Remove the sandbox's stray containers (this home's only), then its tag: the image goes
  * when no other home tagged it too. 0 when there is nothing to do. */
 int image_remove(const char *root, const char *name, bb_error **err);

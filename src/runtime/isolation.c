@@ -161,9 +161,8 @@ isolation_state isolation_cached(const backend *b, const launch *l, isolation_re
             snprintf(ret->baseline.release, sizeof ret->baseline.release, "%s", base);
             ret->changed[0] = '\0';
             const char *was = json_string_value(json_object_get(e, "parts"));
-            _cleanup_free_ char *diff = s == ISOCHECK_CHANGED && was
-                                            ? fp_parts_changed(was, parts)
-                                            : NULL;
+            _cleanup_free_ char *diff =
+                s == ISOCHECK_CHANGED && was ? fp_parts_changed(was, parts) : NULL;
             if (diff)
                 snprintf(ret->changed, sizeof ret->changed, "%s", diff);
         }
@@ -180,9 +179,9 @@ int isolation_remember(const backend *b, const launch *l, const isolation_result
     time_t t = time(NULL);
     strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
     json_object_set_new(json_object_get(j, "backends"), b->name,
-                        json_pack("{s:s, s:s, s:s, s:s, s:s}", "fingerprint", fp, "parts",
-                                  parts, "guest", r->guest.release, "baseline",
-                                  r->baseline.release, "verified_at", stamp));
+                        json_pack("{s:s, s:s, s:s, s:s, s:s}", "fingerprint", fp, "parts", parts,
+                                  "guest", r->guest.release, "baseline", r->baseline.release,
+                                  "verified_at", stamp));
     _cleanup_free_ char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
     _cleanup_free_ char *path = cache_path(l->root);
     if (mkdir_p(l->root, HOME_DIR_MODE, err) < 0 ||

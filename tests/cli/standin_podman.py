@@ -25,6 +25,8 @@ What it does:
     (the name is the ID; `--format {{.Names}}` prints the same);
   - `build … --iidfile=F`: writes a fake image id to F and exits 0 (it builds nothing);
   - `image exists REF`: succeeds only for refs in $BB_TEST_IMAGES, like the conftest stub;
+  - $BB_STANDIN_GONE_IMAGES: refs deleted behind bluebox's back (podman rmi): `run` of one
+    fails as podman does ("Error: REF: image not known", exit 125);
   - `--version`: prints a version line; everything else (`rmi`, `unshare`, …) exits 0
     quietly.
 """
@@ -93,6 +95,9 @@ def host_kernel():
 
 def do_run(args):
     opts, image, cmd = parse_run(args)
+    if image in os.environ.get("BB_STANDIN_GONE_IMAGES", "").split():
+        sys.stderr.write(f"Error: {image}: image not known\n")
+        return 125
     if not cmd:
         sys.stderr.write("standin podman: run without a command\n")
         return 125

@@ -1065,3 +1065,35 @@ def test_krun_preflight_names_the_backend_that_runs_here(sb):
     assert "sudo ln -sf" in msg, r
     assert "backend: uml" in msg and "runs on this host" in msg, r
     assert sb.runs() == [], sb.calls()
+
+
+@pytest.mark.parametrize("cached", [True, False], ids=["cache-hit", "cache-miss"])
+def test_deleted_image_says_build(sb, cached):
+    """image-id is recorded but podman lost the image (podman rmi): not podman's "image not
+    known" but what to do."""
+    sb.sandbox()
+    if cached:
+        sb.prime()
+    env = {"BB_STANDIN_GONE_IMAGES": sb.bb.image(NAME)}
+    r = sb.run("run", NAME, "--", "echo", "hi", env=env)
+    assert r.rc == 1, r
+    assert r.err.endswith(f"bluebox: {NAME} is not built: bluebox build {NAME} (its image is "
+                          "gone from podman)\n".encode()), r
+    assert r.out == b"", r
+
+
+def test_stale_bluefile_warns_and_runs_the_old_image(sb):
+    sb.sandbox()
+    sb.prime()
+    touch_later(sb.bb.bluefile(NAME))
+    r = sb.run("run", NAME, "--", "echo", "ok")
+    assert (r.rc, r.out) == (0, b"ok\n"), r
+    assert r.err == (f"bluebox: warning: {NAME}'s Bluefile changed since it was built; run: "
+                     f"bluebox build {NAME}\n").encode(), r
+    # a run whose image is there asks podman nothing more than before (no `image exists`)
+    assert not [c for c in sb.calls() if c[:2] == ["image", "exists"]], sb.calls()
+    # a build (here: its image-id) clears it
+    touch_later(sb.bb.sandbox_dir(NAME) / "image-id")
+    touch_later(sb.bb.sandbox_dir(NAME) / "image-id")
+    r = sb.run("run", NAME, "--", "true")
+    assert (r.rc, r.err) == (0, b""), r
