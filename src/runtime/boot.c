@@ -130,7 +130,8 @@ int boot_prepare(sandbox *sb, boot_check check, const char *use, boot *ret, bb_e
     int r = prepare_locked(sb, check, use, ret, err);
     if (took)
         sandbox_unlock(sb);
-    if (r < 0 && err && *err)
+    /* only a podman failure (a probe's exit code); never a refusal such as "not isolated" */
+    if (r < 0 && err && *err && (*err)->status == EIO)
         (void)explain_gone_image(sb, err);
     ret->stale = r == 0 && boot_stale(sb);
     return r;
