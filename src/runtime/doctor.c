@@ -67,11 +67,10 @@ static void check_podman(doctor_report *r)
 static void chosen_by_env(doctor_report *r, const char *env, const backend *chosen, bool runs,
                           const backend *usable)
 {
-    const backend *dflt = backend_registry[0];
     if (!chosen) {
         doctor_add(r, "backend", CHECK_FAIL, xasprintf("BLUEBOX_BACKEND=%s names no backend", env),
-                   xasprintf("unset BLUEBOX_BACKEND, or set it to %s",
-                             usable ? usable->name : dflt->name));
+                   usable ? xasprintf("unset BLUEBOX_BACKEND, or set it to %s", usable->name)
+                          : xstrdup("unset BLUEBOX_BACKEND"));
     } else if (runs) {
         doctor_add(r, "backend", CHECK_OK,
                    xasprintf("%s (%s), from BLUEBOX_BACKEND; it overrides every Bluefile's "
