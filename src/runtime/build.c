@@ -126,6 +126,7 @@ int image_build(const sandbox *sb, const containerfile *cf, bb_error **err)
         return bb_fail(err, ENOENT,
                        "podman is not installed; install it (Debian: apt-get install podman)");
     const char *dir = sb->dir;
+    _cleanup_free_ char *previous = image_recorded_id(sb->root, sb->name);
     _cleanup_free_ char *tmpl = xasprintf("%s/.build-XXXXXX", dir);
     if (!mkdtemp(tmpl))
         return bb_fail_errno(err, errno, "cannot create a build directory in %s", dir);
@@ -151,6 +152,8 @@ int image_build(const sandbox *sb, const containerfile *cf, bb_error **err)
         r = move_into_place(tmpl, dir, err);
     if (r == 0)
         image_record_ref(sb->root, sb->name);
+    if (r == 0)
+        image_prune(previous); /* the image this build replaced, when nothing tags it now */
     (void)rm_rf(tmpl, NULL);
     return r;
 }
