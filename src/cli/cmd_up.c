@@ -75,6 +75,7 @@ int cmd_up(cli_args *a, bb_error **err)
     double secs = 0;
     if (up_start(&b, &st, &secs, &log, err) < 0) {
         print_vm_log(log);
+        (void)boot_exit_code(&b, ABI_EXIT_SETUP, err); /* an image gone from podman says so */
         return -1;
     }
     _cleanup_free_ char *posture = boot_posture(&b);
