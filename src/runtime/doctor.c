@@ -73,8 +73,8 @@ static void chosen_by_env(doctor_report *r, const char *env, const backend *chos
                           : xstrdup("unset BLUEBOX_BACKEND"));
     } else if (runs) {
         doctor_add(r, "backend", CHECK_OK,
-                   xasprintf("%s (%s), from BLUEBOX_BACKEND; it overrides every Bluefile's "
-                             "backend:",
+                   xasprintf("%s (%s), from BLUEBOX_BACKEND, which overrides the Bluefile's "
+                             "backend",
                              chosen->name, chosen->boundary),
                    NULL);
     } else {
@@ -82,6 +82,20 @@ static void chosen_by_env(doctor_report *r, const char *env, const backend *chos
                    xasprintf("%s, from BLUEBOX_BACKEND, cannot run here", chosen->name),
                    usable ? xasprintf("BLUEBOX_BACKEND=%s (%s)", usable->name, usable->boundary)
                           : xasprintf("%s", chosen->install));
+    }
+}
+
+/* Lines [from, to) are a backend's own; BLUEBOX_BACKEND chose another that runs, so what
+ * this one lacks is no problem here: ok, with a note instead of a fix. */
+static void not_needed(doctor_report *r, size_t from, size_t to, const char *chosen)
+{
+    for (size_t i = from; i < to; i++) {
+        if (r->v[i].level != CHECK_WARN)
+            continue;
+        char *detail = xasprintf("%s (not needed: BLUEBOX_BACKEND=%s)", r->v[i].detail, chosen);
+        free(r->v[i].detail);
+        free(r->v[i].fix);
+        r->v[i] = (check_result){r->v[i].name, CHECK_OK, detail, NULL};
     }
 }
 
@@ -95,13 +109,20 @@ static void check_backends(doctor_report *r)
     const char *env = backend_env();
     const backend *chosen = env ? backend_named(env) : NULL;
     bool chosen_runs = false;
-    for (const backend *const *b = reg; *b; b++) {
+    size_t first[17] = {0}; /* where each backend's lines start, and where the last ends */
+    size_t n = 0;
+    for (const backend *const *b = reg; *b && n + 1 < ELEMENTSOF(first); b++, n++) {
+        first[n] = r->n;
         bool runs = (*b)->doctor(r);
         if (runs && !usable)
             usable = *b;
         if (*b == chosen)
             chosen_runs = runs;
     }
+    first[n] = r->n;
+    for (size_t i = 0; chosen_runs && i < n; i++)
+        if (reg[i] != chosen)
+            not_needed(r, first[i], first[i + 1], chosen->name);
     if (env) {
         chosen_by_env(r, env, chosen, chosen_runs, usable);
     } else if (usable && usable == reg[0]) {

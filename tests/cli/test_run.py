@@ -1046,6 +1046,10 @@ def test_doctor_summary_follows_bluebox_backend(sb):
     assert len(line) == 1, r.text
     assert line[0].startswith("  ok    backend") and "uml" in line[0], r.text
     assert "BLUEBOX_BACKEND" in line[0] and "cannot run" not in line[0], r.text
+    # what krun lacks is no warning while krun is not the backend
+    krun = [l for l in r.text.splitlines() if re.match(r"  (ok  |warn)  (krun|/dev/kvm)\s", l)]
+    assert krun and all(l.startswith("  ok") for l in krun), r.text
+    assert any("not needed: BLUEBOX_BACKEND=uml" in l for l in krun), r.text
     # without it the default's verdict stands, and says it is the default
     r = sb.run("doctor", env={"BLUEBOX_BACKEND": None})
     line = [l for l in r.text.splitlines() if re.match(r"  (ok  |warn)  backend\s", l)]
