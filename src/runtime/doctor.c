@@ -111,6 +111,8 @@ static void check_backends(doctor_report *r)
     bool chosen_runs = false;
     size_t first[17] = {0}; /* where each backend's lines start, and where the last ends */
     size_t n = 0;
+    if (!reg[0])
+        return; /* the registry is never empty; this says so to the analyzer */
     for (const backend *const *b = reg; *b && n + 1 < ELEMENTSOF(first); b++, n++) {
         first[n] = r->n;
         bool runs = (*b)->doctor(r);
@@ -120,7 +122,7 @@ static void check_backends(doctor_report *r)
             chosen_runs = runs;
     }
     first[n] = r->n;
-    for (size_t i = 0; chosen_runs && i < n; i++)
+    for (size_t i = 0; chosen && chosen_runs && i < n; i++)
         if (reg[i] != chosen)
             not_needed(r, first[i], first[i + 1], chosen->name);
     if (env) {
