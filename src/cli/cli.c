@@ -90,7 +90,8 @@ const cli_command cli_commands[] = {
      "remove",
      "<name> [--data] [-y]",
      "remove a sandbox; --data also deletes /data",
-     "Keeps /data unless --data is given; asks before deleting data that is not empty.",
+     "Keeps /data unless --data is given; asks before deleting data that is not empty.\n"
+     "--data also removes the /data that a plain destroy kept, once the sandbox is gone.",
      1,
      1,
      {ARG_SANDBOX},

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "runtime/isolation.h"
 #include "util/err.h"
 
 #define CLI_MAX_OPTS 6
@@ -73,8 +74,12 @@ void cli_print_command_help(const cli_command *c);
 struct boot;
 /* "isolated: host <r>, guest <r> (<backend>)" and the posture line, on stdout. */
 void print_isolated(const struct boot *b);
-/* On stderr, when this boot had to re-run the isolation check. */
+/* On stderr, when this boot had to re-run the isolation check, and when it boots an image
+ * older than the Bluefile. */
 void cli_say_rechecked(const struct boot *b);
+/* The same for exec, which has only the cached check's state and result: "re-verified
+ * isolation (<what> changed since the last check)" when the runtime changed. */
+void cli_say_reverified(isolation_state was, const isolation_result *iso);
 
 /* The commands. */
 int cmd_new(cli_args *a, bb_error **err);

@@ -10,6 +10,7 @@
 #include "core/mounts.h"
 #include "core/prompt.h"
 #include "core/sandbox.h"
+#include "runtime/backend.h"
 #include "runtime/boot.h"
 #include "runtime/build.h"
 #include "runtime/image.h"
@@ -22,10 +23,18 @@ int cmd_new(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
     int extras = 0;
+    /* /data a destroy kept: new adopts it, and says so */
+    int kept =
+        name_check(name, "sandbox name", NULL) == 0 ? sandbox_data_entries(a->root, name) : -1;
     if (sandbox_new(a->root, name, cli_value(a, "from"), &extras, err) < 0)
         return -1;
     _cleanup_free_ char *bf = home_path_of(a->root, HP_BLUEFILE, name);
     printf("%s\n", bf);
+    if (kept >= 0)
+        fprintf(stderr,
+                "keeping the existing /data of %s (%d entr%s); bluebox destroy --data %s "
+                "removes it\n",
+                name, kept, kept == 1 ? "y" : "ies", name);
     if (extras > 0) {
         _cleanup_free_ char *data = home_path_of(a->root, HP_DATA, name);
         fprintf(stderr, "copied %d example file%s into %s\n", extras, extras == 1 ? "" : "s", data);
@@ -127,7 +136,10 @@ int cmd_build(cli_args *a, bb_error **err)
     return 0;
 }
 
-static void print_row(int w, const char *name, const char *state, const bluefile *bf)
+#define LS_FORMAT "%-*s%-12s%-8s%-5s%-7s%-7s%-6s%-8s%s\n"
+
+static void print_row(int w, const char *name, const char *state, const char *backend_name,
+                      const bluefile *bf)
 {
     char ram[32], timeout[32], cpus[16];
     snprintf(cpus, sizeof cpus, "%d", bf->cpus);
@@ -136,23 +148,39 @@ static void print_row(int w, const char *name, const char *state, const bluefile
         snprintf(timeout, sizeof timeout, "%ds", bf->timeout_seconds);
     else
         strcpy(timeout, "-");
-    cli_showf(stdout, "%-*s%-12s%-5s%-7s%-7s%-6s%-8s%s\n", w, name, state, cpus, ram,
+    cli_showf(stdout, LS_FORMAT, w, name, state, backend_name, cpus, ram,
               bf_network_name(bf->network), bf->readonly ? "yes" : "no", timeout, bf->base);
 }
 
 /* "up" only when the VM the state names is running and is this home's: a VM killed behind
- * bluebox's back (or replaced by another home's) leaves a state that is not the truth. */
-static const char *up_state_word(const char *root, const char *name, const char *run)
+ * bluebox's back (or replaced by another home's) leaves a state that is not the truth.
+ * Otherwise what a run would boot: nothing (not built), the last build (built), or a build
+ * older than the Bluefile (stale). Files only: ls asks podman nothing for a sandbox that is
+ * not up. */
+static const char *state_word(const sandbox *sb)
 {
-    if (!path_exists(run))
-        return "-";
-    _cleanup_upstate_ up_state s = {0};
-    if (upstate_load(root, name, &s, NULL) > 0 && up_alive(root, name, &s))
-        return "up";
-    fprintf(stderr,
-            "bluebox: %s is marked up but its VM is not running; clean up: bluebox down %s\n", name,
-            name);
-    return "up (dead)";
+    if (path_exists(sb->run)) {
+        _cleanup_upstate_ up_state s = {0};
+        if (upstate_load(sb->root, sb->name, &s, NULL) > 0 && up_alive(sb->root, sb->name, &s))
+            return "up";
+        fprintf(stderr,
+                "bluebox: %s is marked up but its VM is not running; clean up: bluebox down %s\n",
+                sb->name, sb->name);
+        return "up (dead)";
+    }
+    if (!path_exists(sb->image_id))
+        return "not built";
+    return boot_stale(sb) ? "stale" : "built";
+}
+
+/* The backend a run would use: BLUEBOX_BACKEND's when set, else the Bluefile's. */
+static const char *backend_word(const bluefile *bf)
+{
+    const char *env = backend_env();
+    if (!env)
+        return bf_backend_name(bf->backend);
+    const backend *b = backend_named(env);
+    return b ? b->name : env;
 }
 
 int cmd_ls(cli_args *a, bb_error **err)
@@ -160,24 +188,26 @@ int cmd_ls(cli_args *a, bb_error **err)
     _cleanup_strv_ strv names = {0};
     if (home_list(a->root, &names, err) < 0)
         return -1;
-    if (!names.n)
+    if (!names.n) {
+        /* stdout stays empty for scripts; the hint is for a person */
+        fprintf(stderr, "no sandboxes yet; create one: bluebox new <name>\n");
         return 0;
+    }
     int w = 14;
     for (size_t i = 0; i < names.n; i++)
         if ((int)strlen(names.v[i]) + 2 > w)
             w = (int)strlen(names.v[i]) + 2;
-    printf("%-*s%-12s%-5s%-7s%-7s%-6s%-8s%s\n", w, "NAME", "STATE", "CPUS", "RAM", "NET", "RO",
-           "TIMEOUT", "BASE");
+    printf(LS_FORMAT, w, "NAME", "STATE", "BACKEND", "CPUS", "RAM", "NET", "RO", "TIMEOUT", "BASE");
     for (size_t i = 0; i < names.n; i++) {
-        _cleanup_free_ char *path = home_path_of(a->root, HP_BLUEFILE, names.v[i]);
-        _cleanup_free_ char *run = home_path_of(a->root, HP_RUN, names.v[i]);
-        _cleanup_(bluefile_freep) bluefile *bf = NULL;
+        _cleanup_sandbox_ sandbox *sb = NULL;
         _cleanup_error_ bb_error *e = NULL;
-        if (bluefile_load(path, &bf, &e) < 0) {
+        if (sandbox_open(a->root, names.v[i], &sb, &e) < 0)
+            continue; /* removed meanwhile */
+        if (sandbox_bluefile(sb, &e) < 0) {
             cli_showf(stdout, "%-*sinvalid Bluefile\n", w, names.v[i]);
             continue;
         }
-        print_row(w, names.v[i], up_state_word(a->root, names.v[i], run), bf);
+        print_row(w, names.v[i], state_word(sb), backend_word(sb->bf), sb->bf);
     }
     return 0;
 }

@@ -21,8 +21,14 @@ int cmd_env(cli_args *a, bb_error **err)
     if (sandbox_open(a->root, name, &sb, err) < 0 || sandbox_resolve_backend(sb, err) < 0)
         return -1;
     _cleanup_free_ char *image = image_ref(a->root, name);
-    _cleanup_free_ char *out =
-        envout_render(name, image, sb->data, sb->bf, backend_guest_cpus(sb->backend, sb->bf));
+    envout_backend be = {.name = bf_backend_name(sb->bf->backend)};
+    const char *env = backend_env();
+    if (env) {
+        const backend *b = backend_named(env);
+        be = (envout_backend){.name = b ? b->name : env, .from_env = true};
+    }
+    be.guest_cpus = backend_guest_cpus(sb->backend, sb->bf);
+    _cleanup_free_ char *out = envout_render(name, image, sb->data, sb->bf, &be);
     if (cli_show(stdout, out, strlen(out)))
         fprintf(stderr,
                 "bluebox: control characters are shown escaped; for the exact bytes, "

@@ -49,7 +49,39 @@ static int destroy_one(sandbox *sb, bool data, bb_error **err)
     _cleanup_error_ bb_error *ie = NULL;
     if (image_remove(root, name, &ie) < 0)
         bb_error_warn_release(&ie);
-    return sandbox_remove(root, name, data, err);
+    if (sandbox_remove(root, name, data, err) < 0)
+        return -1;
+    sandbox_remove_locks(root, name); /* both still held: nobody is past them */
+    return 0;
+}
+
+/* What `destroy` without --data left: data/<name> (and its disk and snapshots) with no
+ * sandbox. `destroy --data` removes it, asking as for a sandbox; plain `destroy` says how. */
+static int destroy_leftover(cli_args *a, const char *name, bool data, bb_error **err)
+{
+    if (name_check(name, "sandbox name", NULL) < 0 || !sandbox_has_leftover(a->root, name))
+        return -1; /* sandbox_open's error stands */
+    _cleanup_free_ char *path = home_path_of(a->root, HP_DATA, name);
+    bb_error_clear(err);
+    if (!data)
+        return bb_fail(err, ENOENT,
+                       "no sandbox \"%s\"; only its data is left (%s): bluebox destroy --data %s "
+                       "removes it",
+                       name, path, name);
+    _cleanup_close_ int lock = home_lock(a->root, name, err);
+    if (lock < 0)
+        return -1;
+    int nonempty = sandbox_data_nonempty(a->root, name, err);
+    if (nonempty < 0)
+        return -1;
+    _cleanup_free_ char *q = xasprintf("Delete the data %s left behind (%s)?", name, path);
+    if (nonempty && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
+        return -1;
+    if (sandbox_remove_leftover(a->root, name, err) < 0)
+        return -1;
+    sandbox_remove_locks(a->root, name);
+    printf("destroyed the data of %s\n", name);
+    return 0;
 }
 
 int cmd_destroy(cli_args *a, bb_error **err)
@@ -58,7 +90,7 @@ int cmd_destroy(cli_args *a, bb_error **err)
     bool data = cli_flag(a, "data");
     _cleanup_sandbox_ sandbox *sb = NULL;
     if (sandbox_open(a->root, name, &sb, err) < 0)
-        return -1;
+        return destroy_leftover(a, name, data, err);
     if (data) {
         int nonempty = sandbox_data_nonempty(a->root, name, err);
         if (nonempty < 0)

@@ -20,10 +20,26 @@ void print_isolated(const boot *b)
               b->iso.guest.release, b->b->name, posture);
 }
 
+void cli_say_reverified(isolation_state was, const isolation_result *iso)
+{
+    if (was != ISOCHECK_CHANGED)
+        return;
+    if (iso->changed[0])
+        cli_showf(stderr, "bluebox: re-verified isolation (%s changed since the last check)\n",
+                  iso->changed);
+    else
+        fprintf(stderr, "bluebox: re-verified isolation (runtime changed since last check)\n");
+}
+
 void cli_say_rechecked(const boot *b)
 {
+    if (b->stale)
+        fprintf(stderr,
+                "bluebox: warning: %s's Bluefile changed since it was built; run: bluebox build "
+                "%s\n",
+                b->sb->name, b->sb->name);
     if (b->was == ISOCHECK_CHANGED)
-        fprintf(stderr, "bluebox: re-verified isolation (runtime changed since last check)\n");
+        cli_say_reverified(b->was, &b->iso);
     else if (b->was == ISOCHECK_NONE)
         cli_showf(stderr, "bluebox: verified isolation: host %s, guest %s (%s)\n",
                   b->iso.baseline.release, b->iso.guest.release, b->b->name);
@@ -49,7 +65,7 @@ static int boot_and_wait(boot *b, bb_error **err)
         return -1;
     if (res.timed_out)
         fprintf(stderr, "bluebox: killed after %ds (timeout_seconds)\n", s.timeout_seconds);
-    return res.code;
+    return boot_exit_code(b, res.code, err);
 }
 
 int cmd_run(cli_args *a, bb_error **err)

@@ -76,6 +76,7 @@ int cmd_up(cli_args *a, bb_error **err)
     double secs = 0;
     if (up_start(&b, &st, &secs, &log, err) < 0) {
         print_vm_log(log);
+        (void)boot_exit_code(&b, ABI_EXIT_SETUP, err); /* an image gone from podman says so */
         return -1;
     }
     _cleanup_free_ char *posture = boot_posture(&b);
@@ -121,10 +122,10 @@ int cmd_exec(cli_args *a, bb_error **err)
     /* Cheap on purpose: the Bluefile (for its timeout) and the cached isolation check; no
      * image, /data or lock, which the VM that is up already has. */
     isolation_state was;
-    if (boot_check_cached(sb, &was, err) < 0)
+    isolation_result iso;
+    if (boot_check_cached(sb, &was, &iso, err) < 0)
         return -1;
-    if (was == ISOCHECK_CHANGED)
-        fprintf(stderr, "bluebox: re-verified isolation (runtime changed since last check)\n");
+    cli_say_reverified(was, &iso);
     const bluefile *bf = sb->bf;
 
     bool in_tty = isatty(STDIN_FILENO), interactive = cli_flag(a, "interactive");

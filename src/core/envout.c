@@ -29,7 +29,7 @@ static void put_int(strbuf *b, const char *key, int value)
 }
 
 char *envout_render(const char *name, const char *image, const char *data_dir, const bluefile *bf,
-                    int guest_cpus)
+                    const envout_backend *be)
 {
     _cleanup_sb_ strbuf b = {0};
     put(&b, "NAME", name);
@@ -37,14 +37,22 @@ char *envout_render(const char *name, const char *image, const char *data_dir, c
     put(&b, "DATA", data_dir);
     put(&b, "BASE", bf->base);
     put_int(&b, "CPUS", bf->cpus);
-    put_int(&b, "GUEST_CPUS", guest_cpus);
+    put_int(&b, "GUEST_CPUS", be->guest_cpus);
     put_int(&b, "RAM_MIB", bf->ram_mib);
     put(&b, "NETWORK", bf_network_name(bf->network));
     put(&b, "PASST", bf->passt ? "true" : "false");
     put(&b, "READONLY", bf->readonly ? "true" : "false");
     put_int(&b, "TIMEOUT_SECONDS", bf->timeout_seconds);
     put(&b, "ISOLATION", bf_isolation_name(bf->isolation));
-    put(&b, "BACKEND", bf_backend_name(bf->backend));
+    /* The one that boots, and why: a shell comment, so eval of the output still assigns only
+     * BLUEBOX_* variables. */
+    sb_puts(&b, "BLUEBOX_BACKEND=");
+    shell_quote(&b, be->name);
+    if (be->from_env)
+        sb_printf(&b, "  # from BLUEBOX_BACKEND in the environment (the Bluefile says %s)\n",
+                  bf_backend_name(bf->backend));
+    else
+        sb_puts(&b, "  # from the Bluefile\n");
     put_int(&b, "WARM", bf->warm);
     for (size_t i = 0; i < bf->n_env; i++) {
         _cleanup_free_ char *k = xasprintf("ENV_%s", bf->env[i].key);

@@ -144,17 +144,25 @@ int home_lock(const char *root, const char *name, bb_error **err)
     if (mkdir_p(dir, HOME_DIR_MODE, err) < 0)
         return -1;
     _cleanup_free_ char *path = xasprintf("%s/%s.lock", dir, name);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0)
-        return bb_fail_errno(err, errno, "cannot open %s", path);
-    while (flock(fd, LOCK_EX) < 0) {
-        if (errno != EINTR) {
-            int e = errno;
-            close(fd);
-            return bb_fail_errno(err, e, "cannot lock %s", path);
+    for (;;) {
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+            return bb_fail_errno(err, errno, "cannot open %s", path);
+        while (flock(fd, LOCK_EX) < 0) {
+            if (errno != EINTR) {
+                int e = errno;
+                close(fd);
+                return bb_fail_errno(err, e, "cannot lock %s", path);
+            }
         }
+        /* destroy removes the lock file while it holds it: a waiter that got the removed
+         * file's lock holds nothing, so it opens the path again. */
+        struct stat held, now;
+        if (fstat(fd, &held) == 0 && stat(path, &now) == 0 && held.st_dev == now.st_dev &&
+            held.st_ino == now.st_ino)
+            return fd;
+        close(fd);
     }
-    return fd;
 }
 
 /* FNV-1a: it tells homes apart, it is not a secret. 48 of its bits make 12 hex digits. */

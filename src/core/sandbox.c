@@ -3,6 +3,7 @@
 #include "sandbox.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -250,6 +251,17 @@ static int remove_tree(const char *path, bb_error **err)
     return rm_rf(tmp, err);
 }
 
+/* /data, its disk image and the snapshots. */
+static int remove_data(const char *root, const char *name, bb_error **err)
+{
+    _cleanup_free_ char *d = home_path_of(root, HP_DATA, name);
+    _cleanup_free_ char *snaps = home_path_of(root, HP_SNAPSHOTS, name);
+    _cleanup_free_ char *disk = home_path_of(root, HP_DISK, name);
+    if (remove_tree(d, err) < 0 || remove_tree(snaps, err) < 0 || remove_tree(disk, err) < 0)
+        return -1;
+    return 0;
+}
+
 int sandbox_remove(const char *root, const char *name, bool data, bb_error **err)
 {
     if (home_require(root, name, err) < 0 || sandbox_refuse_up(root, name, err) < 0)
@@ -264,14 +276,53 @@ int sandbox_remove(const char *root, const char *name, bool data, bb_error **err
         if (remove_tree(old, err) < 0)
             return -1;
     }
-    if (!data)
-        return 0;
+    return data ? remove_data(root, name, err) : 0;
+}
+
+bool sandbox_has_leftover(const char *root, const char *name)
+{
+    _cleanup_free_ char *def = home_path_of(root, HP_SANDBOX, name);
+    if (path_exists(def))
+        return false;
+    static const home_path parts[] = {HP_DATA, HP_SNAPSHOTS, HP_DISK};
+    for (size_t i = 0; i < ELEMENTSOF(parts); i++) {
+        _cleanup_free_ char *p = home_path_of(root, parts[i], name);
+        if (path_exists(p))
+            return true;
+    }
+    return false;
+}
+
+int sandbox_remove_leftover(const char *root, const char *name, bb_error **err)
+{
+    if (!sandbox_has_leftover(root, name))
+        return bb_fail(err, EEXIST, "sandbox \"%s\" exists again; destroy it: bluebox destroy %s",
+                       name, name);
+    return remove_data(root, name, err);
+}
+
+int sandbox_data_entries(const char *root, const char *name)
+{
     _cleanup_free_ char *d = home_path_of(root, HP_DATA, name);
-    _cleanup_free_ char *snaps = home_path_of(root, HP_SNAPSHOTS, name);
-    _cleanup_free_ char *disk = home_path_of(root, HP_DISK, name);
-    if (remove_tree(d, err) < 0 || remove_tree(snaps, err) < 0 || remove_tree(disk, err) < 0)
+    _cleanup_closedir_ DIR *dir = opendir(d);
+    if (!dir)
         return -1;
-    return 0;
+    int n = 0;
+    for (struct dirent *de; (de = readdir(dir));)
+        if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
+            n++;
+    return n;
+}
+
+void sandbox_remove_locks(const char *root, const char *name)
+{
+    static const char *const suffix[] = {".use", ".lock"};
+    _cleanup_free_ char *users = xasprintf("%s/locks/%s.users", root, name);
+    (void)rm_rf(users, NULL);
+    for (size_t i = 0; i < ELEMENTSOF(suffix); i++) {
+        _cleanup_free_ char *p = xasprintf("%s/locks/%s%s", root, name, suffix[i]);
+        (void)unlink(p);
+    }
 }
 
 int sandbox_data_nonempty(const char *root, const char *name, bb_error **err)

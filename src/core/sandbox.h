@@ -69,5 +69,15 @@ int sandbox_refuse_up(const char *root, const char *name, bb_error **err);
 int sandbox_rename(const char *root, const char *old, const char *new, bb_error **err);
 /* Remove the definition and log; with `data`, also /data and the snapshots. */
 int sandbox_remove(const char *root, const char *name, bool data, bb_error **err);
+/* Whether `destroy` (keeping data) left data/<name>, its disk image or its snapshots with
+ * no sandbox of that name. */
+bool sandbox_has_leftover(const char *root, const char *name);
+/* Remove that leftover (under the name's lock); refuses when the sandbox exists again. */
+int sandbox_remove_leftover(const char *root, const char *name, bb_error **err);
+/* Entries directly in data/<name>, -1 when there is no such directory. */
+int sandbox_data_entries(const char *root, const char *name);
+/* Remove locks/<name>.lock, .use and .users/ of a destroyed sandbox; the caller holds the
+ * lock and the exclusive in-use lock (home_lock copes with a lock file removed under it). */
+void sandbox_remove_locks(const char *root, const char *name);
 /* Whether the sandbox's /data has anything in it (1), is empty or missing (0). */
 int sandbox_data_nonempty(const char *root, const char *name, bb_error **err);

@@ -56,6 +56,11 @@ extern const backend *const backend_registry[];
 
 /* The part of every preflight that is not the backend's own: podman is installed. */
 int preflight_podman(bb_error **err);
+/* The first backend other than `self` whose preflight passes on this host (for a refusal's
+ * "or use backend: X, which runs here"), NULL when none does. */
+const backend *backend_runs_instead(const backend *self, const launch *l);
+/* BLUEBOX_BACKEND when it is set and not empty, else NULL. */
+const char *backend_env(void);
 /* A backend by name or alias, NULL when unknown. */
 const backend *backend_named(const char *name);
 /* The backend a Bluefile asks for, overridden by BLUEBOX_BACKEND; refuses a Bluefile that

@@ -26,6 +26,22 @@ int preflight_podman(bb_error **err)
     return 0;
 }
 
+const backend *backend_runs_instead(const backend *self, const launch *l)
+{
+    for (const backend *const *b = backend_registry; *b; b++) {
+        _cleanup_error_ bb_error *e = NULL;
+        if (*b != self && (*b)->preflight(l, &e) == 0)
+            return *b;
+    }
+    return NULL;
+}
+
+const char *backend_env(void)
+{
+    const char *env = getenv("BLUEBOX_BACKEND");
+    return env && *env ? env : NULL;
+}
+
 const backend *backend_named(const char *name)
 {
     for (const backend *const *b = backend_registry; *b; b++)
@@ -65,9 +81,7 @@ int backend_guest_cpus(const backend *b, const bluefile *bf)
 
 int backend_for(const bluefile *bf, const backend **ret, bb_error **err)
 {
-    const char *env = getenv("BLUEBOX_BACKEND");
-    if (env && !*env)
-        env = NULL;
+    const char *env = backend_env();
     const backend *b = backend_named(env ? env : bf_backend_name(bf->backend));
     if (!b && env) {
         _cleanup_free_ char *choices = backend_choices();

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/inuse.h"
@@ -33,6 +34,34 @@ int boot_require_image(const sandbox *sb, bb_error **err)
     return 0;
 }
 
+/* After podman failed: when the image this home built is gone (podman rmi, a reset store),
+ * say that instead of podman's "image not known". Asked only on a failure, so a boot whose
+ * image is there pays nothing for it. */
+static int explain_gone_image(const sandbox *sb, bb_error **err)
+{
+    if (image_present(sb->root, sb->name))
+        return -1;
+    bb_error_clear(err);
+    return bb_fail(err, ENOENT, "%s is not built: bluebox build %s (its image is gone from podman)",
+                   sb->name, sb->name);
+}
+
+int boot_exit_code(const boot *b, int code, bb_error **err)
+{
+    if (code != ABI_EXIT_SETUP || image_present(b->sb->root, b->sb->name))
+        return code;
+    return explain_gone_image(b->sb, err);
+}
+
+bool boot_stale(const sandbox *sb)
+{
+    struct stat bf, img;
+    if (stat(sb->bluefile_path, &bf) < 0 || stat(sb->image_id, &img) < 0)
+        return false;
+    return bf.st_mtim.tv_sec > img.st_mtim.tv_sec ||
+           (bf.st_mtim.tv_sec == img.st_mtim.tv_sec && bf.st_mtim.tv_nsec > img.st_mtim.tv_nsec);
+}
+
 static launch launch_of(const sandbox *sb, const char *self, const char *container,
                         launch_mode mode)
 {
@@ -56,7 +85,7 @@ static int isolation_step(const sandbox *sb, const launch *l, boot_check check,
     return isolation_remember(sb->backend, l, ret, err);
 }
 
-int boot_check_cached(sandbox *sb, isolation_state *ret_was, bb_error **err)
+int boot_check_cached(sandbox *sb, isolation_state *ret_was, isolation_result *ret, bb_error **err)
 {
     if (sandbox_resolve_backend(sb, err) < 0)
         return -1;
@@ -64,8 +93,8 @@ int boot_check_cached(sandbox *sb, isolation_state *ret_was, bb_error **err)
     if (!self)
         return -1;
     launch l = launch_of(sb, self, NULL, LAUNCH_PROBE);
-    isolation_result iso = {0};
-    return isolation_step(sb, &l, BOOT_CACHED, ret_was, &iso, err);
+    *ret = (isolation_result){0};
+    return isolation_step(sb, &l, BOOT_CACHED, ret_was, ret, err);
 }
 
 /* The steps of a boot that need the sandbox's lock. */
@@ -101,6 +130,10 @@ int boot_prepare(sandbox *sb, boot_check check, const char *use, boot *ret, bb_e
     int r = prepare_locked(sb, check, use, ret, err);
     if (took)
         sandbox_unlock(sb);
+    /* only a podman failure (a probe's exit code); never a refusal such as "not isolated" */
+    if (r < 0 && err && *err && (*err)->status == EIO)
+        (void)explain_gone_image(sb, err);
+    ret->stale = r == 0 && boot_stale(sb);
     return r;
 }
 

@@ -23,6 +23,7 @@ typedef struct boot {
     isolation_state was;  /* the cache before this boot; ISOCHECK_CACHED: no check ran */
     isolation_result iso; /* filled when it ran */
     inuse use;            /* /data held for a run or shell until boot_done */
+    bool stale;           /* the Bluefile changed since the image was built (boot_stale) */
 } boot;
 
 typedef enum {
@@ -38,9 +39,14 @@ typedef enum {
 int boot_prepare(sandbox *sb, boot_check check, const char *use, boot *ret, bb_error **err);
 /* The part of boot_prepare that exec repeats before every command, and nothing more: the
  * backend and the cached isolation check (no image, no /data, no lock). */
-int boot_check_cached(sandbox *sb, isolation_state *ret_was, bb_error **err);
+int boot_check_cached(sandbox *sb, isolation_state *ret_was, isolation_result *ret, bb_error **err);
 void boot_done(boot *b);
 /* The posture line for this boot (see posture.h). */
 char *boot_posture(const boot *b);
 /* Fail unless the sandbox has a built image, with a hint to build it. */
 int boot_require_image(const sandbox *sb, bb_error **err);
+/* A booted command's exit code, or -1 with "<name> is not built: bluebox build <name>" when
+ * podman failed (125) because the image is gone from podman. */
+int boot_exit_code(const boot *b, int code, bb_error **err);
+/* Whether the Bluefile is newer than the built image: a run boots what the last build made. */
+bool boot_stale(const sandbox *sb);

@@ -180,6 +180,7 @@ int image_build(const sandbox *sb, const containerfile *cf, bool quiet, bb_error
     if (base_ensure(bf->base, &out, err) < 0)
         return -1;
     const char *dir = sb->dir;
+    _cleanup_free_ char *previous = image_recorded_id(sb->root, sb->name);
     _cleanup_free_ char *tmpl = xasprintf("%s/.build-XXXXXX", dir);
     if (!mkdtemp(tmpl))
         return bb_fail_errno(err, errno, "cannot create a build directory in %s", dir);
@@ -206,6 +207,8 @@ int image_build(const sandbox *sb, const containerfile *cf, bool quiet, bb_error
         r = move_into_place(tmpl, dir, err);
     if (r == 0)
         image_record_ref(sb->root, sb->name);
+    if (r == 0)
+        image_prune(previous); /* the image this build replaced, when nothing tags it now */
     (void)rm_rf(tmpl, NULL);
     return r;
 }

@@ -62,22 +62,78 @@ static void check_podman(doctor_report *r)
     doctor_add(r, "podman", CHECK_OK, xasprintf("%s (%s)", v, path), NULL);
 }
 
-/* Each backend's own checks, in registry order; then which backend this host can use. The
- * default (the first) when it can run, else the first that can. */
+/* The summary when BLUEBOX_BACKEND picks the backend: it overrides every Bluefile, so what
+ * the default can do does not matter then. */
+static void chosen_by_env(doctor_report *r, const char *env, const backend *chosen, bool runs,
+                          const backend *usable)
+{
+    if (!chosen) {
+        doctor_add(r, "backend", CHECK_FAIL, xasprintf("BLUEBOX_BACKEND=%s names no backend", env),
+                   usable ? xasprintf("unset BLUEBOX_BACKEND, or set it to %s", usable->name)
+                          : xstrdup("unset BLUEBOX_BACKEND"));
+    } else if (runs) {
+        doctor_add(r, "backend", CHECK_OK,
+                   xasprintf("%s (%s), from BLUEBOX_BACKEND, which overrides the Bluefile's "
+                             "backend",
+                             chosen->name, chosen->boundary),
+                   NULL);
+    } else {
+        doctor_add(r, "backend", CHECK_WARN,
+                   xasprintf("%s, from BLUEBOX_BACKEND, cannot run here", chosen->name),
+                   usable ? xasprintf("BLUEBOX_BACKEND=%s (%s)", usable->name, usable->boundary)
+                          : xasprintf("%s", chosen->install));
+    }
+}
+
+/* Lines [from, to) are a backend's own; BLUEBOX_BACKEND chose another that runs, so what
+ * this one lacks is no problem here: ok, with a note instead of a fix. */
+static void not_needed(doctor_report *r, size_t from, size_t to, const char *chosen)
+{
+    for (size_t i = from; i < to; i++) {
+        if (r->v[i].level != CHECK_WARN)
+            continue;
+        char *detail = xasprintf("%s (not needed: BLUEBOX_BACKEND=%s)", r->v[i].detail, chosen);
+        free(r->v[i].detail);
+        free(r->v[i].fix);
+        r->v[i] = (check_result){r->v[i].name, CHECK_OK, detail, NULL};
+    }
+}
+
+/* Each backend's own checks, in registry order; then which backend sandboxes get here and
+ * where that choice comes from: BLUEBOX_BACKEND when set, else the Bluefile's default (the
+ * first), which needs another backend: when it cannot run. */
 static void check_backends(doctor_report *r)
 {
     const backend *const *reg = backend_registry;
     const backend *usable = NULL;
-    for (const backend *const *b = reg; *b; b++)
-        if ((*b)->doctor(r) && !usable)
+    const char *env = backend_env();
+    const backend *chosen = env ? backend_named(env) : NULL;
+    bool chosen_runs = false;
+    size_t first[17] = {0}; /* where each backend's lines start, and where the last ends */
+    size_t n = 0;
+    if (!reg[0])
+        return; /* the registry is never empty; this says so to the analyzer */
+    for (const backend *const *b = reg; *b && n + 1 < ELEMENTSOF(first); b++, n++) {
+        first[n] = r->n;
+        bool runs = (*b)->doctor(r);
+        if (runs && !usable)
             usable = *b;
-    if (usable && usable == reg[0]) {
-        doctor_add(r, "backend", CHECK_OK, xasprintf("%s (%s)", usable->name, usable->boundary),
-                   NULL);
+        if (*b == chosen)
+            chosen_runs = runs;
+    }
+    first[n] = r->n;
+    for (size_t i = 0; chosen && chosen_runs && i < n; i++)
+        if (reg[i] != chosen)
+            not_needed(r, first[i], first[i + 1], chosen->name);
+    if (env) {
+        chosen_by_env(r, env, chosen, chosen_runs, usable);
+    } else if (usable && usable == reg[0]) {
+        doctor_add(r, "backend", CHECK_OK,
+                   xasprintf("%s (%s), the default", usable->name, usable->boundary), NULL);
     } else if (usable) {
         doctor_add(r, "backend", CHECK_WARN,
-                   xasprintf("%s cannot run here; sandboxes need backend: %s (%s)", reg[0]->name,
-                             usable->name, usable->boundary),
+                   xasprintf("%s, the default, cannot run here; sandboxes need backend: %s (%s)",
+                             reg[0]->name, usable->name, usable->boundary),
                    xasprintf("set backend: %s in the Bluefile, or BLUEBOX_BACKEND=%s", usable->name,
                              usable->name));
     } else {

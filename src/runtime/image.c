@@ -43,6 +43,14 @@ static int image_exists(const char *ref)
     return spawn_quiet(argv, NULL) == 0;
 }
 
+bool image_present(const char *root, const char *name)
+{
+    if (!program_on_path("podman"))
+        return true;
+    _cleanup_free_ char *ref = image_ref(root, name);
+    return image_exists(ref);
+}
+
 /* The image ID (hex, no "sha256:") podman has for ref; NULL when there is none. */
 static char *image_id_of(const char *ref)
 {
@@ -133,7 +141,7 @@ int image_adopt(const char *root, const char *name, bb_error **err)
             return -1;
         if (r != 0)
             return bb_fail(err, ENOENT,
-                           "the image of %s is gone from podman; rebuild it: bluebox build %s",
+                           "%s is not built: bluebox build %s (its image is gone from podman)",
                            name, name);
     }
     image_record_ref(root, name);
@@ -182,14 +190,61 @@ int image_refuse_running(const char *root, const char *name, bb_error **err)
                    name, names, names);
 }
 
+/* Whether no tag names the image `id`, and its parent's ID (NULL at the base); false when
+ * podman cannot say. */
+static bool untagged(const char *id, char **ret_parent)
+{
+    char *argv[] = {"podman",   "image", "inspect", "--format", "{{len .RepoTags}} {{.Parent}}",
+                    (char *)id, NULL};
+    _cleanup_free_ char *out = NULL;
+    if (spawn_capture(argv, &out, NULL, NULL) != 0)
+        return false;
+    out[strcspn(out, "\r\n")] = '\0';
+    char *parent = strchr(out, ' ');
+    if (!parent || parent == out || strncmp(out, "0 ", 2) != 0)
+        return false;
+    parent++;
+    *ret_parent = *parent ? xstrdup(parent) : NULL;
+    return true;
+}
+
+void image_prune(const char *id)
+{
+    if (!id || !program_on_path("podman"))
+        return;
+    _cleanup_free_ char *cur = xstrdup(id);
+    /* Up the chain while untagged: `--layers` keeps one image per build step. rmi without -f
+     * refuses an image that a container uses or that is another image's parent (a layer
+     * another build shares), and so stops the walk. */
+    for (int depth = 0; cur && depth < 512; depth++) {
+        char *parent = NULL;
+        if (!untagged(cur, &parent))
+            return;
+        char *rmi[] = {"podman", "rmi", cur, NULL};
+        if (spawn_quiet(rmi, NULL) != 0) {
+            free(parent);
+            return;
+        }
+        free(cur);
+        cur = parent;
+    }
+}
+
 int image_remove(const char *root, const char *name, bb_error **err)
 {
     if (program_on_path("podman"))
         containers_remove(root, name);
     _cleanup_free_ char *ref = image_ref(root, name);
+    _cleanup_free_ char *id = recorded_id(root, name);
     if (image_exists(ref) && drop_tag(ref, err) < 0)
         return -1;
+    image_prune(id); /* what the tag's rmi left: its build layers, unless shared or tagged */
     return 0;
+}
+
+char *image_recorded_id(const char *root, const char *name)
+{
+    return recorded_id(root, name);
 }
 
 /* Tag `from` as `to`; with `untag`, drop `from` too. */

@@ -2,12 +2,24 @@
  * objects a sandbox leaves: each carries the home's id, and only this home's are touched. */
 #pragma once
 
+#include <stdbool.h>
+
 #include "util/err.h"
 
 char *image_ref(const char *root, const char *name);
+/* Whether podman has this home's image of the sandbox (one podman call); true without podman,
+ * whose absence is said elsewhere. */
+bool image_present(const char *root, const char *name);
 /* Remove the sandbox's stray containers (this home's only), then its tag: the image goes
  * when no other home tagged it too. 0 when there is nothing to do. */
 int image_remove(const char *root, const char *name, bb_error **err);
+/* Remove the image `id` (an ID, never a tag) if no tag names it, then its parents the same
+ * way: the build layers only this image used. Stops at a tagged image, one a container uses
+ * or one another image builds on (another home's build that shares the layers). Quiet. */
+void image_prune(const char *id);
+/* The image ID this home's last build of `name` recorded (sandboxes/<name>/image-id), NULL
+ * when none. */
+char *image_recorded_id(const char *root, const char *name);
 /* Tag the old image with the new name and drop the old tag; 0 when there is no image. */
 int image_rename(const char *root, const char *old, const char *new, bb_error **err);
 /* Put this home's tag on the image its last build recorded (sandboxes/<name>/image-id),

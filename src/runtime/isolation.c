@@ -45,19 +45,19 @@ static const char *conf_files[] = {
     "/etc/containers/storage.conf",
 };
 
-char *runtime_fingerprint(const backend *b, const launch *l)
+char *runtime_fingerprint_parts(const backend *b, const launch *l, char **ret_parts)
 {
     fingerprint f;
     fp_init(&f);
     char head[64];
     snprintf(head, sizeof head, "v%d %s uid %u", CACHE_VERSION, b->name, (unsigned)getuid());
-    fp_str(&f, head);
+    fp_str(&f, "the user", head);
     _cleanup_free_ char *podman = program_find("podman");
     fp_file(&f, podman ? podman : "podman");
     for (size_t i = 0; i < ELEMENTSOF(conf_files); i++)
         fp_file(&f, conf_files[i]);
     const char *env = getenv("CONTAINERS_CONF");
-    fp_file(&f, env && *env ? env : "-");
+    fp_file_as(&f, "CONTAINERS_CONF", env && *env ? env : "-");
     const char *home = getenv("HOME");
     if (home) {
         _cleanup_free_ char *user = path_join(home, ".config/containers/containers.conf");
@@ -66,7 +66,15 @@ char *runtime_fingerprint(const backend *b, const launch *l)
     fp_file(&f, l->self ? l->self : "-"); /* the probe's binary: boot found it already */
     if (b->fingerprint)
         b->fingerprint(l, &f);
+    if (ret_parts)
+        *ret_parts = sb_steal(&f.parts);
+    fp_done(&f);
     return fp_hex(&f);
+}
+
+char *runtime_fingerprint(const backend *b, const launch *l)
+{
+    return runtime_fingerprint_parts(b, l, NULL);
 }
 
 static int probe(const backend *b, const launch *l, kernel_id *ret, bb_error **err)
@@ -145,11 +153,18 @@ isolation_state isolation_cached(const backend *b, const launch *l, isolation_re
     isolation_state s = ISOCHECK_NONE;
     /* only an entry a passing check could have written counts */
     if (fp && guest && base && *guest && *base && !streq(guest, base)) {
-        _cleanup_free_ char *now = runtime_fingerprint(b, l);
+        _cleanup_free_ char *parts = NULL;
+        _cleanup_free_ char *now = runtime_fingerprint_parts(b, l, &parts);
         s = streq(fp, now) ? ISOCHECK_CACHED : ISOCHECK_CHANGED;
         if (ret) {
             snprintf(ret->guest.release, sizeof ret->guest.release, "%s", guest);
             snprintf(ret->baseline.release, sizeof ret->baseline.release, "%s", base);
+            ret->changed[0] = '\0';
+            const char *was = json_string_value(json_object_get(e, "parts"));
+            _cleanup_free_ char *diff =
+                s == ISOCHECK_CHANGED && was ? fp_parts_changed(was, parts) : NULL;
+            if (diff)
+                snprintf(ret->changed, sizeof ret->changed, "%s", diff);
         }
     }
     return s;
@@ -158,14 +173,15 @@ isolation_state isolation_cached(const backend *b, const launch *l, isolation_re
 int isolation_remember(const backend *b, const launch *l, const isolation_result *r, bb_error **err)
 {
     _cleanup_json_ json_t *j = cache_load(l->root);
-    _cleanup_free_ char *fp = runtime_fingerprint(b, l);
+    _cleanup_free_ char *parts = NULL;
+    _cleanup_free_ char *fp = runtime_fingerprint_parts(b, l, &parts);
     char stamp[32];
     time_t t = time(NULL);
     strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
     json_object_set_new(json_object_get(j, "backends"), b->name,
-                        json_pack("{s:s, s:s, s:s, s:s}", "fingerprint", fp, "guest",
-                                  r->guest.release, "baseline", r->baseline.release, "verified_at",
-                                  stamp));
+                        json_pack("{s:s, s:s, s:s, s:s, s:s}", "fingerprint", fp, "parts", parts,
+                                  "guest", r->guest.release, "baseline", r->baseline.release,
+                                  "verified_at", stamp));
     _cleanup_free_ char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
     _cleanup_free_ char *path = cache_path(l->root);
     if (mkdir_p(l->root, HOME_DIR_MODE, err) < 0 ||

@@ -10,6 +10,9 @@
 
 typedef struct {
     kernel_id guest, baseline;
+    /* ISOCHECK_CHANGED: which of the runtime's files changed since the check was cached
+     * ("/usr/bin/podman, /usr/bin/linux.uml"), "" when the cache does not say. */
+    char changed[256];
 } isolation_result;
 
 /* What the isolation check's cache held for a launch (not the Bluefile's isolation mode,
@@ -18,6 +21,8 @@ typedef enum { ISOCHECK_NONE, ISOCHECK_CACHED, ISOCHECK_CHANGED } isolation_stat
 
 /* The fingerprint of everything that decides what this backend boots. */
 char *runtime_fingerprint(const backend *b, const launch *l);
+/* The same, and *ret_parts its parts (fingerprint.h), for saying what changed. */
+char *runtime_fingerprint_parts(const backend *b, const launch *l, char **ret_parts);
 /* The full check (after the backend's preflight); refuses with "not isolated: …" when the kernels
  * match. Does not touch the cache. */
 int isolation_check(const backend *b, const launch *l, isolation_result *ret, bb_error **err);

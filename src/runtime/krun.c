@@ -28,6 +28,8 @@ static int kvm_unusable(void)
     return kvm < 0 ? errno : 0;
 }
 
+extern const backend backend_krun;
+
 static int krun_preflight(const launch *l, bb_error **err)
 {
     if (preflight_podman(err) < 0)
@@ -41,11 +43,19 @@ static int krun_preflight(const launch *l, bb_error **err)
                        "virtualisation, so it is weaker than krun",
                        e == ENOENT ? "/dev/kvm does not exist" : "/dev/kvm cannot be opened");
     _cleanup_free_ char *krun = krun_path();
-    if (!krun)
-        return bb_fail(err, ENOENT,
-                       "no krun on PATH; crun with libkrun support is started through a symlink "
-                       "named krun: sudo ln -sf \"$(command -v crun)\" /usr/local/bin/krun");
-    return 0;
+    if (krun)
+        return 0;
+    const backend *alt = backend_runs_instead(&backend_krun, l);
+    _cleanup_free_ char *instead =
+        alt ? xasprintf("; or set backend: %s in the Bluefile (or BLUEBOX_BACKEND=%s), which "
+                        "runs on this host (%s)",
+                        alt->name, alt->name, alt->boundary)
+            : xstrdup("");
+    return bb_fail(err, ENOENT,
+                   "no krun on PATH: install crun built with libkrun, then make the symlink "
+                   "named krun that starts it: sudo ln -sf \"$(command -v crun)\" "
+                   "/usr/local/bin/krun%s",
+                   instead);
 }
 
 /* Unlike uml (src/runtime/uml.c, user_flags), krun leaves podman's --user as the image says:

@@ -109,7 +109,10 @@ static void uml_fingerprint(const launch *l, fingerprint *fp)
     char hex[17] = "none";
     if (vmm && uml_bundle_fingerprint(vmm, &h, NULL) == 0)
         snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
-    fp_str(fp, hex);
+    /* The bundle covers both; named alone they say which one changed. */
+    fp_file(fp, uml_kernel_path());
+    fp_file(fp, vmm ? vmm : "bluebox-vmm");
+    fp_str(fp, "the uml VMM bundle", hex);
 }
 
 static bool uml_doctor(doctor_report *r)

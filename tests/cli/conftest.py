@@ -250,7 +250,7 @@ class Bluebox:
         out = {}
         for line in r.out.splitlines():
             key, _, value = line.partition("=")
-            words = shlex.split(value, posix=True)
+            words = shlex.split(value, comments=True, posix=True)
             assert len(words) == 1, line
             out[key] = words[0]
         return out

@@ -26,6 +26,8 @@ What it does:
   - `build … --iidfile=F`: writes a fake image id to F and exits 0 (it builds nothing);
   - `image exists REF`: as the conftest stub (bluebox's own images only when in
     $BB_TEST_IMAGES, other images unless in $BB_TEST_MISSING); `pull` exits $BB_TEST_PULL_EXIT;
+  - $BB_STANDIN_GONE_IMAGES: refs deleted behind bluebox's back (podman rmi): `run` of one
+    fails as podman does ("Error: REF: image not known", exit 125);
   - `--version`: prints a version line; everything else (`rmi`, `unshare`, …) exits 0
     quietly.
 """
@@ -94,6 +96,9 @@ def host_kernel():
 
 def do_run(args):
     opts, image, cmd = parse_run(args)
+    if image in os.environ.get("BB_STANDIN_GONE_IMAGES", "").split():
+        sys.stderr.write(f"Error: {image}: image not known\n")
+        return 125
     if not cmd:
         sys.stderr.write("standin podman: run without a command\n")
         return 125

@@ -1,6 +1,7 @@
 """The commands, driven the way a user drives them: new, edit, ls, env, logs, rename,
 destroy, nuke, completion, help, and the usage-error conventions."""
 import json
+import os
 import re
 import shutil
 import stat
@@ -261,29 +262,52 @@ def test_edit_missing_sandbox(bb, bb_editor):
 
 # ---- ls ---------------------------------------------------------------------------
 
-HEADER = "NAME          STATE       CPUS RAM    NET    RO    TIMEOUT BASE"
+HEADER = "NAME          STATE       BACKEND CPUS RAM    NET    RO    TIMEOUT BASE"
+NO_SANDBOXES = "no sandboxes yet; create one: bluebox new <name>\n"
 
 
-def test_ls_empty_prints_nothing(bb):
+def test_ls_empty_prints_a_hint_and_no_rows(bb):
+    """stdout stays empty (the original printed nothing); a person sees what to do."""
     r = bb.run("ls")
-    assert (r.rc, r.out, r.err) == (0, "", "")
+    assert (r.rc, r.out, r.err) == (0, "", NO_SANDBOXES)
     (bb.home / "sandboxes").mkdir(parents=True)
     r = bb.run("ls")
-    assert (r.rc, r.out, r.err) == (0, "", "")
+    assert (r.rc, r.out, r.err) == (0, "", NO_SANDBOXES)
 
 
 def test_ls_table(bb):
     bb.new("beta")
     bb.write_bluefile("alpha", "cpus: 1\nram_mib: 512\nnetwork: bridge\nreadonly: true\n"
-                               "timeout_seconds: 60\nbase: debian:12\n")
+                               "timeout_seconds: 60\nbase: debian:12\nbackend: uml\n")
     r = bb.run("ls")
     assert r.rc == 0, r
     lines = r.out.splitlines()
     assert lines[0].rstrip() == HEADER
-    assert lines[1].split() == ["alpha", "-", "1", "512M", "bridge", "yes", "60s", "debian:12"]
-    assert lines[2].split() == ["beta", "-", "2", "2048M", "none", "no", "-",
+    assert lines[1].split() == ["alpha", "not", "built", "uml", "1", "512M", "bridge", "yes",
+                                "60s", "debian:12"]
+    assert lines[2].split() == ["beta", "not", "built", "krun", "2", "2048M", "none", "no", "-",
                                 "docker.io/library/alpine:latest"]
     assert len(lines) == 3
+
+
+def later(path, seconds):
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + seconds * 1_000_000_000))
+
+
+def test_ls_state_built_stale_and_backend_from_the_environment(bb):
+    bb.new("s")
+    image_id = bb.sandbox_dir("s") / "image-id"
+    image_id.write_text("sha256:" + "ab" * 32 + "\n")
+    later(image_id, 2)
+    row = bb.run("ls").out.splitlines()[1].split()
+    assert row[:3] == ["s", "built", "krun"], row
+    later(bb.bluefile("s"), 5)  # edited after the build
+    row = bb.run("ls").out.splitlines()[1].split()
+    assert row[:2] == ["s", "stale"], row
+    row = bb.run("ls", env={"BLUEBOX_BACKEND": "uml"}).out.splitlines()[1].split()
+    assert row[2] == "uml", row
+    assert bb.podman_calls() == [], "ls asks podman nothing for sandboxes that are not up"
 
 
 def test_ls_invalid_bluefile_row(bb):
@@ -305,7 +329,7 @@ def test_ls_shows_up_state(bb):
     bb.run_file("s").parent.mkdir(parents=True)
     bb.run_file("s").write_text(json.dumps(state))
     r = bb.run("ls", env={"BB_TEST_CONTAINERS": f"{vm}=c0ffee|true|s|{bb.home_id()}|0"})
-    assert r.out.splitlines()[1].split()[:2] == ["s", "up"], r
+    assert r.out.splitlines()[1].split()[:3] == ["s", "up", "krun"], r
     assert r.err == "", r
 
 
@@ -328,7 +352,7 @@ def test_symlink_in_sandboxes_is_not_a_sandbox(bb, tmp_path):
 
 # ---- env --------------------------------------------------------------------------
 
-QUOTED_LINE = re.compile(r"^BLUEBOX_[A-Za-z0-9_]+='(?:[^']|'\\'')*'$")
+QUOTED_LINE = re.compile(r"^BLUEBOX_[A-Za-z0-9_]+='(?:[^']|'\\'')*'(  # [^'`$\\\n]*)?$")
 
 
 def test_env_every_value_single_quoted(bb):
@@ -387,6 +411,19 @@ def test_env_eval_assigns_only_bluebox_vars(bb, tmp_path, shell):
         assert after[f"BLUEBOX_ENV_{k}"] == v
     assert after["BLUEBOX_NAME"] == "s"
     assert after["BLUEBOX_DATA"] == str(bb.data("s"))
+
+
+def test_env_backend_is_the_effective_one_and_says_why(bb):
+    bb.write_bluefile("s", "backend: krun\n")
+    r = bb.run("env", "s")
+    assert "BLUEBOX_BACKEND='krun'  # from the Bluefile\n" in r.out, r
+    r = bb.run("env", "s", env={"BLUEBOX_BACKEND": "uml"})
+    assert ("BLUEBOX_BACKEND='uml'  # from BLUEBOX_BACKEND in the environment "
+            "(the Bluefile says krun)\n") in r.out, r
+    assert bb.env_of("s")["BLUEBOX_BACKEND"] == "krun"
+    p = subprocess.run(["sh", "-c", 'eval "$1"; printf %s "$BLUEBOX_BACKEND"', "sh", r.out],
+                       capture_output=True, timeout=10)
+    assert p.stdout == b"uml", p
 
 
 def test_env_missing_sandbox(bb):
@@ -551,6 +588,46 @@ def test_destroy_keeps_data_by_default(full):
     assert not bb.log("old").exists()
     assert (bb.data("old") / "work.txt").read_text() == "data\n"
     assert bb.snapshots("old").exists()
+
+
+def test_destroy_data_removes_what_a_plain_destroy_left(full):
+    """destroy kept /data; destroy --data of the same name removes it (asking first) instead
+    of `no sandbox`."""
+    bb = full
+    assert bb.run("destroy", "old").rc == 0
+    msg = plain_error(bb.run("destroy", "old"))
+    assert msg == (f'no sandbox "old"; only its data is left ({bb.data("old")}): '
+                   "bluebox destroy --data old removes it"), msg
+    before = bb.tree()
+    msg = plain_error(bb.run("destroy", "old", "--data"))
+    assert msg == "refusing without a terminal; pass --yes to confirm", msg
+    assert bb.tree() == before
+    r = bb.run("destroy", "old", "--data", "-y")
+    assert (r.rc, r.out, r.err) == (0, "destroyed the data of old\n", ""), r
+    assert not bb.data("old").exists() and not bb.snapshots("old").exists()
+    assert 'no sandbox "old"; create it' in plain_error(bb.run("destroy", "old", "--data"))
+    assert not list((bb.home / "locks").glob("old*")), list((bb.home / "locks").iterdir())
+
+
+def test_new_over_kept_data_says_it_keeps_it(full):
+    bb = full
+    assert bb.run("destroy", "old").rc == 0
+    r = bb.run("new", "old")
+    assert r.rc == 0, r
+    assert r.err == ("keeping the existing /data of old (1 entry); bluebox destroy --data old "
+                     "removes it\n"), r
+    assert (bb.data("old") / "work.txt").read_text() == "data\n"
+    # a plain new says nothing of the kind
+    r = bb.run("new", "fresh")
+    assert (r.rc, r.err) == (0, ""), r
+
+
+def test_destroy_removes_the_lock_files(bb):
+    bb.new("s")
+    assert bb.run("destroy", "s").rc == 0
+    assert bb.run("destroy", "s", "--data", "-y").rc == 0
+    left = sorted(p.name for p in (bb.home / "locks").iterdir())
+    assert not [n for n in left if n.startswith("s.")], left
 
 
 def test_destroy_data_with_empty_data_needs_no_confirmation(bb):

@@ -734,7 +734,9 @@ def test_changed_runtime_reverifies(sb, change):
     r = sb.run("run", NAME, "--", "echo", "ok")
     assert r.rc == 0, r
     assert r.out == b"ok\n", r
-    assert r.err == b"bluebox: re-verified isolation (runtime changed since last check)\n", r
+    # it says which file changed (the bundle covers the kernel and bluebox-vmm too)
+    assert r.err.startswith(b"bluebox: re-verified isolation (" + bytes(str(target), "utf-8")), r
+    assert r.err.endswith(b" changed since the last check)\n") and r.err.count(b"\n") == 1, r
     assert len(sb.probes()) == 2, sb.calls()
     # and the new state is remembered: the next run is a hit again
     sb.bb.podman_log.write_text("")
@@ -1038,3 +1040,79 @@ def test_destroy_without_stray_containers_removes_none(sb):
     assert r.rc == 0, r
     assert strays_ps(sb) in sb.calls()
     assert sb.removes() == [], sb.calls()
+
+
+# ---- messages that say what to do (issue 15) --------------------------------------------
+
+def kvm_openable():
+    try:
+        os.close(os.open("/dev/kvm", os.O_RDWR))
+        return True
+    except OSError:
+        return False
+
+
+def test_doctor_summary_follows_bluebox_backend(sb):
+    """With BLUEBOX_BACKEND=uml set, krun's absence is not what decides: the summary says uml,
+    and that BLUEBOX_BACKEND chose it."""
+    r = sb.run("doctor")
+    assert r.rc == 0, r
+    line = [l for l in r.text.splitlines() if re.match(r"  (ok  |warn)  backend\s", l)]
+    assert len(line) == 1, r.text
+    assert line[0].startswith("  ok    backend") and "uml" in line[0], r.text
+    assert "BLUEBOX_BACKEND" in line[0] and "cannot run" not in line[0], r.text
+    # what krun lacks is no warning while krun is not the backend
+    krun = [l for l in r.text.splitlines() if re.match(r"  (ok  |warn)  (krun|/dev/kvm)\s", l)]
+    assert krun and all(l.startswith("  ok") for l in krun), r.text
+    assert any("not needed: BLUEBOX_BACKEND=uml" in l for l in krun), r.text
+    # without it the default's verdict stands, and says it is the default
+    r = sb.run("doctor", env={"BLUEBOX_BACKEND": None})
+    line = [l for l in r.text.splitlines() if re.match(r"  (ok  |warn)  backend\s", l)]
+    assert len(line) == 1 and "the default" in line[0], r.text
+
+
+@pytest.mark.skipif(shutil.which("krun") is not None, reason="krun is installed here")
+def test_krun_preflight_names_the_backend_that_runs_here(sb):
+    """/dev/kvm but no krun: the refusal says how to get krun and that uml runs here."""
+    if not kvm_openable():
+        pytest.skip("needs an openable /dev/kvm (the no-KVM refusal is another message)")
+    sb.sandbox()
+    r = sb.run("run", NAME, "--", "true", env={"BLUEBOX_BACKEND": None})
+    assert r.rc != 0, r
+    msg = r.etext
+    assert "no krun on PATH: install crun built with libkrun" in msg, r
+    assert "sudo ln -sf" in msg, r
+    assert "backend: uml" in msg and "runs on this host" in msg, r
+    assert sb.runs() == [], sb.calls()
+
+
+@pytest.mark.parametrize("cached", [True, False], ids=["cache-hit", "cache-miss"])
+def test_deleted_image_says_build(sb, cached):
+    """image-id is recorded but podman lost the image (podman rmi): not podman's "image not
+    known" but what to do."""
+    sb.sandbox()
+    if cached:
+        sb.prime()
+    env = {"BB_STANDIN_GONE_IMAGES": sb.bb.image(NAME)}
+    r = sb.run("run", NAME, "--", "echo", "hi", env=env)
+    assert r.rc == 1, r
+    assert r.err.endswith(f"bluebox: {NAME} is not built: bluebox build {NAME} (its image is "
+                          "gone from podman)\n".encode()), r
+    assert r.out == b"", r
+
+
+def test_stale_bluefile_warns_and_runs_the_old_image(sb):
+    sb.sandbox()
+    sb.prime()
+    touch_later(sb.bb.bluefile(NAME))
+    r = sb.run("run", NAME, "--", "echo", "ok")
+    assert (r.rc, r.out) == (0, b"ok\n"), r
+    assert r.err == (f"bluebox: warning: {NAME}'s Bluefile changed since it was built; run: "
+                     f"bluebox build {NAME}\n").encode(), r
+    # a run whose image is there asks podman nothing more than before (no `image exists`)
+    assert not [c for c in sb.calls() if c[:2] == ["image", "exists"]], sb.calls()
+    # a build (here: its image-id) clears it
+    touch_later(sb.bb.sandbox_dir(NAME) / "image-id")
+    touch_later(sb.bb.sandbox_dir(NAME) / "image-id")
+    r = sb.run("run", NAME, "--", "true")
+    assert (r.rc, r.err) == (0, b""), r

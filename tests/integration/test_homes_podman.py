@@ -337,3 +337,47 @@ def test_data_commands_refuse_during_a_run(env, bluebox_bin):  # noqa: F811
         assert not h.data(name).exists()
     finally:
         h.close()
+
+
+def parents(image):
+    """The image and its parents' IDs, the build's `--layers` steps first."""
+    chain = []
+    cur = image_id(image)
+    while cur:
+        chain.append(cur)
+        cur = podman("image", "inspect", "--format", "{{.Parent}}", cur).stdout.strip()
+    return chain
+
+
+def gone(image_id_):
+    return podman("image", "exists", image_id_, check=False).returncode != 0
+
+
+def test_rebuild_and_destroy_leave_no_build_layers_of_this_home(two_homes):
+    """Issue 15: a rebuild's replaced image, and on destroy the sandbox's image with its
+    untagged build layers, are removed; layers that another home's image still uses stay."""
+    a, b = two_homes
+    name = f"bl-{os.getpid()}"
+    mark = f"{time.time_ns()}"
+    base = parents(IMAGE)
+    a.sandbox(name, BLUEFILE + f"env:\n  MARK: one-{mark}\n")
+    a("build", name)
+    first = [i for i in parents(image_of(a, name)) if i not in base]
+    assert first, "the build made no layers of its own"
+    (a.dir / "home" / "sandboxes" / name / "Bluefile").write_text(
+        BLUEFILE + f"env:\n  MARK: two-{mark}\n")
+    a("build", name)
+    second = [i for i in parents(image_of(a, name)) if i not in base]
+    assert all(gone(i) for i in first if i not in second), "a rebuild left the old image"
+    # the same Bluefile in another home shares the image and its layers
+    b.sandbox(name, BLUEFILE + f"env:\n  MARK: two-{mark}\n")
+    b("build", name)
+    assert image_id(image_of(b, name)) == second[0]
+    assert a("destroy", name, "--data", "-y").returncode == 0
+    a.names.remove(name)
+    assert not any(gone(i) for i in second), "destroy removed layers another home uses"
+    assert b("destroy", name, "--data", "-y").returncode == 0
+    b.names.remove(name)
+    assert all(gone(i) for i in second), "destroy left the sandbox's build layers"
+    assert not any(gone(i) for i in base), "destroy removed the base image"
+    assert not list((a.dir / "home" / "locks").glob(f"{name}.*"))

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/bluefile.h"
+#include "runtime/fingerprint.h"
 #include "runtime/isolation.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
@@ -102,9 +103,24 @@ static void cache_states(void **s)
     /* re-pointing the krun symlink is a runtime change */
     unlink(e->krun);
     assert_int_equal(symlink("/bin/false", e->krun), 0);
-    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, NULL), ISOCHECK_CHANGED);
+    isolation_result was = {0};
+    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, &was), ISOCHECK_CHANGED);
+    /* and it says which file: the krun symlink, nothing else */
+    assert_string_equal(was.changed, e->krun);
     remember(e);
-    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, NULL), ISOCHECK_CACHED);
+    assert_int_equal(isolation_cached(backend_named("krun"), &e->l, &was), ISOCHECK_CACHED);
+}
+
+static void parts_changed(void **s)
+{
+    (void)s;
+    const char *was = "0000000000000001 /usr/bin/podman\n0000000000000002 the user\n"
+                      "0000000000000003 /gone\n";
+    const char *now = "0000000000000001 /usr/bin/podman\n0000000000000009 the user\n"
+                      "0000000000000004 /new\n";
+    _cleanup_free_ char *d = fp_parts_changed(was, now);
+    assert_string_equal(d, "the user, /new, /gone");
+    assert_null(fp_parts_changed(was, was));
 }
 
 static void corrupt_cache_is_a_miss(void **s)
@@ -160,6 +176,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(probe_output_parse),
         cmocka_unit_test(self_probe),
+        cmocka_unit_test(parts_changed),
         cmocka_unit_test_setup_teardown(cache_states, setup, teardown),
         cmocka_unit_test_setup_teardown(corrupt_cache_is_a_miss, setup, teardown),
     };
