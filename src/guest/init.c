@@ -350,7 +350,7 @@ static _noreturn_ void exec_command(const launch_spec *spec, const child_io *io,
 static pid_t start_command(const launch_spec *spec, child_io *io)
 {
     int theirs[3] = {-1, -1, -1};
-    if (spec->mode == SPEC_SHELL)
+    if (spec->tty)
         make_pty(io, spec);
     else
         make_pipes(io, theirs);
@@ -518,6 +518,15 @@ static int signals_setup(void)
     return fd;
 }
 
+/* mode shell: the user's login shell from the image (user.h), whatever the host asked for
+ * (the host cannot see the image's /etc/passwd). */
+static void login_shell(launch_spec *spec)
+{
+    strv_clear(&spec->argv);
+    strv_push(&spec->argv, user_login_shell(spec->uid));
+    strv_add(&spec->argv, "-l");
+}
+
 int guest_init_main(int argc, char **argv)
 {
     (void)argc, (void)argv; /* kernel command-line leftovers */
@@ -544,6 +553,8 @@ int guest_init_main(int argc, char **argv)
         fail("%s", user_err->msg);
     if (spec.mode == SPEC_AGENT)
         run_agent(&spec);
+    if (spec.mode == SPEC_SHELL)
+        login_shell(&spec);
 
     relay r = {.serial_open = true};
     frame_decoder_init(&r.dec);

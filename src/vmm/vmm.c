@@ -131,8 +131,11 @@ static void spec_fill(launch_spec *s, int argc, char **argv)
      * USER, which the guest init resolves in the image's own /etc/passwd and /etc/group. */
     const char *user = getenv(ABI_ENV_USER);
     s->user = xstrdup(user ? user : "");
+    /* The command gets a terminal when podman gave us one (-t): a shell's piped stdin, or a
+     * run's without -t, reaches it through plain pipes, with no echo or prompt noise. */
+    s->tty = isatty(STDIN_FILENO);
     struct winsize ws;
-    if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0) {
+    if (s->tty && ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0) {
         s->rows = ws.ws_row;
         s->cols = ws.ws_col;
     }
@@ -634,9 +637,9 @@ static int relay_loop(relay *r)
     }
 }
 
-static void tty_setup(relay *r, spec_mode mode)
+static void tty_setup(relay *r, bool tty)
 {
-    if (mode != SPEC_SHELL || !isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &r->saved_tty) < 0)
+    if (!tty || tcgetattr(STDIN_FILENO, &r->saved_tty) < 0)
         return;
     struct termios raw = r->saved_tty;
     cfmakeraw(&raw);
@@ -679,7 +682,7 @@ int main(int argc, char **argv)
     r.uml = start_uml(kargv.v, dir, sv[1], r.log_fd, &old);
     close(sv[1]);
     fcntl(r.sock, F_SETFL, fcntl(r.sock, F_GETFL) | O_NONBLOCK);
-    tty_setup(&r, spec.mode);
+    tty_setup(&r, spec.tty);
     int code = relay_loop(&r);
     frame_decoder_done(&r.dec);
     free(r.out);
