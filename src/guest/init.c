@@ -42,6 +42,7 @@
 #include "guest/root.h"
 #include "guest/spec.h"
 #include "guest/stdin_relay.h"
+#include "guest/stdin_ring.h"
 #include "guest/user.h"
 #include "util/fs.h"
 #include "util/time.h"
@@ -58,6 +59,8 @@
 #define STDIN_HIGH (1u << 20)
 
 static int serial = -1;
+/* stdin in bulk (abi.h): opened before the ready frame, which says whether we have it. */
+static stdin_ring_reader ring = {.fd = -1};
 
 static _noreturn_ void power_off(void)
 {
@@ -146,7 +149,10 @@ static void open_serial(void)
     /* Until now the line was cooked (and before the open, UML dropped what arrived): the
      * host holds stdin back until this frame says the line is ready. */
     struct utsname u;
-    _cleanup_free_ char *ready = xasprintf("{\"kernel\":\"%s\"}", uname(&u) == 0 ? u.release : "");
+    bool have_ring = stdin_ring_reader_open(&ring);
+    _cleanup_free_ char *ready =
+        xasprintf("{\"kernel\":\"%s\",\"ring\":%s}", uname(&u) == 0 ? u.release : "",
+                  have_ring ? "true" : "false");
     frame_write(serial, FRAME_READY, ready, strlen(ready), NULL);
 }
 
@@ -377,6 +383,26 @@ typedef struct relay {
     bool serial_open;
 } relay;
 
+/* A chunk of stdin in the ring: into the command's queue, and the ring space back to the
+ * host. One that cannot be read ends stdin there, said on stderr, rather than pass on a
+ * stream with a hole in it. */
+static void take_ring_chunk(relay *r, const frame *f)
+{
+    const uint8_t *data;
+    uint8_t ack[4];
+    ssize_t n = stdin_ring_take(&ring, f->data, f->len, &data, ack);
+    if (n < 0) {
+        static const char msg[] = "bluebox: guest init: cannot read stdin from the host; "
+                                  "the command's input ends here\n";
+        if (!r->in.eof)
+            frame_write(serial, FRAME_STDERR, msg, sizeof msg - 1, NULL);
+        stdin_relay_eof(&r->in);
+        return;
+    }
+    stdin_relay_add(&r->in, data, (size_t)n);
+    frame_write(serial, FRAME_RING_ACK, ack, sizeof ack, NULL);
+}
+
 static void on_frame(relay *r, const frame *f)
 {
     switch (f->type) {
@@ -385,6 +411,9 @@ static void on_frame(relay *r, const frame *f)
         break;
     case FRAME_STDIN_EOF:
         stdin_relay_eof(&r->in);
+        break;
+    case FRAME_RING:
+        take_ring_chunk(r, f);
         break;
     case FRAME_WINSIZE: {
         unsigned rows = 0, cols = 0;
