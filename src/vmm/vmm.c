@@ -1,8 +1,9 @@
 /* bluebox-vmm: the uml backend's process inside the podman container. It records its own
  * OCI process (argv, env, cwd, ids, hostname) as the launch spec on the exec tmpfs, boots
  * the UML kernel as its child with one serial line on a socketpair as the control channel,
- * and relays agent frames between that line and its own stdio: stdin → I/i, O/E → stdout/
- * stderr, X → its exit code. UML's console output goes to a log on the tmpfs, shown only
+ * and relays agent frames between that line and its own stdio: stdin → I/i (its bytes
+ * through the stdin ring, stdin_ring.h, once the guest has it), O/E → stdout/stderr, X → its
+ * exit code. UML's console output goes to a log on the tmpfs, shown only
  * when the guest dies without reporting an exit code. With BLUEBOX_NETWORK=bridge the guest
  * also gets a vec0 device wired to libslirp here (net.c). */
 #include <errno.h>
