@@ -13,6 +13,7 @@ typedef struct stdin_ring {
     bool usable;      /* the guest said it reads the ring (its ready frame) */
     uint64_t written; /* ring bytes handed out, each chunk rounded up to the alignment */
     uint64_t acked;   /* ring bytes the guest has given back */
+    bool warned;      /* a bad acknowledgement was reported */
 } stdin_ring;
 
 /* Create the ring file (before boot, so that the guest cannot have put anything in its

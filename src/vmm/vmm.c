@@ -417,8 +417,11 @@ static void on_frame(relay *r, const frame *f)
         }
         break;
     case FRAME_RING_ACK:
-        if (!stdin_ring_ack(&r->ring, f->data, f->len))
+        /* One that gives back more than is out changes nothing; said once. */
+        if (!stdin_ring_ack(&r->ring, f->data, f->len) && !r->ring.warned) {
+            r->ring.warned = true;
             fprintf(stderr, "bluebox-vmm: bad stdin acknowledgement from the guest\n");
+        }
         break;
     case FRAME_EXIT:
         if (!r->have_exit) {
