@@ -154,17 +154,17 @@ def test_timeout_leaves_no_podman_chatter(home):
     """A run killed at its timeout: the workload's stderr and bluebox's line reach the user
     and the log; podman's own complaints ("forwarding signal 15 to container …: no such
     container", logrus lines) reach neither. Several times: the old SIGTERM to the podman
-    client raced the container's removal and lost most of the time."""
+    client raced the container's removal, and lost it in about half of the runs here."""
     name = home.sandbox(f"umlto-{os.getpid()}",
                         f"base: {IMAGE}\nbackend: uml\nram_mib: 256\ntimeout_seconds: 2\n")
     assert home("build", name).returncode == 0
-    for _ in range(3):
+    for _ in range(5):
         r = home("run", name, "--", "sh", "-c", "echo started >&2; sleep 30")
         err = r.stderr.decode()
         assert r.returncode == 124, r
         assert err == "started\nbluebox: killed after 2s (timeout_seconds)\n", err
     log = (home.dir / "home" / "logs" / f"{name}.log").read_text()
-    assert log.count("started\n=== exit 124 (") == 3, log
+    assert log.count("started\n=== exit 124 (") == 5, log
     for chatter in ("forwarding signal", "no such container", "level="):
         assert chatter not in log, log
     assert containers_of(name) == []
