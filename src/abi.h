@@ -32,6 +32,19 @@
 #define ABI_ENV_DATA_DISK  "BLUEBOX_DATA_DISK"  /* ABI_DATA_DISK, when /data has a disk */
 #define ABI_ENV_AGENT_HEAD "BLUEBOX_AGENT_HEAD" /* up: the hash chain's head (agent/chain.h) */
 
+/* A uml run's stdin in bulk. UML's serial line reads its input one byte per host read()
+ * (about 2 MB/s), so bluebox-vmm writes stdin into a ring file on the exec tmpfs instead,
+ * which the kernel has as a read-only block device without COW header (ubd1, the guest's
+ * /dev/ubdb), and says on the control line where each chunk is; the guest init reads it with
+ * O_DIRECT (no page cache to go stale) and hands the space back. Every chunk starts on an
+ * ABI_STDIN_RING_ALIGN boundary and is at most ABI_STDIN_RING_CHUNK bytes. */
+#define ABI_STDIN_RING       ABI_MEM_DIR "/stdin"
+#define ABI_STDIN_RING_KARG  "ubd1rd=" ABI_STDIN_RING
+#define ABI_STDIN_RING_DEV   "/dev/ubdb"
+#define ABI_STDIN_RING_BYTES (4u << 20)
+#define ABI_STDIN_RING_ALIGN 4096u
+#define ABI_STDIN_RING_CHUNK 65536u
+
 /* The guest memory bluebox-vmm gives a uml guest (BLUEBOX_RAM_MIB), in MiB. */
 #define ABI_UML_MIN_RAM_MIB 64
 #define ABI_UML_MAX_RAM_MIB 65536

@@ -31,6 +31,8 @@ bool frame_type_valid(uint8_t type)
     case FRAME_WINSIZE:
     case FRAME_EXIT:
     case FRAME_SIGNAL:
+    case FRAME_RING:
+    case FRAME_RING_ACK:
         return true;
     default:
         return false;

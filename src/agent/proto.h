@@ -27,6 +27,8 @@ typedef enum {
     FRAME_WINSIZE = 'W',   /* JSON: rows, cols */
     FRAME_EXIT = 'X',      /* JSON: code, timed_out, err */
     FRAME_SIGNAL = 'K',    /* JSON: signal (host → agent: Ctrl-C and friends for the group) */
+    FRAME_RING = 'J',      /* uml: u32 offset, u32 length of stdin in the ring (abi.h) */
+    FRAME_RING_ACK = 'j',  /* uml: u32 ring bytes the guest has read (guest → host) */
 } frame_type;
 
 bool frame_type_valid(uint8_t type);

@@ -110,13 +110,16 @@ const cli_command cli_commands[] = {
     /* Commands of the runtime, known to help and completion before they can run here. */
     {"run",
      "run",
-     "<name> -- <cmd…>",
+     "<name> [-i] [-t] -- <cmd…>",
      "run one command in a fresh VM",
-     NULL,
+     "Piped stdin is forwarded; a terminal's only with -i, and -i on a terminal also gives\n"
+     "the command a pty (-t asks for one anyway, and needs a terminal on stdin). Without\n"
+     "-i, a command that reads a terminal's stdin sees its end at once.",
      1,
      -1,
      {ARG_SANDBOX, ARG_NONE},
-     {{0}},
+     {{'i', "interactive", NULL, "forward a terminal's stdin"},
+      {'t', "tty", NULL, "allocate a pty"}},
      cmd_run},
     {"shell",
      "run",

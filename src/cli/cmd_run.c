@@ -68,10 +68,23 @@ static int boot_and_wait(boot *b, bb_error **err)
     return boot_exit_code(b, res.code, err);
 }
 
+/* exec's rules (cmd_up.c): piped stdin goes to the command, a terminal's only with -i; -t,
+ * or -i with a terminal on both ends, gives it a pty. */
+static void run_stdio(const cli_args *a, launch *l)
+{
+    bool in_tty = isatty(STDIN_FILENO), interactive = cli_flag(a, "interactive");
+    l->interactive = !in_tty || interactive;
+    l->tty = cli_flag(a, "tty") || (interactive && in_tty && isatty(STDOUT_FILENO));
+}
+
 int cmd_run(cli_args *a, bb_error **err)
 {
     if (a->argc < 2)
         return bb_fail_usage(err, "run needs a command: bluebox run %s -- <cmd…>", a->argv[0]);
+    /* podman cannot give a pty to piped input (it would read the pipe as keystrokes). */
+    if (cli_flag(a, "tty") && !isatty(STDIN_FILENO))
+        return bb_fail_usage(err, "run -t needs a terminal on stdin; drop -t to pipe input to the "
+                                  "command (piped stdin is forwarded without it)");
     _cleanup_sandbox_ sandbox *sb = NULL;
     if (sandbox_open(a->root, a->argv[0], &sb, err) < 0)
         return -1;
@@ -82,8 +95,7 @@ int cmd_run(cli_args *a, bb_error **err)
     char **cmd = a->argv + 1;
     b.l.cmd = cmd;
     b.l.mode = LAUNCH_RUN;
-    /* Piped stdin goes to the command; a terminal's does not (that is what shell is for). */
-    b.l.interactive = !isatty(STDIN_FILENO);
+    run_stdio(a, &b.l);
     return boot_and_wait(&b, err);
 }
 

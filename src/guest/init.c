@@ -43,6 +43,7 @@
 #include "guest/root.h"
 #include "guest/spec.h"
 #include "guest/stdin_relay.h"
+#include "guest/stdin_ring.h"
 #include "guest/user.h"
 #include "util/fs.h"
 #include "util/time.h"
@@ -59,6 +60,8 @@
 #define STDIN_HIGH (1u << 20)
 
 static int serial = -1;
+/* stdin in bulk (abi.h): opened before the ready frame, which says whether we have it. */
+static stdin_ring_reader ring = {.fd = -1};
 
 static _noreturn_ void power_off(void)
 {
@@ -147,7 +150,10 @@ static void open_serial(void)
     /* Until now the line was cooked (and before the open, UML dropped what arrived): the
      * host holds stdin back until this frame says the line is ready. */
     struct utsname u;
-    _cleanup_free_ char *ready = xasprintf("{\"kernel\":\"%s\"}", uname(&u) == 0 ? u.release : "");
+    bool have_ring = stdin_ring_reader_open(&ring);
+    _cleanup_free_ char *ready =
+        xasprintf("{\"kernel\":\"%s\",\"ring\":%s}", uname(&u) == 0 ? u.release : "",
+                  have_ring ? "true" : "false");
     frame_write(serial, FRAME_READY, ready, strlen(ready), NULL);
 }
 
@@ -359,7 +365,7 @@ static _noreturn_ void exec_command(const launch_spec *spec, const child_io *io,
 static pid_t start_command(const launch_spec *spec, child_io *io)
 {
     int theirs[3] = {-1, -1, -1};
-    if (spec->mode == SPEC_SHELL)
+    if (spec->tty)
         make_pty(io, spec);
     else
         make_pipes(io, theirs);
@@ -386,6 +392,26 @@ typedef struct relay {
     bool serial_open;
 } relay;
 
+/* A chunk of stdin in the ring: into the command's queue, and the ring space back to the
+ * host. One that cannot be read ends stdin there, said on stderr, rather than pass on a
+ * stream with a hole in it. */
+static void take_ring_chunk(relay *r, const frame *f)
+{
+    const uint8_t *data;
+    uint8_t ack[4];
+    ssize_t n = stdin_ring_take(&ring, f->data, f->len, &data, ack);
+    if (n < 0) {
+        static const char msg[] = "bluebox: guest init: cannot read stdin from the host; "
+                                  "the command's input ends here\n";
+        if (!r->in.eof)
+            frame_write(serial, FRAME_STDERR, msg, sizeof msg - 1, NULL);
+        stdin_relay_eof(&r->in);
+        return;
+    }
+    stdin_relay_add(&r->in, data, (size_t)n);
+    frame_write(serial, FRAME_RING_ACK, ack, sizeof ack, NULL);
+}
+
 static void on_frame(relay *r, const frame *f)
 {
     switch (f->type) {
@@ -394,6 +420,9 @@ static void on_frame(relay *r, const frame *f)
         break;
     case FRAME_STDIN_EOF:
         stdin_relay_eof(&r->in);
+        break;
+    case FRAME_RING:
+        take_ring_chunk(r, f);
         break;
     case FRAME_WINSIZE: {
         unsigned rows = 0, cols = 0;
@@ -527,6 +556,15 @@ static int signals_setup(void)
     return fd;
 }
 
+/* mode shell: the user's login shell from the image (user.h), whatever the host asked for
+ * (the host cannot see the image's /etc/passwd). */
+static void login_shell(launch_spec *spec)
+{
+    strv_clear(&spec->argv);
+    strv_push(&spec->argv, user_login_shell(spec->uid));
+    strv_add(&spec->argv, "-l");
+}
+
 int guest_init_main(int argc, char **argv)
 {
     (void)argc, (void)argv; /* kernel command-line leftovers */
@@ -554,6 +592,8 @@ int guest_init_main(int argc, char **argv)
         fail("%s", user_err->msg);
     if (spec.mode == SPEC_AGENT)
         run_agent(&spec);
+    if (spec.mode == SPEC_SHELL)
+        login_shell(&spec);
 
     relay r = {.serial_open = true};
     frame_decoder_init(&r.dec);

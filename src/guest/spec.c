@@ -24,9 +24,10 @@ enum {
     T_ROOT = 'R',
     T_MOUNT = 'M',
     T_USER = 'U',
+    T_TTY = 't',
 };
-static const char singular[] = {T_MODE, T_CWD,  T_HOST, T_UID, T_GID,
-                                T_ROWS, T_COLS, T_ROOT, T_USER};
+static const char singular[] = {T_MODE, T_CWD,  T_HOST, T_UID,  T_GID,
+                                T_ROWS, T_COLS, T_ROOT, T_USER, T_TTY};
 
 /* Limits far above anything real; they only keep a damaged file from costing much. */
 #define SPEC_MAX_ITEMS 65536
@@ -94,6 +95,7 @@ char *spec_encode(const launch_spec *s, size_t *ret_len)
         memcpy(rec + 1, s->mounts[i].path, n);
         put_rec(&b, T_MOUNT, rec, n + 1);
     }
+    put_u32(&b, T_TTY, s->tty ? 1 : 0);
     put_str(&b, T_USER, s->user ? s->user : "");
     *ret_len = b.len;
     return sb_steal(&b);
@@ -220,6 +222,11 @@ static int take_one(launch_spec *s, uint8_t tag, const uint8_t *d, size_t n)
         return 0;
     case T_MOUNT:
         return take_mount(s, d, n);
+    case T_TTY:
+        if (u32_of(d, n, &v) < 0 || v > 1)
+            return -1;
+        s->tty = v == 1;
+        return 0;
     default:
         return -1;
     }

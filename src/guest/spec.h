@@ -19,7 +19,7 @@
  * there: the guest sees the container's root and its mounts through hostfs, so the path is
  * the same. */
 #define SPEC_MAX   (4u << 20)
-#define SPEC_MAGIC "bluebox-spec 2\n"
+#define SPEC_MAGIC "bluebox-spec 3\n"
 
 typedef enum {
     SPEC_RUN = ABI_MODE_RUN,
@@ -60,7 +60,8 @@ typedef struct launch_spec {
      * guest init in the image's /etc/passwd and /etc/group (guest/user.h) into uid, gid and
      * groups; "" keeps the ids above. */
     char *user;
-    unsigned rows, cols; /* initial window size for shell; 0 when unknown */
+    unsigned rows, cols; /* initial window size for a terminal; 0 when unknown */
+    bool tty;            /* the command gets a pty (podman gave bluebox-vmm a terminal) */
     unsigned root_flags; /* SPEC_ROOT_* */
     spec_mount *mounts;  /* in mount order: a mount inside another comes after it */
     size_t n_mounts;

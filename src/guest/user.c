@@ -77,7 +77,7 @@ static bool next_line(const char *buf, size_t len, size_t *off, span *ret)
 }
 
 typedef struct pw_entry {
-    span name, home;
+    span name, home, shell;
     uint32_t uid, gid;
 } pw_entry;
 
@@ -91,7 +91,9 @@ static bool pw_find(const char *buf, size_t len, span want, bool numeric, uint32
         if (line.n == 0 || line.p[0] == '#' || memchr(line.p, '\0', line.n))
             continue;
         size_t k = fields_of(line, f, PW_FIELDS);
-        pw_entry e = {.name = f[0], .home = k > 5 ? f[5] : (span){"", 0}};
+        pw_entry e = {.name = f[0],
+                      .home = k > 5 ? f[5] : (span){"", 0},
+                      .shell = k > 6 ? f[6] : (span){"", 0}};
         if (k < 4 || f[0].n == 0 || !id_of(f[2], &e.uid) || !id_of(f[3], &e.gid))
             continue;
         if (span_eq(e.name, want) || (numeric && e.uid == uid)) {
@@ -289,4 +291,37 @@ int user_apply(launch_spec *spec, bb_error **err)
         user_clear(&root);
     user_clear(&u);
     return 0;
+}
+
+char *user_shell_entry(const char *passwd, size_t len, uid_t uid)
+{
+    pw_entry pw;
+    if (!pw_find(passwd, len, (span){"", 0}, true, uid, &pw) || pw.shell.n == 0)
+        return NULL;
+    return xstrndup(pw.shell.p, pw.shell.n);
+}
+
+/* A shell one can log in with: an absolute path to an executable, and not one of the
+ * programs passwd names to refuse a login (nologin, false). */
+static bool login_shell_ok(const char *path)
+{
+    if (!path || path[0] != '/' || access(path, X_OK) < 0)
+        return false;
+    const char *base = strrchr(path, '/') + 1;
+    return !strstr(base, "nologin") && !streq(base, "false");
+}
+
+char *user_login_shell(uid_t uid)
+{
+    _cleanup_free_ char *pw = NULL, *mine = NULL;
+    size_t pw_len = 0;
+    if (read_db(PASSWD_PATH, &pw, &pw_len, NULL) == 0 && pw)
+        mine = user_shell_entry(pw, pw_len, uid);
+    bool ok = login_shell_ok(mine);
+    /* A plain /bin/sh is often only useradd's default: bash, where the image has it. */
+    if (ok && !streq(mine, "/bin/sh"))
+        return steal_pointer(&mine);
+    if (login_shell_ok(LOGIN_SHELL_BASH))
+        return xstrdup(LOGIN_SHELL_BASH);
+    return xstrdup(ok ? mine : LOGIN_SHELL_SH);
 }

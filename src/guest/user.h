@@ -34,3 +34,12 @@ void user_clear(guest_user *u);
 /* In the guest: resolve spec->user (when set) through the root's /etc/passwd and /etc/group
  * and put the ids into the spec; HOME follows the user unless the image set one of its own. */
 int user_apply(launch_spec *spec, bb_error **err);
+
+/* `bluebox shell`'s shell for `uid` in the guest: the user's login shell from the image's
+ * /etc/passwd, with bash in place of a plain /bin/sh (or of a missing, non-executable or
+ * nologin shell) where the image has bash; /bin/sh when nothing else will do. */
+#define LOGIN_SHELL_BASH "/bin/bash"
+#define LOGIN_SHELL_SH   "/bin/sh"
+char *user_login_shell(uid_t uid);
+/* The shell field of uid's entry in a passwd file given as bytes; NULL when there is none. */
+char *user_shell_entry(const char *passwd, size_t len, uid_t uid);

@@ -85,6 +85,23 @@ static int spawn_podman(const session *s, const sigset_t *old, int pipes[2][2], 
     return 0;
 }
 
+static int ms_until(double when, double now)
+{
+    return when <= now ? 0 : (int)((when - now) * 1000) + 1;
+}
+
+/* Stop a run: remove its container, which ends the attached podman client, quietly. A
+ * SIGTERM to the client instead would make podman forward it to a container that is gone
+ * and print its own error ("forwarding signal 15 to container …: no such container") into
+ * the workload's stderr and the run log; SIGKILL cannot be forwarded, so a client that is
+ * still there after STOP_GRACE_S gets that. Returns when to send it. */
+#define STOP_GRACE_S 5.0
+static double stop(const session *s)
+{
+    session_remove(s->container);
+    return now_mono_s() + STOP_GRACE_S;
+}
+
 int session_run(const session *s, session_result *ret, bb_error **err)
 {
     *ret = (session_result){0};
@@ -131,14 +148,16 @@ int session_run(const session *s, session_result *ret, bb_error **err)
     double deadline = s->timeout_seconds > 0 ? start + s->timeout_seconds : 0;
     int status = 0;
     bool exited = false, stopping = false;
-    double grace = 0;
+    double grace = 0, kill_at = 0;
     while (!exited || out[0] >= 0 || out[1] >= 0) {
         int wait_ms = -1;
         double t = now_mono_s();
         if (deadline > 0 && !stopping)
-            wait_ms = deadline <= t ? 0 : (int)((deadline - t) * 1000) + 1;
+            wait_ms = ms_until(deadline, t);
+        if (stopping && !exited)
+            wait_ms = ms_until(kill_at, t);
         if (exited) /* the client is gone; do not wait forever on a pipe someone else holds */
-            wait_ms = grace <= t ? 0 : (int)((grace - t) * 1000) + 1;
+            wait_ms = ms_until(grace, t);
         struct pollfd p[3] = {{.fd = sfd, .events = POLLIN},
                               {.fd = out[0], .events = POLLIN},
                               {.fd = out[1], .events = POLLIN}};
@@ -147,11 +166,15 @@ int session_run(const session *s, session_result *ret, bb_error **err)
             break;
         if (n == 0 && exited)
             break;
+        if (n == 0 && stopping && !exited && now_mono_s() >= kill_at) {
+            kill(pid, SIGKILL); /* a client that outlived its container */
+            kill_at = now_mono_s() + 3600;
+            continue;
+        }
         if (n == 0 && deadline > 0 && now_mono_s() >= deadline && !stopping) {
             ret->timed_out = true;
             stopping = true;
-            session_remove(s->container);
-            kill(pid, SIGTERM);
+            kill_at = stop(s);
             continue;
         }
         if (n > 0 && p[0].revents & POLLIN) {
@@ -163,8 +186,7 @@ int session_run(const session *s, session_result *ret, bb_error **err)
                     ret->signal = (int)si.ssi_signo;
                 if (!stopping) {
                     stopping = true;
-                    session_remove(s->container);
-                    kill(pid, SIGTERM);
+                    kill_at = stop(s);
                 }
             }
         }

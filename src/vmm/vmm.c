@@ -1,8 +1,9 @@
 /* bluebox-vmm: the uml backend's process inside the podman container. It records its own
  * OCI process (argv, env, cwd, ids, hostname) as the launch spec on the exec tmpfs, boots
  * the UML kernel as its child with one serial line on a socketpair as the control channel,
- * and relays agent frames between that line and its own stdio: stdin → I/i, O/E → stdout/
- * stderr, X → its exit code. UML's console output goes to a log on the tmpfs, shown only
+ * and relays agent frames between that line and its own stdio: stdin → I/i (its bytes
+ * through the stdin ring, stdin_ring.h, once the guest has it), O/E → stdout/stderr, X → its
+ * exit code. UML's console output goes to a log on the tmpfs, shown only
  * when the guest dies without reporting an exit code. With BLUEBOX_NETWORK=bridge the guest
  * also gets a vec0 device wired to libslirp here (net.c). */
 #include <errno.h>
@@ -33,6 +34,7 @@
 #include "vmm/disklimit.h"
 #include "vmm/jail.h"
 #include "vmm/net.h"
+#include "vmm/stdin_ring.h"
 
 #define UML_LOG   ABI_MEM_DIR "/uml.log"
 #define SERIAL_FD 3
@@ -131,8 +133,11 @@ static void spec_fill(launch_spec *s, int argc, char **argv)
      * USER, which the guest init resolves in the image's own /etc/passwd and /etc/group. */
     const char *user = getenv(ABI_ENV_USER);
     s->user = xstrdup(user ? user : "");
+    /* The command gets a terminal when podman gave us one (-t): a shell's piped stdin, or a
+     * run's without -t, reaches it through plain pipes, with no echo or prompt noise. */
+    s->tty = isatty(STDIN_FILENO);
     struct winsize ws;
-    if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0) {
+    if (s->tty && ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0) {
         s->rows = ws.ws_row;
         s->cols = ws.ws_col;
     }
@@ -202,7 +207,7 @@ static char *vmm_dir(void)
 }
 
 static void kernel_argv(strv *a, const char *dir, unsigned mib, const vmm_net *net,
-                        const disk_limit *disk)
+                        const disk_limit *disk, const stdin_ring *ring)
 {
     strv_push(a, xasprintf("%s/" ABI_VMM_KERNEL, dir));
     strv_push(a, xasprintf("mem=%uM", mib));
@@ -222,6 +227,7 @@ static void kernel_argv(strv *a, const char *dir, unsigned mib, const vmm_net *n
     strv_push(a, xasprintf("ssl0=fd:%d,fd:%d", SERIAL_FD, SERIAL_FD));
     net_kernel_args(net, a);
     disk_limit_kernel_args(disk, a);
+    stdin_ring_kernel_args(ring, a);
     /* Debugging aid (e.g. initcall_debug): extra words for the kernel command line. */
     const char *extra = getenv("BLUEBOX_UML_ARGS");
     if (extra) {
@@ -352,6 +358,7 @@ typedef struct relay {
     struct termios saved_tty;
     vmm_net *net; /* NULL for network: none */
     const disk_limit *disk;
+    stdin_ring ring; /* stdin in bulk, once the guest said it reads it */
     pollvec pv;
 } relay;
 
@@ -386,6 +393,18 @@ static int exit_code_of(const frame *f)
 
 static void kill_guest(relay *r);
 
+/* The ready frame says whether the guest reads stdin from the ring. Once it has the device
+ * open, the file's name is of no more use: nothing in the guest should find it. */
+static void ring_ready(relay *r, const frame *f)
+{
+    json_error_t jerr;
+    _cleanup_json_ json_t *o = json_loadb((const char *)f->data, f->len, 0, &jerr);
+    if (r->ring.fd < 0 || !json_is_true(json_object_get(o, "ring")))
+        return;
+    r->ring.usable = true;
+    unlink(ABI_STDIN_RING);
+}
+
 static void on_frame(relay *r, const frame *f)
 {
     switch (f->type) {
@@ -401,12 +420,20 @@ static void on_frame(relay *r, const frame *f)
             kill_guest(r);
         }
         r->ready = true;
+        ring_ready(r, f);
         /* The workload starts only after G: cap the data disk first (disklimit.h). */
         if (r->disk->path && disk_limit_apply(r->disk, r->uml) < 0) {
             r->failure = "cannot cap the /data disk at its size (RLIMIT_FSIZE)";
             kill_guest(r);
         } else if (r->disk->path) {
             queue(r, FRAME_GO, NULL, 0);
+        }
+        break;
+    case FRAME_RING_ACK:
+        /* One that gives back more than is out changes nothing; said once. */
+        if (!stdin_ring_ack(&r->ring, f->data, f->len) && !r->ring.warned) {
+            r->ring.warned = true;
+            fprintf(stderr, "bluebox-vmm: bad stdin acknowledgement from the guest\n");
         }
         break;
     case FRAME_EXIT:
@@ -450,8 +477,9 @@ static void read_sock(relay *r)
 
 static void read_stdin(relay *r)
 {
-    uint8_t buf[65536];
-    ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+    uint8_t buf[ABI_STDIN_RING_CHUNK];
+    size_t room = stdin_ring_room(&r->ring);
+    ssize_t n = read(STDIN_FILENO, buf, r->ring.usable ? room : sizeof buf);
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return;
     if (n <= 0) {
@@ -459,7 +487,18 @@ static void read_stdin(relay *r)
         queue(r, FRAME_STDIN_EOF, NULL, 0);
         return;
     }
-    queue(r, FRAME_STDIN, buf, (size_t)n);
+    uint8_t where[8];
+    if (r->ring.usable && stdin_ring_put(&r->ring, buf, (size_t)n, where))
+        queue(r, FRAME_RING, where, sizeof where);
+    else /* in order with the ring's chunks: the guest takes frames as they come */
+        queue(r, FRAME_STDIN, buf, (size_t)n);
+}
+
+/* Room for more of stdin: the line's queue is short and, with the ring, the ring has some. */
+static bool stdin_wanted(const relay *r)
+{
+    return r->ready && r->stdin_open && !r->have_exit && r->out_len - r->out_off < OUT_HIGH &&
+           (!r->ring.usable || stdin_ring_room(&r->ring) > 0);
 }
 
 static void flush_sock(relay *r)
@@ -617,11 +656,7 @@ static int relay_loop(relay *r)
         pollvec_add(&r->pv, r->sigfd, POLLIN);
         pollvec_add(&r->pv, r->sock_open ? r->sock : -1,
                     (short)(POLLIN | (r->ready && r->out_off < r->out_len ? POLLOUT : 0)));
-        pollvec_add(&r->pv,
-                    r->ready && r->stdin_open && !r->have_exit && r->out_len - r->out_off < OUT_HIGH
-                        ? STDIN_FILENO
-                        : -1,
-                    POLLIN);
+        pollvec_add(&r->pv, stdin_wanted(r) ? STDIN_FILENO : -1, POLLIN);
         net_poll_fill(r->net, &r->pv, &timeout);
         int pr = poll(r->pv.v, r->pv.n, timeout);
         if (pr < 0 && errno != EINTR)
@@ -647,9 +682,9 @@ static int relay_loop(relay *r)
     }
 }
 
-static void tty_setup(relay *r, spec_mode mode)
+static void tty_setup(relay *r, bool tty)
 {
-    if (mode != SPEC_SHELL || !isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &r->saved_tty) < 0)
+    if (!tty || tcgetattr(STDIN_FILENO, &r->saved_tty) < 0)
         return;
     struct termios raw = r->saved_tty;
     cfmakeraw(&raw);
@@ -671,8 +706,12 @@ int main(int argc, char **argv)
     const char *why = NULL;
     if (!disk_limit_init(&disk, &why))
         die("%s", why);
+    /* Only a run or a shell has a stdin to carry. */
+    stdin_ring ring = {.fd = -1};
+    if (spec.mode == SPEC_RUN || spec.mode == SPEC_SHELL)
+        (void)stdin_ring_open(&ring);
     _cleanup_strv_ strv kargv = {0};
-    kernel_argv(&kargv, dir, mib, net, &disk);
+    kernel_argv(&kargv, dir, mib, net, &disk, &ring);
     write_spec(&spec);
 
     int sv[2];
@@ -685,18 +724,20 @@ int main(int argc, char **argv)
                .sock_open = true,
                .uml_alive = true,
                .net = net,
-               .disk = &disk};
+               .disk = &disk,
+               .ring = ring};
     r.sigfd = signals_setup(&old);
     frame_decoder_init(&r.dec);
     r.started_ms = now_mono_ms();
     r.uml = start_uml(kargv.v, dir, sv[1], r.log_fd, &old);
     close(sv[1]);
     fcntl(r.sock, F_SETFL, fcntl(r.sock, F_GETFL) | O_NONBLOCK);
-    tty_setup(&r, spec.mode);
+    tty_setup(&r, spec.tty);
     int code = relay_loop(&r);
     frame_decoder_done(&r.dec);
     free(r.out);
     free(r.pv.v);
+    stdin_ring_close(&r.ring);
     net_free(net);
     fflush(stdout);
     return code;

@@ -4,7 +4,7 @@
  * error and leaves nothing behind; an accepted spec obeys the documented rules (known mode,
  * argv non-empty with a non-empty argv[0], cwd absolute, env entries NAME=value, no NUL
  * inside any string, hostname within 64 bytes, the image's USER within 1024, ids never
- * (uid_t)-1, window size within 16 bits, root flags known, mounts with known flags and
+ * (uid_t)-1, window size within 16 bits, tty 0 or 1, root flags known, mounts with known flags and
  * normalised absolute paths) and survives encode -> decode unchanged, with the encoding
  * canonical and exactly as long as the input. */
 #include <stdint.h>
@@ -89,7 +89,7 @@ static int spec_eq(const launch_spec *a, const launch_spec *b)
            (a->n_groups == 0 ||
             memcmp(a->groups, b->groups, a->n_groups * sizeof *a->groups) == 0) &&
            a->rows == b->rows && a->cols == b->cols && a->root_flags == b->root_flags &&
-           mounts_eq(a, b) && strcmp(a->user, b->user) == 0;
+           mounts_eq(a, b) && strcmp(a->user, b->user) == 0 && a->tty == b->tty;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -59,7 +59,7 @@ def write_bluefile():
 
 # The launch spec (src/guest/spec.c): magic line, then records of tag byte, big-endian u32
 # length, bytes. spec() writes records in the order spec_encode() does.
-SPEC_MAGIC = b"bluebox-spec 2\n"
+SPEC_MAGIC = b"bluebox-spec 3\n"
 
 
 def rec(tag, data):
@@ -72,7 +72,7 @@ def u32(tag, v):
 
 def spec(mode="run", argv=(b"/bin/sh", b"-c", b"echo hi"), env=(b"PATH=/usr/bin:/bin",),
          cwd=b"/", host=b"bluebox", uid=0, gid=0, groups=(0,), rows=0, cols=0, root=0,
-         mounts=((0, b"/data"),), user=b"", extra=b""):
+         mounts=((0, b"/data"),), user=b"", tty=0, extra=b""):
     out = [SPEC_MAGIC, rec("m", mode.encode())]
     out += [rec("a", a) for a in argv]
     out += [rec("e", e) for e in env]
@@ -80,7 +80,7 @@ def spec(mode="run", argv=(b"/bin/sh", b"-c", b"echo hi"), env=(b"PATH=/usr/bin:
     out += [u32("G", g) for g in groups]
     out += [u32("r", rows), u32("k", cols), u32("R", root)]
     out += [rec("M", bytes([f]) + p) for f, p in mounts]
-    out += [rec("U", user), extra]
+    out += [u32("t", tty), rec("U", user), extra]
     return b"".join(out)
 
 
@@ -89,14 +89,14 @@ spec_cases = {
     "run": valid_run,
     "shell": spec("shell", argv=(b"/bin/bash", b"-l"), env=(b"TERM=xterm-256color", b"HOME=/root",
                   b"LANG=C.UTF-8"), cwd=b"/work", host=b"dev", uid=1000, gid=1000,
-                  groups=(1000, 27, 100), rows=50, cols=200),
+                  groups=(1000, 27, 100), rows=50, cols=200, tty=1),
     "probe": spec("probe", argv=(b"/.bluebox/probe",), env=(), host=b"", groups=(), mounts=()),
     "readonly-mounts": spec(root=1, mounts=((0, b"/data"), (1, b"/src"), (0xf, b"/src/out dir"),
                                             (2, b"/a/b/c"), (0x11, b"/etc/app.conf"))),
     "agent": spec("agent", argv=(b"agent", b"\xff\xfe not utf-8", b""), env=(b"A==b", b"X=")),
     "reordered": SPEC_MAGIC + u32("k", 0) + rec("c", b"/") + rec("a", b"true") + rec("m", b"run")
                  + rec("h", b"h") + u32("u", 1) + u32("g", 1) + u32("r", 0) + rec("M", b"\0/x")
-                 + u32("R", 0) + rec("U", b"1:1"),
+                 + u32("R", 0) + rec("U", b"1:1") + u32("t", 0),
     "user-name-group": spec(user=b"app:wheel"),
     "user-too-long": spec(user=b"u" * 1025),
     "user-twice": spec(user=b"app", extra=rec("U", b"root")),
@@ -107,6 +107,8 @@ spec_cases = {
     "no-root": valid_run.replace(u32("R", 0), b""),
     "dup-root": spec(extra=u32("R", 1)),
     "bad-root-flag": spec(root=2),
+    "bad-tty": spec(tty=2),
+    "no-tty": valid_run.replace(u32("t", 0), b""),
     "mount-bad-flag": spec(mounts=((0x20, b"/data"),)),
     "mount-relative": spec(mounts=((0, b"data"),)),
     "mount-root": spec(mounts=((0, b"/"),)),

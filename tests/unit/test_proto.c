@@ -14,7 +14,8 @@
 
 static const uint8_t all_types[] = {FRAME_CHALLENGE, FRAME_HELLO,     FRAME_READY,  FRAME_GO,
                                     FRAME_STDIN,     FRAME_STDIN_EOF, FRAME_STDOUT, FRAME_STDERR,
-                                    FRAME_WINSIZE,   FRAME_EXIT,      FRAME_SIGNAL};
+                                    FRAME_WINSIZE,   FRAME_EXIT,      FRAME_SIGNAL, FRAME_RING,
+                                    FRAME_RING_ACK};
 
 typedef struct encoded {
     uint8_t *buf;

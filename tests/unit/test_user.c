@@ -209,6 +209,29 @@ static void apply_keeps_ids_without_user(void **s)
     spec_clear(&spec);
 }
 
+static void shell_entry(void **s)
+{
+    (void)s;
+    const char *pw = "root:x:0:0:root:/root:/bin/bash\n"
+                     "short:x:7:7\n"
+                     "noshell:x:8:8::/home/n:\n"
+                     "# comment:x:9:9::/:/bin/zsh\n"
+                     "agent:x:1000:1000::/home/agent:/bin/sh\n"
+                     "dup:x:1000:1000::/:/bin/fish\n";
+    size_t n = strlen(pw);
+    char *sh = user_shell_entry(pw, n, 0);
+    assert_string_equal(sh, "/bin/bash");
+    free(sh);
+    sh = user_shell_entry(pw, n, 1000); /* the first entry with the uid, as pw_find */
+    assert_string_equal(sh, "/bin/sh");
+    free(sh);
+    assert_null(user_shell_entry(pw, n, 7)); /* too few fields */
+    assert_null(user_shell_entry(pw, n, 8)); /* empty shell */
+    assert_null(user_shell_entry(pw, n, 9)); /* commented out */
+    assert_null(user_shell_entry(pw, n, 4242));
+    assert_null(user_shell_entry("", 0, 0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -219,6 +242,7 @@ int main(void)
         cmocka_unit_test(malformed_user),
         cmocka_unit_test(hostile_files),
         cmocka_unit_test(apply_keeps_ids_without_user),
+        cmocka_unit_test(shell_entry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
