@@ -58,6 +58,8 @@
 #define DRAIN_MS 250
 /* Stop reading stdin frames while this much is waiting for the command to read. */
 #define STDIN_HIGH (1u << 20)
+/* The most of /etc/motd an interactive shell shows. */
+#define MOTD_MAX (64u << 10)
 
 static int serial = -1;
 /* stdin in bulk (abi.h): opened before the ready frame, which says whether we have it. */
@@ -556,10 +558,29 @@ static int signals_setup(void)
     return fd;
 }
 
+/* An interactive login shows the image's /etc/motd first, as login(1) does; piped shells
+ * get only what their commands print. Lines end in \r\n: the host's terminal is raw. */
+static void show_motd(void)
+{
+    _cleanup_free_ char *motd = NULL;
+    size_t len = 0;
+    if (read_file("/etc/motd", MOTD_MAX, &motd, &len, NULL) < 0 || len == 0)
+        return;
+    _cleanup_sb_ strbuf b = {0};
+    for (size_t i = 0; i < len; i++) {
+        if (motd[i] == '\n' && (i == 0 || motd[i - 1] != '\r'))
+            sb_putn(&b, "\r", 1);
+        sb_putn(&b, motd + i, 1);
+    }
+    frame_write(serial, FRAME_STDOUT, b.s, b.len, NULL);
+}
+
 /* mode shell: the user's login shell from the image (user.h), whatever the host asked for
  * (the host cannot see the image's /etc/passwd). */
 static void login_shell(launch_spec *spec)
 {
+    if (spec->tty)
+        show_motd();
     strv_clear(&spec->argv);
     strv_push(&spec->argv, user_login_shell(spec->uid));
     strv_add(&spec->argv, "-l");

@@ -31,13 +31,13 @@ def home(env, bluebox_bin):  # noqa: F811
 
 @pytest.fixture
 def box(home):
-    """A busybox sandbox whose image also has a /bin/bash (a wrapper that says so); root's
-    passwd shell there is /bin/sh."""
+    """A busybox sandbox whose image also has a /bin/bash (a wrapper that says so) and a motd;
+    root's passwd shell there is /bin/sh."""
     name = home.sandbox(
         f"umlio-{os.getpid()}",
         f"base: {IMAGE}\nbackend: uml\nram_mib: 256\nrun:\n"
         "  - printf '#!/bin/sh\\necho I-AM-BASH\\nexec /bin/sh \"$@\"\\n' > /bin/bash && "
-        "chmod 755 /bin/bash\n")
+        "chmod 755 /bin/bash && printf 'WELCOME-MOTD line one\\nline two\\n' > /etc/motd\n")
     r = home("build", name)
     assert r.returncode == 0, r
     return name
@@ -117,6 +117,8 @@ def test_run_without_i_does_not_read_the_terminal(home, box, tmp_path):
 def test_shell_on_a_terminal_is_the_login_shell(home, box, tmp_path):
     t = Tmux(home, tmp_path, "shell", box)
     try:
+        t.wait_for("WELCOME-MOTD line one")  # the image's motd, as login(1) shows it
+        t.wait_for("line two")
         t.wait_for("I-AM-BASH")
         t.wait_for("/data #")
         t.keys("tty", "Enter")
