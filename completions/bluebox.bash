@@ -58,26 +58,17 @@ _bluebox() {
         out+=("$c")
     done < <(command "$bin" __complete "${words[@]:1}" 2>/dev/null)
 
-    if [[ ${out[0]-} == ":dirs" ]]; then
-        if declare -F _filedir >/dev/null 2>&1; then
-            _filedir -d
-        else
-            compopt -o filenames 2>/dev/null
-            while IFS= read -r c; do
-                COMPREPLY+=("$c")
-            done < <(compgen -d -- "$cur")
-        fi
-        return 0
-    fi
-    if [[ ${out[0]-} == ":files" ]]; then
+    if [[ ${out[0]-} == ":files" || ${out[0]-} == ":dirs" ]]; then
+        local kind=-f
+        [[ ${out[0]} == ":dirs" ]] && kind=-d
         if declare -F _filedir >/dev/null 2>&1; then
             # bash-completion's file completion (quoting, ~, directories).
-            _filedir
+            if [[ $kind == -d ]]; then _filedir -d; else _filedir; fi
         else
             compopt -o filenames 2>/dev/null
             while IFS= read -r c; do
                 COMPREPLY+=("$c")
-            done < <(compgen -f -- "$cur")
+            done < <(compgen "$kind" -- "$cur")
         fi
         return 0
     fi
