@@ -50,10 +50,12 @@ class Tmux:
         self.sock = str(tmp_path / "tmux.sock")
         self.status = tmp_path / "status"
         cmd = shlex.join(home.cmd(*args))
-        env = " ".join(f"{k}={v}" for k, v in (
+        # Only what is set: an empty CONTAINERS_STORAGE_CONF makes podman fail ("stat : no
+        # such file or directory").
+        env = " ".join(shlex.quote(f"{k}={v}") for k, v in (
             ("BLUEBOX_HOME", home.env["BLUEBOX_HOME"]),
             ("CONTAINERS_CONF", os.environ["CONTAINERS_CONF"]),
-            ("CONTAINERS_STORAGE_CONF", os.environ.get("CONTAINERS_STORAGE_CONF", ""))))
+            ("CONTAINERS_STORAGE_CONF", os.environ.get("CONTAINERS_STORAGE_CONF"))) if v)
         r = self("new-session", "-d", "-s", "t", "-x", "100", "-y", "30",
                  f"env {env} {cmd}; echo $? > {self.status}; sleep 30")
         assert r.returncode == 0, r.stderr
