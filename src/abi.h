@@ -16,10 +16,12 @@
 #define ABI_SPEC_PATH    ABI_MEM_DIR "/spec"  /* the launch spec (guest/spec.h) */
 #define ABI_DATA_DISK    ABI_DIR "/data.img"  /* /data's disk image, when it has one */
 /* Files of the VMM bundle (in ABI_VMM_DIR) that bluebox-vmm or the guest init open by name. */
-#define ABI_VMM_KERNEL  "linux.uml"         /* the UML kernel, started by bluebox-vmm */
-#define ABI_VMM_XSTATE  "bluebox-xstate.so" /* preloaded into it when present (vmm/xstate.c) */
-#define ABI_VMM_OVERLAY "overlay.ko"        /* loaded by the guest init for its RAM layer */
-#define ABI_VMM_UNAME   "bluebox-uname.so"  /* always preloaded into it (vmm/uname.c) */
+#define ABI_VMM_KERNEL   "linux.uml"         /* the UML kernel, started by bluebox-vmm */
+#define ABI_VMM_XSTATE   "bluebox-xstate.so" /* preloaded into it when present (vmm/xstate.c) */
+#define ABI_VMM_OVERLAY  "overlay.ko"        /* loaded by the guest init for its RAM layer */
+#define ABI_VMM_FUSE     "fuse.ko"           /* loaded by the guest init for /data (src/fsd) */
+#define ABI_VMM_VIRTIOFS "virtiofs.ko"       /* and this after it */
+#define ABI_VMM_UNAME    "bluebox-uname.so"  /* always preloaded into it (vmm/uname.c) */
 
 /* What bluebox sets in the container's environment for bluebox-vmm (which takes its own
  * variables out of the workload's environment), and the agent's chain head, which reaches

@@ -32,7 +32,6 @@
 #define ETC_LAYER LAYER_DIR "/etc-layer"
 /* In every uml container (the exec tmpfs): a mount point for a moment, in the new root. */
 #define SCRATCH_DIR ABI_MEM_DIR
-#define OVERLAY_KO  ABI_VMM_DIR "/" ABI_VMM_OVERLAY
 /* The RAM layer (and a read-only root's /tmp) may take up to half of the guest's memory
  * (ram_mib): tmpfs pages are the guest's own RAM, so a run that fills it gets ENOSPC and the
  * guest keeps the other half for its programs. The host never sees a byte of it. */
@@ -42,14 +41,16 @@
 /* The kernel filesystems init mounted on the boot root, moved into the new one. */
 static const char *const moved[] = {"/dev", "/proc", "/sys"};
 
-static int load_overlay(bb_error **err)
+/* A kernel module of the VMM bundle (src/runtime/uml_bundle.c puts them there). */
+static int load_module(const char *name, bb_error **err)
 {
-    _cleanup_close_ int fd = open(OVERLAY_KO, O_RDONLY | O_CLOEXEC);
+    _cleanup_free_ char *path = xasprintf(ABI_VMM_DIR "/%s", name);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return bb_fail_errno(err, errno,
                              "cannot open %s (the VMM bundle is older than this bluebox; "
                              "run the command again to rebuild it)",
-                             OVERLAY_KO);
+                             path);
     if (syscall(SYS_finit_module, fd, "", 0) == 0 || errno == EEXIST)
         return 0;
     int e = errno;
@@ -58,8 +59,8 @@ static int load_overlay(bb_error **err)
         return bb_fail(err, e,
                        "%s was not built for this guest kernel (%s); install matching "
                        "user-mode-linux kernel and modules",
-                       OVERLAY_KO, uname(&u) == 0 ? u.release : "?");
-    return bb_fail_errno(err, e, "cannot load %s", OVERLAY_KO);
+                       path, uname(&u) == 0 ? u.release : "?");
+    return bb_fail_errno(err, e, "cannot load %s", path);
 }
 
 static int mkdir_in(const char *dir, bb_error **err)
@@ -134,7 +135,7 @@ static int assemble(bool readonly, const etc_file files[3], bb_error **err)
     if (mount("tmpfs", LAYER_DIR, "tmpfs", 0,
               readonly ? "size=1m,mode=0755" : LAYER_SIZE ",mode=0755") < 0)
         return bb_fail_errno(err, errno, "cannot mount the RAM layer on %s", LAYER_DIR);
-    if (mkdir_in(NEW_ROOT, err) < 0 || load_overlay(err) < 0)
+    if (mkdir_in(NEW_ROOT, err) < 0 || load_module(ABI_VMM_OVERLAY, err) < 0)
         return -1;
     if (readonly) {
         if (put_etc_layer(files, err) < 0)
@@ -225,17 +226,29 @@ static int mount_own(bb_error **err)
     return 0;
 }
 
-/* /data: the sandbox's persistent directory on the host. */
-static int mount_data(const spec_mount *m, bb_error **err)
+/* A writable directory from the file server (src/fsd): virtio-fs, the k-th device. The
+ * server keeps the ownership and modes the guest sets, for every user, across runs. */
+static int fs_mount(const spec_mount *m, size_t k, bb_error **err)
 {
-    return hostfs_mount(m, err);
+    char tag[32];
+    snprintf(tag, sizeof tag, SPEC_FS_TAG "%zu", k);
+    (void)mkdir_p(m->path, 0755, NULL);
+    if (mount(tag, m->path, "virtiofs", mount_flags(m), NULL) < 0)
+        return bb_fail_errno(err, errno, "cannot mount %s (virtio-fs %s)", m->path, tag);
+    return 0;
 }
 
 static int mount_shared(const launch_spec *spec, bb_error **err)
 {
+    size_t k = 0;
+    for (size_t i = 0; i < spec->n_mounts; i++)
+        if ((spec->mounts[i].flags & SPEC_MOUNT_FS) && k++ == 0 &&
+            (load_module(ABI_VMM_FUSE, err) < 0 || load_module(ABI_VMM_VIRTIOFS, err) < 0))
+            return -1;
+    k = 0;
     for (size_t i = 0; i < spec->n_mounts; i++) {
         const spec_mount *m = &spec->mounts[i];
-        if ((streq(m->path, "/data") ? mount_data(m, err) : hostfs_mount(m, err)) < 0)
+        if ((m->flags & SPEC_MOUNT_FS ? fs_mount(m, k++, err) : hostfs_mount(m, err)) < 0)
             return -1;
     }
     return 0;

@@ -31,15 +31,19 @@ typedef enum {
 /* Root flags: the container's root is read-only (Bluefile readonly: true). */
 #define SPEC_ROOT_RO 0x1u
 
-/* A container mount the guest gets as a hostfs mount of its own (/data and the Bluefile's
+/* A container mount the guest gets as a mount of its own (/data and the Bluefile's
  * mounts), at the same path, with these flags; everything else of the root is the image
- * under a RAM layer. */
+ * under a RAM layer. A writable directory is served by the file server (SPEC_MOUNT_FS:
+ * virtio-fs, tag "bbfs<k>" for the k-th such mount in spec order, src/fsd); the rest are
+ * hostfs mounts. */
 #define SPEC_MOUNT_RO     0x1u
 #define SPEC_MOUNT_NOSUID 0x2u
 #define SPEC_MOUNT_NODEV  0x4u
 #define SPEC_MOUNT_NOEXEC 0x8u
 #define SPEC_MOUNT_FILE   0x10u /* a single file, not a directory */
-#define SPEC_MOUNT_FLAGS  0x1fu
+#define SPEC_MOUNT_FS     0x20u /* served by the file server */
+#define SPEC_MOUNT_FLAGS  0x3fu
+#define SPEC_FS_TAG       "bbfs" /* + the mount's index among the SPEC_MOUNT_FS ones */
 
 typedef struct spec_mount {
     char *path; /* absolute, normalised: no empty, "." or ".." component, not "/" */

@@ -17,7 +17,7 @@
 #include "util/xalloc.h"
 
 /* Bump when the bundle's layout or contents change in a way old bundles lack. */
-#define BUNDLE_FORMAT "bluebox-uml-bundle-2"
+#define BUNDLE_FORMAT "bluebox-uml-bundle-3"
 #define MAX_LIBS      128
 #define STALE_TMP_SEC 3600
 
@@ -40,12 +40,25 @@ static const char *const lib_dirs[] = {
 };
 
 /* Names the bundle uses for its own files; a library called so would overwrite one. */
-static const char *const reserved[] = {ABI_VMM_KERNEL, "ld.so", "bluebox-vmm", ABI_VMM_OVERLAY,
-                                       ABI_VMM_XSTATE};
+static const char *const reserved[] = {ABI_VMM_KERNEL,  "ld.so",      "bluebox-vmm",
+                                       ABI_VMM_OVERLAY, ABI_VMM_FUSE, ABI_VMM_VIRTIOFS,
+                                       ABI_VMM_XSTATE,  ABI_VMM_UNAME};
 
-/* Debian's user-mode-linux keeps the kernel's modules in <dir>/<release>/; overlay (the
- * guest's RAM layer over the image) has no dependencies. */
-#define OVERLAY_REL "kernel/fs/overlayfs/overlay.ko"
+/* Debian's user-mode-linux keeps the kernel's modules in <dir>/<release>/. The guest init
+ * loads these from the bundle: overlay for its RAM layer, fuse and virtiofs (in that
+ * order: virtiofs needs fuse) for /data and rw mounts served by the file server. None
+ * has other dependencies. */
+typedef struct guest_module {
+    const char *name; /* in the bundle */
+    const char *rel;  /* under <dir>/<release>/ */
+    const char *what; /* what the guest needs it for, in errors */
+} guest_module;
+
+static const guest_module guest_modules[] = {
+    {ABI_VMM_OVERLAY, "kernel/fs/overlayfs/overlay.ko", "the guest's RAM layer"},
+    {ABI_VMM_FUSE, "kernel/fs/fuse/fuse.ko", "/data and rw mounts"},
+    {ABI_VMM_VIRTIOFS, "kernel/fs/fuse/virtiofs.ko", "/data and rw mounts"},
+};
 #define MODINFO_MAX (64u << 20)
 
 typedef struct input {
@@ -111,38 +124,40 @@ static bool kernel_has_banner(const char *kernel)
     return file_holds(kernel, banner, strlen(banner));
 }
 
-/* overlay.ko of the kernel's release: the one release directory that has it, or, when
+/* The kernel's module directory: the one release directory that has overlay.ko, or, when
  * several do, the one the kernel's banner names; NULL when there is none (a kernel that
- * needs one is refused when the bundle is built, see check_overlay). */
-static char *find_overlay(const char *kernel)
+ * needs one is refused when the bundle is built, see check_modules). */
+static char *find_release_dir(const char *kernel)
 {
     const char *dir = uml_modules_dir();
     _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     _cleanup_strv_ strv releases = {0}, found = {0};
     if (dfd >= 0 && list_dir_at(dfd, &releases, NULL) == 0)
         for (size_t i = 0; i < releases.n; i++) {
-            _cleanup_free_ char *p = xasprintf("%s/%s/" OVERLAY_REL, dir, releases.v[i]);
+            _cleanup_free_ char *p =
+                xasprintf("%s/%s/%s", dir, releases.v[i], guest_modules[0].rel);
             if (path_exists(p))
                 strv_add(&found, releases.v[i]);
         }
     for (size_t i = 0; i < found.n; i++)
         if (found.n == 1 || kernel_is_release(kernel, found.v[i]))
-            return xasprintf("%s/%s/" OVERLAY_REL, dir, found.v[i]);
+            return xasprintf("%s/%s", dir, found.v[i]);
     return NULL;
 }
 
 /* The module must be the kernel's own build: its vermagic starts with the release the
  * kernel's banner names. Checked once, when the bundle is built; a real kernel (one with a
  * banner) without a module is refused here too, not at its first boot. */
-static int check_overlay(const char *kernel, const char *module, bb_error **err)
+static int check_module(const char *kernel, const guest_module *gm, const char *module,
+                        bb_error **err)
 {
     if (!kernel_has_banner(kernel))
         return 0;
     if (!module)
         return bb_fail(err, ENOENT,
-                       "the uml backend needs the overlay module of %s (%s/<release>/" OVERLAY_REL
-                       ") for the guest's RAM layer; reinstall user-mode-linux",
-                       kernel, uml_modules_dir());
+                       "the uml backend needs the %s module of %s (%s/<release>/%s) for %s; "
+                       "reinstall user-mode-linux",
+                       gm->name, kernel, uml_modules_dir(), gm->rel, gm->what);
     _cleanup_free_ char *data = NULL;
     size_t len = 0;
     if (read_file(module, MODINFO_MAX, &data, &len, err) < 0)
@@ -323,42 +338,22 @@ static char *beside_vmm(const char *vmm_path, const char *name)
     return path_join(*dir ? dir : "/", name);
 }
 
-/* bluebox-xstate.so, installed beside bluebox-vmm (src/vmm/xstate.c). Its only library is the
- * C library, which linux.uml already brings. */
-static int add_xstate(plan *p, const char *vmm_path, bb_error **err)
+/* A preload shim installed beside bluebox-vmm (its only library is the C library, which
+ * linux.uml already brings). A missing one is an error when `needed`, else left out. */
+static int add_shim(plan *p, const char *vmm_path, const char *name, bool needed, const char *why,
+                    bb_error **err)
 {
-    _cleanup_free_ char *path = beside_vmm(vmm_path, ABI_VMM_XSTATE);
-    _cleanup_elf_info_ elf_info e = {0};
-    struct stat st;
-    if (access(path, F_OK) < 0) {
-        if (!uml_needs_xstate_shim())
-            return 0;
-        return bb_fail(err, ENOENT,
-                       "this CPU's XSAVE area is larger than Debian's UML kernel can save, "
-                       "and %s is missing beside bluebox-vmm; reinstall bluebox",
-                       path);
-    }
-    if (inspect_input(path, "the XSAVE shim", &e, &st, err) < 0)
-        return -1;
-    add_input(p, ABI_VMM_XSTATE, path, &st, 0644, false);
-    return 0;
-}
-
-/* bluebox-uname.so, installed beside bluebox-vmm (src/vmm/uname.c): without it the guest's
- * /proc/cpuinfo names the host's kernel, so a bundle is never made without it. */
-static int add_uname(plan *p, const char *vmm_path, bb_error **err)
-{
-    _cleanup_free_ char *path = beside_vmm(vmm_path, ABI_VMM_UNAME);
+    _cleanup_free_ char *path = beside_vmm(vmm_path, name);
     _cleanup_elf_info_ elf_info e = {0};
     struct stat st;
     if (access(path, F_OK) < 0)
-        return bb_fail(err, ENOENT,
-                       "%s is missing beside bluebox-vmm (it keeps the host's kernel version "
-                       "out of the guest); reinstall bluebox",
-                       path);
-    if (inspect_input(path, "the uname shim", &e, &st, err) < 0)
+        return needed
+                   ? bb_fail(err, ENOENT, "%s: %s is missing beside bluebox-vmm; reinstall bluebox",
+                             why, path)
+                   : 0;
+    if (inspect_input(path, "a shim", &e, &st, err) < 0)
         return -1;
-    add_input(p, ABI_VMM_UNAME, path, &st, 0644, false);
+    add_input(p, name, path, &st, 0644, false);
     return 0;
 }
 
@@ -400,14 +395,21 @@ static int plan_make(const char *vmm_path, plan *p, bb_error **err)
                        vmm_path, ve.interp ? ve.interp : "(none, static)", ABI_VMM_LOADER,
                        ABI_VMM_LOADER, ABI_VMM_DIR);
     add_input(p, "bluebox-vmm", vmm_path, &st, 0755, false);
-    if (add_uname(p, vmm_path, err) < 0 || add_xstate(p, vmm_path, err) < 0)
+    /* uname.c keeps the host's kernel version out of the guest's /proc/cpuinfo, so no bundle
+     * is made without it; xstate.c is needed where the CPU's XSAVE area is larger than
+     * Debian's UML kernel can save (AVX-512, AMX). */
+    if (add_shim(p, vmm_path, ABI_VMM_UNAME, true,
+                 "the host's kernel version would show in the guest", err) < 0 ||
+        add_shim(p, vmm_path, ABI_VMM_XSTATE, uml_needs_xstate_shim(),
+                 "this CPU's XSAVE area is larger than Debian's UML kernel can save", err) < 0)
         return bb_prefix(err, "uml backend");
 
-    _cleanup_free_ char *overlay = find_overlay(kernel);
-    if (overlay) {
-        if (stat(overlay, &st) < 0)
-            return bb_fail_errno(err, errno, "cannot stat %s", overlay);
-        add_input(p, ABI_VMM_OVERLAY, overlay, &st, 0644, false);
+    _cleanup_free_ char *release = find_release_dir(kernel);
+    for (size_t i = 0; release && i < ELEMENTSOF(guest_modules); i++) {
+        _cleanup_free_ char *m = path_join(release, guest_modules[i].rel);
+        if (stat(m, &st) < 0)
+            continue; /* refused by check_modules when the bundle is built */
+        add_input(p, guest_modules[i].name, m, &st, 0644, false);
     }
 
     _cleanup_strv_ strv queue = {0};
@@ -512,12 +514,14 @@ static void tmpdir_cleanup(char **p)
 
 static int build(const plan *p, const char *parent, const char *dir, bb_error **err)
 {
-    const char *overlay = NULL;
-    for (size_t i = 0; i < p->n; i++)
-        if (streq(p->v[i].name, ABI_VMM_OVERLAY))
-            overlay = p->v[i].src;
-    if (check_overlay(p->v[0].src, overlay, err) < 0)
-        return bb_prefix(err, "cannot build the VMM bundle");
+    for (size_t m = 0; m < ELEMENTSOF(guest_modules); m++) {
+        const char *src = NULL;
+        for (size_t i = 0; i < p->n; i++)
+            if (streq(p->v[i].name, guest_modules[m].name))
+                src = p->v[i].src;
+        if (check_module(p->v[0].src, &guest_modules[m], src, err) < 0)
+            return bb_prefix(err, "cannot build the VMM bundle");
+    }
     _cleanup_free_ char *tmpl =
         xasprintf("%s/.uml-%016llx.tmp-XXXXXX", parent, (unsigned long long)p->hash);
     if (!mkdtemp(tmpl))

@@ -177,7 +177,15 @@ static unsigned long jail_flags(const char *mp, unsigned long flags)
 #endif
 }
 
-int jail_enter(const char **what)
+static bool strv_has(const strv *v, const char *s)
+{
+    for (size_t i = 0; v && i < v->n; i++)
+        if (streq(v->v[i], s))
+            return true;
+    return false;
+}
+
+int jail_enter(const char **what, const strv *served)
 {
     *what = "a mount namespace of its own";
     if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -201,7 +209,7 @@ int jail_enter(const char **what)
         r = dev_null(what);
     for (size_t i = 0; r == 0 && i < m.n; i++) {
         const char *p = m.points.v[i];
-        if (streq(p, "/") || is_hidden(p) || is_podman_file(p))
+        if (streq(p, "/") || is_hidden(p) || is_podman_file(p) || strv_has(served, p))
             continue;
         _cleanup_free_ char *dst = xasprintf(JAIL_DIR "%s", p);
         *what = p;
@@ -300,10 +308,15 @@ static int drop_caps(void)
  *     bluebox-vmm use neither.
  * mkdir needs no rule: the kernel drops S_ISUID and S_ISGID from mkdir's mode, and a
  * directory's inherited S_ISGID needs a setgid parent, which these rules never make. */
-static int install_filter(void)
+static int install_filter(bool xattrs)
 {
 #ifdef __x86_64__
     uint32_t uid = (uint32_t)getuid(), gid = (uint32_t)getgid();
+    /* The file server (src/fsd) keeps the guest's ownership in user xattrs: for it the
+     * *setxattr rules match no syscall. Without CAP_SYS_ADMIN and CAP_SETFCAP (the launch's
+     * six have neither) only user.* and ACL names are writable at all, and the server
+     * writes nothing but user.bluebox.* names it builds itself. */
+#define XATTR_NR(nr) (xattrs ? UINT32_MAX : (uint32_t)(nr))
     struct sock_filter f[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
@@ -354,14 +367,14 @@ static int install_filter(void)
         REFUSE(__NR_setfsuid),
         REFUSE(__NR_setfsgid),
         REFUSE(__NR_setgroups),
-        REFUSE(__NR_setxattr),
-        REFUSE(__NR_lsetxattr),
-        REFUSE(__NR_fsetxattr),
-        REFUSE(__NR_setxattrat),
-        REFUSE(__NR_removexattr),
-        REFUSE(__NR_lremovexattr),
-        REFUSE(__NR_fremovexattr),
-        REFUSE(__NR_removexattrat),
+        REFUSE(XATTR_NR(__NR_setxattr)),
+        REFUSE(XATTR_NR(__NR_lsetxattr)),
+        REFUSE(XATTR_NR(__NR_fsetxattr)),
+        REFUSE(XATTR_NR(__NR_setxattrat)),
+        REFUSE(XATTR_NR(__NR_removexattr)),
+        REFUSE(XATTR_NR(__NR_lremovexattr)),
+        REFUSE(XATTR_NR(__NR_fremovexattr)),
+        REFUSE(XATTR_NR(__NR_removexattrat)),
         MODE_ARG(__NR_chmod, 1),
         MODE_ARG(__NR_fchmod, 1),
         MODE_ARG(__NR_fchmodat, 2),
@@ -381,6 +394,7 @@ static int install_filter(void)
         RET_ERRNO(EPERM),
         RET_ALLOW,
     };
+#undef XATTR_NR
     struct sock_fprog prog = {.len = ELEMENTSOF(f), .filter = f};
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return -1;
@@ -391,11 +405,21 @@ static int install_filter(void)
 #endif
 }
 
-int jail_lock(const char **what)
+static int lock(const char **what, bool xattrs)
 {
     *what = "dropping CAP_SYS_ADMIN and CAP_SETPCAP";
     if (drop_caps() < 0)
         return -1;
     *what = "the seccomp filter";
-    return install_filter();
+    return install_filter(xattrs);
+}
+
+int jail_lock(const char **what)
+{
+    return lock(what, false);
+}
+
+int jail_lock_fsd(const char **what)
+{
+    return lock(what, true);
 }

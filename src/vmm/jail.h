@@ -32,14 +32,18 @@ static inline void jail_mounts_clearp(jail_mounts *m)
 bool jail_guest_mount(const char *mp);
 
 /* In the child that becomes UML: a private mount namespace holding the container's root
- * and every mount on it except /proc, /sys and /dev (each with its own flags, so read-only
+ * and every mount on it except /proc, /sys, /dev and the mounts in `served` (those the file
+ * server gives the guest: UML never touches them), each with its own flags, so read-only
  * stays read-only; read-only too unless jail_guest_mount() or the exec tmpfs), pivoted
  * into; then jail_lock(). Returns -1 with errno set and *what
  * naming the step that failed. */
-int jail_enter(const char **what);
+int jail_enter(const char **what, const strv *served);
 /* In every process of ours: drop CAP_SYS_ADMIN, CAP_NET_ADMIN (up only) and CAP_SETPCAP (effective,
  * permitted, inheritable and bounding: the VMM ends with exactly the launch's six) and install the
  * filter that refuses mount, namespace, module and kexec syscalls, and any mode or owner
  * change that would give a host file privilege (setuid/setgid bits, other owners, xattrs).
  * Idempotent. */
 int jail_lock(const char **what);
+/* The same for the file server (src/fsd), whose filter lets it write user xattrs: the
+ * guest's ownership lives there (see src/fsd/fsd.h). */
+int jail_lock_fsd(const char **what);

@@ -31,6 +31,7 @@
 #include "util/json.h"
 #include "util/time.h"
 #include "util/xalloc.h"
+#include "fsd/server.h"
 #include "vmm/disklimit.h"
 #include "vmm/jail.h"
 #include "vmm/net.h"
@@ -61,8 +62,8 @@ static const char *const kernel_trims[] = {
 
 /* Our own control variables: consumed here, never part of the workload's environment. */
 static const char *const control_vars[] = {
-    ABI_ENV_DATA_DISK, ABI_ENV_FORWARD,    ABI_ENV_MODE, ABI_ENV_NETWORK,
-    ABI_ENV_RAM_MIB,   "BLUEBOX_UML_ARGS", ABI_ENV_USER,
+    ABI_ENV_DATA_DISK, ABI_ENV_FORWARD,    ABI_ENV_MODE,         ABI_ENV_NETWORK,
+    ABI_ENV_RAM_MIB,   "BLUEBOX_UML_ARGS", "BLUEBOX_UML_HOSTFS", ABI_ENV_USER,
 };
 
 static void die(const char *fmt, ...) _printf_(1, 2) _noreturn_;
@@ -143,18 +144,30 @@ static void spec_fill(launch_spec *s, int argc, char **argv)
     }
 }
 
+/* Whether the file server gives the guest this writable directory (else hostfs does).
+ * /data with a disk image is the guest's own ext4; BLUEBOX_UML_HOSTFS=1 is a debugging
+ * and benchmarking aid that keeps every mount on hostfs, as before the file server. */
+static bool fs_served(const char *path, bool file, unsigned long f)
+{
+    const char *hostfs = getenv("BLUEBOX_UML_HOSTFS");
+    const char *disk = getenv(ABI_ENV_DATA_DISK);
+    if (file || (f & MS_RDONLY) || (hostfs && streq(hostfs, "1")))
+        return false;
+    return !(streq(path, "/data") && disk && *disk);
+}
+
 static unsigned spec_mount_flags(const char *path, unsigned long f)
 {
     struct stat st;
     bool file = stat(path, &st) == 0 && S_ISREG(st.st_mode);
     return (f & MS_RDONLY ? SPEC_MOUNT_RO : 0) | (f & MS_NOSUID ? SPEC_MOUNT_NOSUID : 0) |
            (f & MS_NODEV ? SPEC_MOUNT_NODEV : 0) | (f & MS_NOEXEC ? SPEC_MOUNT_NOEXEC : 0) |
-           (file ? SPEC_MOUNT_FILE : 0);
+           (file ? SPEC_MOUNT_FILE : 0) | (fs_served(path, file, f) ? SPEC_MOUNT_FS : 0);
 }
 
 /* The guest's root is the image under a RAM layer; /data and the Bluefile's mounts are
- * hostfs mounts of their own, as the container has them (jail_guest_mount() is the same
- * rule the jail binds them writable by). A read-only container root stays read-only. */
+ * mounts of their own, as the container has them (jail_guest_mount() is the same rule the
+ * jail binds the hostfs ones by). A read-only container root stays read-only. */
 static void spec_mounts(launch_spec *s)
 {
     _cleanup_(jail_mounts_clearp) jail_mounts m = {0};
@@ -206,8 +219,38 @@ static char *vmm_dir(void)
     return self;
 }
 
+/* The file server's exports: the spec's SPEC_MOUNT_FS mounts, in order. */
+typedef struct exports {
+    fsd_export *v;
+    size_t n;
+    strv paths, socks;
+} exports;
+
+static void exports_clear(exports *e)
+{
+    free(e->v);
+    strv_clear(&e->paths);
+    strv_clear(&e->socks);
+    *e = (exports){0};
+}
+
+static void exports_fill(exports *e, const launch_spec *s)
+{
+    for (size_t i = 0; i < s->n_mounts; i++) {
+        if (!(s->mounts[i].flags & SPEC_MOUNT_FS))
+            continue;
+        strv_add(&e->paths, s->mounts[i].path);
+        strv_push(&e->socks, xasprintf(ABI_MEM_DIR "/fs%zu.sock", e->n));
+        e->v = xreallocarray(e->v, e->n + 1, sizeof *e->v);
+        fsd_export *x = &e->v[e->n];
+        *x = (fsd_export){.path = e->paths.v[e->n], .sock_path = e->socks.v[e->n]};
+        snprintf(x->tag, sizeof x->tag, SPEC_FS_TAG "%zu", e->n);
+        e->n++;
+    }
+}
+
 static void kernel_argv(strv *a, const char *dir, unsigned mib, const vmm_net *net,
-                        const disk_limit *disk, const stdin_ring *ring)
+                        const disk_limit *disk, const stdin_ring *ring, const exports *ex)
 {
     strv_push(a, xasprintf("%s/" ABI_VMM_KERNEL, dir));
     strv_push(a, xasprintf("mem=%uM", mib));
@@ -228,6 +271,9 @@ static void kernel_argv(strv *a, const char *dir, unsigned mib, const vmm_net *n
     net_kernel_args(net, a);
     disk_limit_kernel_args(disk, a);
     stdin_ring_kernel_args(ring, a);
+    /* Each export is a virtio-fs device (id 26) over vhost-user on its socket. */
+    for (size_t i = 0; i < ex->n; i++)
+        strv_push(a, xasprintf("virtio_uml.device=%s:26", ex->v[i].sock_path));
     /* Debugging aid (e.g. initcall_debug): extra words for the kernel command line. */
     const char *extra = getenv("BLUEBOX_UML_ARGS");
     if (extra) {
@@ -296,7 +342,8 @@ static char *uml_preload(const char *dir)
 }
 
 /* Fork and exec UML in its own process group (it forks helpers; we kill them as one). */
-static pid_t start_uml(char **argv, const char *dir, int serial, int log_fd, const sigset_t *mask)
+static pid_t start_uml(char **argv, const char *dir, int serial, int log_fd, const sigset_t *mask,
+                       const strv *served)
 {
     int log =
         log_fd >= 0 ? fcntl(log_fd, F_DUPFD_CLOEXEC, 0) : open("/dev/null", O_WRONLY | O_CLOEXEC);
@@ -312,7 +359,7 @@ static pid_t start_uml(char **argv, const char *dir, int serial, int log_fd, con
     if (pid == 0) {
         setpgid(0, 0);
         const char *what = "";
-        if (jail_enter(&what) < 0) {
+        if (jail_enter(&what, served) < 0) {
             dprintf(2, "bluebox-vmm: cannot give the kernel its view of the container (%s): %s\n",
                     what, strerror(errno));
             _exit(ABI_EXIT_SETUP);
@@ -710,8 +757,10 @@ int main(int argc, char **argv)
     stdin_ring ring = {.fd = -1};
     if (spec.mode == SPEC_RUN || spec.mode == SPEC_SHELL)
         (void)stdin_ring_open(&ring);
+    exports ex = {0};
+    exports_fill(&ex, &spec);
     _cleanup_strv_ strv kargv = {0};
-    kernel_argv(&kargv, dir, mib, net, &disk, &ring);
+    kernel_argv(&kargv, dir, mib, net, &disk, &ring, &ex);
     write_spec(&spec);
 
     int sv[2];
@@ -729,7 +778,15 @@ int main(int argc, char **argv)
     r.sigfd = signals_setup(&old);
     frame_decoder_init(&r.dec);
     r.started_ms = now_mono_ms();
-    r.uml = start_uml(kargv.v, dir, sv[1], r.log_fd, &old);
+    /* The file server listens before UML boots: virtio_uml connects while it probes. Its
+     * messages go to UML's log, shown when the guest dies. */
+    if (ex.n) {
+        _cleanup_error_ bb_error *err = NULL;
+        if (fsd_server_start(ex.v, ex.n, r.log_fd, &err) < 0)
+            die("cannot start the file server for %s: %s", ex.v[0].path, err->msg);
+    }
+    r.uml = start_uml(kargv.v, dir, sv[1], r.log_fd, &old, &ex.paths);
+    exports_clear(&ex);
     close(sv[1]);
     fcntl(r.sock, F_SETFL, fcntl(r.sock, F_GETFL) | O_NONBLOCK);
     tty_setup(&r, spec.tty);

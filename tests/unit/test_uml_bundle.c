@@ -156,6 +156,9 @@ static void build_and_reuse(void **s)
     /* The guest's RAM layer needs the kernel's overlay.ko; the test program has the xstate
      * preload beside it, as bluebox-vmm does. */
     assert_int_equal(mode_of(dir, "overlay.ko"), 0644);
+    /* And fuse.ko and virtiofs.ko for /data and rw mounts (src/fsd). */
+    assert_int_equal(mode_of(dir, "fuse.ko"), 0644);
+    assert_int_equal(mode_of(dir, "virtiofs.ko"), 0644);
     assert_int_equal(mode_of(dir, "bluebox-xstate.so"), 0644);
     /* Always there: it keeps the host's uname out of the guest's /proc/cpuinfo. */
     assert_int_equal(mode_of(dir, "bluebox-uname.so"), 0644);
@@ -284,19 +287,23 @@ static void refusals(void **s)
     free(home);
 }
 
-/* A module directory of one release holding an overlay.ko whose vermagic names `release`. */
+/* A module directory of one release holding the guest's modules (overlay.ko, fuse.ko,
+ * virtiofs.ko) whose vermagic names `release`. */
 static char *fake_modules(const char *home, const char *release)
 {
+    static const char *const rel[] = {"overlayfs/overlay", "fuse/fuse", "fuse/virtiofs"};
     char *dir = path_join(home, "modules");
-    char *sub = xasprintf("%s/%s/kernel/fs/overlayfs", dir, release);
-    assert_int_equal(mkdir_p(sub, 0755, NULL), 0);
-    char *ko = path_join(sub, "overlay.ko");
-    char *text = xasprintf("\177ELF...name=overlay%cvermagic=%s mod_unload %c", 0, release, 0);
-    size_t len = strlen(text) + 1 + strlen(release) + strlen("vermagic= mod_unload ") + 1;
-    assert_int_equal(write_file_atomic(ko, text, len, 0644, NULL), 0);
-    free(text);
-    free(ko);
-    free(sub);
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        char *ko = xasprintf("%s/%s/kernel/fs/%s.ko", dir, release, rel[i]);
+        char *sub = xstrndup(ko, (size_t)(strrchr(ko, '/') - ko));
+        assert_int_equal(mkdir_p(sub, 0755, NULL), 0);
+        char *text = xasprintf("\177ELF...name=x%cvermagic=%s mod_unload %c", 0, release, 0);
+        size_t len = strlen(text) + 1 + strlen(release) + strlen("vermagic= mod_unload ") + 1;
+        assert_int_equal(write_file_atomic(ko, text, len, 0644, NULL), 0);
+        free(text);
+        free(sub);
+        free(ko);
+    }
     return dir;
 }
 
@@ -324,7 +331,7 @@ static void overlay_module_must_match(void **s)
     assert_int_equal(mkdir(empty, 0755), 0);
     setenv("BLUEBOX_UML_MODULES", empty, 1);
     assert_int_equal(uml_bundle_ensure(home, UML_TESTPROG, &dir, &err), -1);
-    assert_contains(err->msg, "needs the overlay module");
+    assert_contains(err->msg, "needs the overlay.ko module");
     bb_error_free(err);
     unsetenv("BLUEBOX_UML_MODULES");
 
