@@ -253,52 +253,6 @@ def test_uml_strict_rootless(env, bluebox_bin):  # noqa: F811
 
 
 @UML
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
-def test_uml_shell_through_tmux(home, uml_box, tmp_path):
-    """`bluebox shell` on a real terminal: a prompt, arithmetic, a resize that reaches the
-    guest's pty, and the shell's exit status coming back."""
-    sock = str(tmp_path / "tmux.sock")
-    status = tmp_path / "status"
-    cmd = " ".join(home.cmd("shell", uml_box))
-    env = " ".join(f"{k}={v}" for k, v in (("BLUEBOX_HOME", home.env["BLUEBOX_HOME"]),
-                                             ("CONTAINERS_CONF", os.environ["CONTAINERS_CONF"])))
-
-    def tmux(*args):
-        return subprocess.run(["tmux", "-S", sock, *args], capture_output=True, text=True)
-
-    def screen():
-        return tmux("capture-pane", "-p", "-t", "t").stdout
-
-    def wait_for(text, timeout=60):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if text in screen():
-                return
-            time.sleep(0.2)
-        pytest.fail(f"{text!r} never appeared:\n{screen()}")
-
-    r = tmux("new-session", "-d", "-s", "t", "-x", "100", "-y", "30",
-             f"env {env} {cmd}; echo $? > {status}; sleep 30")
-    assert r.returncode == 0, r.stderr
-    try:
-        wait_for("/data #")
-        tmux("send-keys", "-t", "t", "echo $((6*7))", "Enter")
-        wait_for("42")
-        tmux("resize-window", "-t", "t", "-x", "120", "-y", "40")
-        time.sleep(0.5)
-        tmux("send-keys", "-t", "t", "stty size", "Enter")
-        wait_for("40 120")
-        tmux("send-keys", "-t", "t", "exit 5", "Enter")
-        end = time.monotonic() + 30
-        while not status.exists() and time.monotonic() < end:
-            time.sleep(0.2)
-        assert status.read_text().strip() == "5", screen()
-    finally:
-        tmux("kill-server")
-    assert containers_of(uml_box) == []
-
-
-@UML
 def test_uml_mounts_readonly_root_and_guest_only_state(home, tmp_path):
     """ro mounts refuse writes (also after a remount inside the guest), rw mounts write
     through, a read-only root refuses writes while /tmp and /data stay writable, and mount

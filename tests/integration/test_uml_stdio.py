@@ -89,6 +89,26 @@ class Tmux:
 
 
 @TMUX
+def test_shell_on_a_terminal_resizes_and_exits(home, box, tmp_path):
+    """`bluebox shell` on a real terminal: a prompt, arithmetic, a resize that reaches the
+    guest's pty, and the shell's exit status coming back; no container left."""
+    t = Tmux(home, tmp_path, "shell", box)
+    try:
+        t.wait_for("/data #")
+        t.keys("echo $((6*7))", "Enter")
+        t.wait_for("42")
+        t("resize-window", "-t", "t", "-x", "120", "-y", "40")
+        time.sleep(0.5)
+        t.keys("stty size", "Enter")
+        t.wait_for("40 120")
+        t.keys("exit 5", "Enter")
+        assert t.exit_status() == 5, t.screen()
+    finally:
+        t.close()
+    assert containers_of(box) == []
+
+
+@TMUX
 def test_run_it_on_a_terminal(home, box, tmp_path):
     """`run -it <sb> -- sh`: a prompt on a pty, a command, its exit code back."""
     t = Tmux(home, tmp_path, "run", "-it", box, "--", "sh")
