@@ -1,0 +1,95 @@
+/* Test-only: serve a directory through src/fsd over the host kernel's FUSE (/dev/fuse), the
+ * same protocol UML's virtiofs speaks, so the server can be driven by real programs without
+ * a guest. Never installed.
+ *
+ *   fsd_fuse_host [--ro] [--max-fds N] EXPORT MOUNTPOINT
+ *
+ * Mounts `fuse` on MOUNTPOINT with default_permissions,allow_other (as virtiofs mounts) and
+ * serves until the mount goes away (umount) or SIGTERM/SIGINT (then it unmounts). Prints
+ * "ready" on stdout once mounted. Needs root (mount). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include "fsd/fsd.h"
+#include "util/err.h"
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop = 1;
+}
+
+int main(int argc, char **argv)
+{
+    fsd_options opt = {0};
+    int a = 1;
+    for (; a < argc && argv[a][0] == '-'; a++) {
+        if (strcmp(argv[a], "--ro") == 0)
+            opt.read_only = true;
+        else if (strcmp(argv[a], "--max-fds") == 0 && a + 1 < argc)
+            opt.max_fds = strtoull(argv[++a], NULL, 10);
+        else
+            break;
+    }
+    if (argc - a != 2) {
+        fprintf(stderr, "usage: fsd_fuse_host [--ro] [--max-fds N] EXPORT MOUNTPOINT\n");
+        return 2;
+    }
+    int root = open(argv[a], O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0) {
+        perror(argv[a]);
+        return 1;
+    }
+    fsd *fs;
+    bb_error *err = NULL;
+    if (fsd_new(&fs, root, &opt, &err) < 0) {
+        fprintf(stderr, "fsd_fuse_host: %s\n", bb_error_message(err));
+        return 1;
+    }
+    close(root);
+    int dev = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+    if (dev < 0) {
+        perror("/dev/fuse");
+        return 1;
+    }
+    char data[256];
+    snprintf(data, sizeof(data),
+             "fd=%d,rootmode=40000,user_id=0,group_id=0,default_permissions,allow_other", dev);
+    if (mount("bluebox-fsd", argv[a + 1], "fuse", MS_NOSUID | MS_NODEV, data) < 0) {
+        perror("mount");
+        return 1;
+    }
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    printf("ready\n");
+    fflush(stdout);
+    char *in = malloc(FSD_BUF_MAX), *out = malloc(FSD_BUF_MAX);
+    while (!stop) {
+        ssize_t n = read(dev, in, FSD_BUF_MAX);
+        if (n < 0) {
+            if (errno == EINTR || errno == ENOENT || errno == EAGAIN)
+                continue;
+            if (errno != ENODEV)
+                perror("read /dev/fuse");
+            break;
+        }
+        size_t r = fsd_handle(fs, in, (size_t)n, out, FSD_BUF_MAX);
+        if (r && write(dev, out, r) < 0 && errno != ENOENT)
+            perror("write /dev/fuse");
+    }
+    if (stop)
+        umount2(argv[a + 1], MNT_DETACH);
+    free(in);
+    free(out);
+    fsd_free(fs);
+    return 0;
+}
