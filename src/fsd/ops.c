@@ -719,13 +719,15 @@ static int op_readlink(req *r)
         return -ESTALE;
     if (i->host_type != S_IFLNK)
         return -EINVAL;
-    if (r->ocap < PATH_MAX) {
-        r->overflow = true;
-        return 0;
-    }
-    ssize_t n = readlinkat(i->fd, "", (char *)r->o, PATH_MAX);
+    /* The kernel's buffer is a page less one byte (for its NUL), smaller than PATH_MAX:
+     * read into our own and refuse what does not fit. */
+    char target[PATH_MAX];
+    ssize_t n = readlinkat(i->fd, "", target, sizeof target);
     if (n < 0)
         return -errno;
+    if ((size_t)n > r->ocap)
+        return -ENAMETOOLONG;
+    memcpy(r->o, target, (size_t)n);
     r->olen = (size_t)n;
     return 0;
 }
