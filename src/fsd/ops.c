@@ -254,7 +254,8 @@ static int op_init(req *r)
     if (in.major < FUSE_KERNEL_VERSION || in.minor < MINOR_MIN || r->fs->inited)
         return -EPROTO;
     uint32_t want = FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES | FUSE_AUTO_INVAL_DATA |
-                    FUSE_MAX_PAGES | FUSE_CACHE_SYMLINKS | FUSE_PARALLEL_DIROPS;
+                    FUSE_MAX_PAGES | FUSE_CACHE_SYMLINKS | FUSE_PARALLEL_DIROPS |
+                    FUSE_DO_READDIRPLUS;
     r->fs->minor = in.minor < FUSE_KERNEL_MINOR_VERSION ? in.minor : FUSE_KERNEL_MINOR_VERSION;
     o.minor = r->fs->minor;
     o.max_readahead = in.max_readahead;
@@ -915,8 +916,29 @@ struct dirent64_k {
     char d_name[];
 };
 
-/* Entries from the handle's getdents64 buffer, from offset `off`, as many as fit in `size`. */
-static int op_readdir(req *r)
+/* One READDIRPLUS entry's lookup: the entry's inode with one more lookup, or nodeid 0 (no
+ * attributes: the kernel then asks itself) for "." and "..", which the kernel never counts,
+ * and for a name that is gone or cannot be held. */
+static void plus_entry(req *r, fsd_inode *dir, const char *name, size_t namelen,
+                       struct fuse_entry_out *e)
+{
+    *e = (struct fuse_entry_out){0};
+    if ((namelen == 1 && name[0] == '.') || (namelen == 2 && name[0] == '.' && name[1] == '.'))
+        return;
+    fsd_inode *i;
+    struct stat st;
+    if (!dir || lookup_name(r->fs, dir, name, &st, &i) < 0)
+        return;
+    e->nodeid = fsd_inode_id(&r->fs->t, i);
+    e->entry_valid = TIMEOUT_S;
+    e->attr_valid = TIMEOUT_S;
+    fill_attr(&e->attr, i, &st);
+}
+
+/* Entries from the handle's getdents64 buffer, from offset `off`, as many as fit in `size`;
+ * with `plus` each with its lookup (READDIRPLUS), so `ls -l`, `find` and `rm -r` need no
+ * LOOKUP round trip per name. */
+static int readdir_common(req *r, bool plus)
 {
     struct fuse_read_in in;
     if (!take(r, &in, sizeof(in)))
@@ -926,6 +948,9 @@ static int op_readdir(req *r)
         return -EBADF;
     if (in.offset > (uint64_t)INT64_MAX)
         return -EINVAL;
+    fsd_inode *dir = plus ? fsd_inode_get(&r->fs->t, r->h.nodeid) : NULL;
+    if (dir && dir->host_type != S_IFDIR)
+        dir = NULL;
     size_t room = in.size < r->ocap ? in.size : r->ocap;
     if (!h->buf)
         h->buf = xmalloc(DIRBUF);
@@ -947,24 +972,43 @@ static int op_readdir(req *r)
         }
         struct dirent64_k d;
         memcpy(&d, h->buf + h->pos, sizeof(d));
-        size_t namelen =
-            strnlen((const char *)h->buf + h->pos + offsetof(struct dirent64_k, d_name),
-                    d.d_reclen - offsetof(struct dirent64_k, d_name));
-        size_t rec = FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + namelen);
+        const char *name = (const char *)h->buf + h->pos + offsetof(struct dirent64_k, d_name);
+        size_t namelen = strnlen(name, d.d_reclen - offsetof(struct dirent64_k, d_name));
+        size_t head = plus ? FUSE_NAME_OFFSET_DIRENTPLUS : FUSE_NAME_OFFSET;
+        size_t rec = FUSE_DIRENT_ALIGN(head + namelen);
         if (rec > room - r->olen || room < r->olen)
             return 0;
+        uint8_t *o = r->o + r->olen;
         struct fuse_dirent fd = {.ino = d.d_ino,
                                  .off = (uint64_t)d.d_off,
                                  .namelen = (uint32_t)namelen,
                                  .type = d.d_type};
-        memcpy(r->o + r->olen, &fd, FUSE_NAME_OFFSET);
-        memcpy(r->o + r->olen + FUSE_NAME_OFFSET,
-               h->buf + h->pos + offsetof(struct dirent64_k, d_name), namelen);
-        memset(r->o + r->olen + FUSE_NAME_OFFSET + namelen, 0, rec - FUSE_NAME_OFFSET - namelen);
+        if (plus) {
+            /* Counted only once it is sure to be sent: it fits (checked above). */
+            struct fuse_entry_out e;
+            plus_entry(r, dir, name, namelen, &e);
+            if (e.nodeid)
+                fd.type = (uint32_t)((e.attr.mode & S_IFMT) >> 12);
+            memcpy(o, &e, sizeof(e));
+            o += sizeof(e);
+        }
+        memcpy(o, &fd, FUSE_NAME_OFFSET);
+        memcpy(o + FUSE_NAME_OFFSET, name, namelen);
+        memset(o + FUSE_NAME_OFFSET + namelen, 0, rec - head - namelen);
         r->olen += rec;
         h->pos += d.d_reclen;
         h->off = (uint64_t)d.d_off;
     }
+}
+
+static int op_readdir(req *r)
+{
+    return readdir_common(r, false);
+}
+
+static int op_readdirplus(req *r)
+{
+    return readdir_common(r, true);
 }
 
 static int op_statfs(req *r)
@@ -1164,6 +1208,7 @@ static const op ops[] = {
     [FUSE_INIT] = {op_init, false},
     [FUSE_OPENDIR] = {op_opendir, false},
     [FUSE_READDIR] = {op_readdir, false},
+    [FUSE_READDIRPLUS] = {op_readdirplus, false},
     [FUSE_RELEASEDIR] = {op_releasedir, false},
     [FUSE_FSYNCDIR] = {op_fsyncdir, false},
     [FUSE_ACCESS] = {op_access, false},
