@@ -7,7 +7,8 @@
  * Mounts `fuse` on MOUNTPOINT with default_permissions,allow_other (as virtiofs mounts) and
  * serves until the mount goes away (umount) or SIGTERM/SIGINT (then it unmounts). Prints
  * "ready" on stdout once mounted. Needs root (mount). FSD_TRACE=1 logs each request's
- * opcode (and SETATTR/OPEN arguments) to stderr. */
+ * opcode (and SETATTR/OPEN arguments) to stderr; FSD_RECORD=FILE appends each request (up to
+ * 64 KiB) to FILE in the fuzz_fsd input format, for seeding its corpus. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fuse.h>
@@ -75,6 +76,7 @@ int main(int argc, char **argv)
     printf("ready\n");
     fflush(stdout);
     bool trace = getenv("FSD_TRACE") != NULL;
+    FILE *rec = getenv("FSD_RECORD") ? fopen(getenv("FSD_RECORD"), "ae") : NULL;
     char *in = malloc(FSD_BUF_MAX), *out = malloc(FSD_BUF_MAX);
     while (!stop) {
         ssize_t n = read(dev, in, FSD_BUF_MAX);
@@ -101,6 +103,12 @@ int main(int argc, char **argv)
                 fprintf(stderr, " flags %#o", oi.flags);
             }
             fputc('\n', stderr);
+        }
+        if (rec && n <= 65535 && n >= 8 && (uint8_t)in[4] != FUSE_INIT) {
+            uint8_t l[2] = {(uint8_t)n, (uint8_t)(n >> 8)};
+            fwrite(l, 1, 2, rec);
+            fwrite(in, 1, (size_t)n, rec);
+            fflush(rec);
         }
         size_t r = fsd_handle(fs, in, (size_t)n, out, FSD_BUF_MAX);
         if (r && write(dev, out, r) < 0 && errno != ENOENT)

@@ -290,6 +290,8 @@ static void symlinks_are_not_followed(void **s)
     struct fuse_mkdir_in md = {.mode = 0755};
     assert_int_equal(call_name(FUSE_MKDIR, id, &md, sizeof(md), "x", NULL), -ENOTDIR);
     struct fuse_create_in ci = {.flags = O_WRONLY, .mode = 0644};
+    assert_int_equal(call_name(FUSE_CREATE, 1, &ci, sizeof(ci), "out", NULL), -EINVAL);
+    ci.flags = O_WRONLY | O_EXCL;
     assert_int_equal(call_name(FUSE_CREATE, 1, &ci, sizeof(ci), "out", NULL), -EEXIST);
     size_t n;
     assert_int_equal(call(FUSE_READLINK, id, NULL, 0, NULL, 0, &n), 0);
