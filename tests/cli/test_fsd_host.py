@@ -237,3 +237,34 @@ def test_a_host_symlink_out_of_the_export_is_never_followed_by_the_server(served
         (served.mnt / "esc").read_text()
     with pytest.raises(FileNotFoundError):
         os.listdir(served.mnt / "esc")
+
+
+def test_an_export_without_user_xattrs_keeps_todays_view():
+    """ramfs has no user xattrs: files show as root's with their host modes, chmod of the
+    permission bits works, and what would need the record (chown, setuid, device nodes) fails
+    with EPERM; the server says so once on stderr."""
+    top = Path(tempfile.mkdtemp(prefix="bb-fsd-", dir="/var/tmp"))
+    export, mnt = top / "export", top / "mnt"
+    export.mkdir()
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "ramfs", "ramfs", str(export)], check=True)
+    srv = Server(export, mnt)
+    try:
+        srv.start()
+        (mnt / "f").write_text("x\n")
+        os.chmod(mnt / "f", 0o640)
+        assert guest_stat(mnt / "f") == (0, 0, 0o640)
+        assert stat.S_IMODE(os.stat(export / "f").st_mode) == 0o640
+        os.mkdir(mnt / "d", 0o750)
+        assert guest_stat(mnt / "d") == (0, 0, 0o750)
+        for bad in (lambda: os.chmod(mnt / "f", 0o4755), lambda: os.chown(mnt / "f", 1000, 1000),
+                    lambda: os.mknod(mnt / "c", 0o600 | stat.S_IFCHR, os.makedev(1, 3))):
+            with pytest.raises(PermissionError):
+                bad()
+        assert not (export / "c").exists()
+        assert_host_plain(export)
+    finally:
+        err = srv.stop()
+        subprocess.run(["umount", str(export)], check=False)
+        shutil.rmtree(top)
+    assert err.count("no user xattrs") == 1, err
