@@ -30,7 +30,7 @@
 typedef struct fsd fsd;
 
 typedef struct fsd_options {
-    bool read_only;  /* every request that would change the export fails with EROFS */
+    bool read_only;   /* every request that would change the export fails with EROFS */
     uint64_t max_fds; /* inodes + open handles kept at once; beyond, EMFILE/ENFILE to the guest */
 } fsd_options;
 

@@ -177,7 +177,7 @@ uint64_t fsd_handle_add(fsd_tables *t, int fd, bool dir, uint64_t nodeid)
 {
     if (t->live >= t->max_fds)
         return 0;
-    uint32_t s = 0;
+    uint32_t s = t->h_hint <= t->n_h ? t->h_hint : 0;
     while (s < t->n_h && t->h[s].fd >= 0)
         s++;
     if (s == t->n_h) {
@@ -192,6 +192,7 @@ uint64_t fsd_handle_add(fsd_tables *t, int fd, bool dir, uint64_t nodeid)
     fsd_fh *h = &t->h[s];
     *h = (fsd_fh){.fd = fd, .gen = h->gen + 1, .dir = dir, .ino = nodeid};
     t->live++;
+    t->h_hint = s + 1;
     return make_id(s, h->gen);
 }
 
@@ -214,5 +215,8 @@ bool fsd_handle_close(fsd_tables *t, uint64_t fh, bool dir)
     free(h->buf);
     h->buf = NULL;
     t->live--;
+    uint32_t s = (uint32_t)(h - t->h);
+    if (s < t->h_hint)
+        t->h_hint = s;
     return true;
 }

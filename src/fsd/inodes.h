@@ -48,7 +48,8 @@ typedef struct fsd_tables {
     uint32_t free_in;      /* free list of slots: slot + 1, 0 none (chained through next) */
     fsd_fh *h;
     uint32_t n_h, cap_h;
-    uint64_t live; /* inodes + handles open */
+    uint32_t h_hint; /* no free handle slot below this */
+    uint64_t live;   /* inodes + handles open */
     uint64_t max_fds;
 } fsd_tables;
 

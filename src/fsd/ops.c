@@ -38,6 +38,7 @@ struct fsd {
     bool no_xattr; /* the export's filesystem has no user xattrs: today's 0:0 view */
     bool inited;
     uint32_t minor;
+    mode_t umask; /* the process's, which mkdirat/openat apply */
 };
 
 typedef struct req {
@@ -103,6 +104,15 @@ static void log_no_xattr(fsd *fs)
     fs->no_xattr = true;
     fprintf(stderr, "bluebox-fsd: the export's filesystem has no user xattrs; guest files show "
                     "as root-owned and guest chown and setuid/setgid chmod fail\n");
+}
+
+/* The host mode for a guest mode. Without user xattrs there is no record, so the host file
+ * carries the guest's permissions as they are (never setuid, setgid or sticky). */
+static mode_t host_mode(const fsd *fs, uint32_t guest_mode)
+{
+    if (fs->no_xattr && ((guest_mode & S_IFMT) == S_IFREG || (guest_mode & S_IFMT) == S_IFDIR))
+        return (mode_t)(guest_mode & (S_IFMT | 0777));
+    return fsd_own_host_mode(guest_mode);
 }
 
 /* ---- inodes ---- */
@@ -220,7 +230,7 @@ static bool is_file_or_dir(const fsd_inode *i)
  * the default view already says the same. */
 static int store_own(fsd *fs, fsd_inode *i, const fsd_own *o, mode_t host_mode)
 {
-    if (!i->own_stored && fsd_own_is_default(o, host_mode)) {
+    if (!i->own_stored && fsd_own_is_default(o, host_mode & ~(mode_t)(S_ISUID | S_ISGID))) {
         i->own = *o;
         return 0;
     }
@@ -410,7 +420,7 @@ static int set_owner(req *r, fsd_inode *i, const struct fuse_setattr_in *in, str
         return -EINVAL;
     mode_t host = st->st_mode;
     if (is_file_or_dir(i) && (i->own.mode & S_IFMT) == (uint32_t)i->host_type)
-        host = fsd_own_host_mode(o.mode);
+        host = host_mode(r->fs, o.mode);
     else if (is_file_or_dir(i))
         host = S_IFREG | 0600;
     int rc = store_own(r->fs, i, &o, host);
@@ -495,7 +505,27 @@ static int finish_new(req *r, fsd_inode *dir, const char *name, int fd, const fs
 
 static bool needs_record(const fsd *fs, const fsd_own *o)
 {
-    return !fsd_own_is_default(o, fsd_own_host_mode(o->mode));
+    return !fsd_own_is_default(o, host_mode(fs, o->mode));
+}
+
+/* The view to make a new object with when there are no user xattrs: root's, without
+ * setuid/setgid (what the host file shows). */
+static void no_record_view(const fsd *fs, fsd_own *o)
+{
+    if (fs->no_xattr && needs_record(fs, o)) {
+        o->uid = o->gid = 0;
+        o->mode &= ~(uint32_t)(S_ISUID | S_ISGID | S_ISVTX);
+    }
+}
+
+/* Set a new object's host mode exactly, unless the process umask left it so already. */
+static int fix_mode(const fsd *fs, int fd, mode_t want)
+{
+    if (!(want & fs->umask))
+        return 0;
+    char path[32];
+    fsd_proc_path(path, sizeof(path), fd);
+    return fchmodat(AT_FDCWD, path, want & 0777, 0) < 0 ? -errno : 0;
 }
 
 static int op_mknod(req *r)
@@ -514,13 +544,21 @@ static int op_mknod(req *r)
         type != S_IFSOCK)
         return -EINVAL;
     fsd_own o = new_own(r, dir, in.mode, type == S_IFCHR || type == S_IFBLK ? in.rdev : 0);
-    if (r->fs->no_xattr && needs_record(r->fs, &o))
-        return -EPERM;
-    int fd = openat(dir->fd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
-                    fsd_own_host_mode(o.mode) & 0777);
+    if (type == S_IFREG)
+        no_record_view(r->fs, &o);
+    else if (r->fs->no_xattr)
+        return -EPERM; /* a device node or FIFO needs the record: nothing real is made */
+    mode_t host = host_mode(r->fs, o.mode);
+    int fd =
+        openat(dir->fd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, host & 0777);
     if (fd < 0)
         return -errno;
+    int rc = fix_mode(r->fs, fd, host);
     close(fd);
+    if (rc < 0) {
+        unlinkat(dir->fd, name, 0);
+        return rc;
+    }
     return finish_new(r, dir, name, -1, &o, false);
 }
 
@@ -536,22 +574,17 @@ static int op_mkdir(req *r)
     if (!name)
         return -EINVAL;
     fsd_own o = new_own(r, dir, S_IFDIR | (in.mode & 07777), 0);
-    if (r->fs->no_xattr && needs_record(r->fs, &o)) {
-        o.uid = o.gid = 0;
-        o.mode &= ~(uint32_t)(S_ISUID | S_ISGID);
-    }
-    if (mkdirat(dir->fd, name, fsd_own_host_mode(o.mode) & 0777) < 0)
+    no_record_view(r->fs, &o);
+    mode_t host = host_mode(r->fs, o.mode);
+    if (mkdirat(dir->fd, name, host & 0777) < 0)
         return -errno;
-    /* mkdirat applies our umask: set the host mode exactly. */
     int fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
-        char path[32];
-        fsd_proc_path(path, sizeof(path), fd);
-        if (fchmodat(AT_FDCWD, path, fsd_own_host_mode(o.mode) & 0777, 0) < 0) {
-            int e = -errno;
+        int rc = fix_mode(r->fs, fd, host);
+        if (rc < 0) {
             close(fd);
             unlinkat(dir->fd, name, AT_REMOVEDIR);
-            return e;
+            return rc;
         }
     }
     return finish_new(r, dir, name, fd, &o, true);
@@ -572,6 +605,38 @@ static int op_symlink(req *r)
     return finish_new(r, dir, name, -1, &o, false);
 }
 
+static int open_inode(req *r, fsd_inode *i, uint64_t nodeid, int flags, uint64_t *ret_fh);
+
+/* CREATE without O_EXCL of a name that appeared on the host since the guest looked: open it. */
+static int create_existing(req *r, fsd_inode *dir, const char *name, int flags)
+{
+    struct stat st;
+    fsd_inode *i;
+    int rc = lookup_name(r->fs, dir, name, &st, &i);
+    if (rc < 0)
+        return rc;
+    uint64_t id = fsd_inode_id(&r->fs->t, i), fh;
+    rc = open_inode(r, i, id, flags & ~O_TRUNC, &fh);
+    if (rc == 0 && (flags & O_TRUNC)) {
+        fsd_fh *h = fsd_handle_get(&r->fs->t, fh, false);
+        if (ftruncate(h->fd, 0) < 0) {
+            rc = -errno;
+            fsd_handle_close(&r->fs->t, fh, false);
+        } else if (fstat(h->fd, &st) < 0) {
+            rc = -errno;
+            fsd_handle_close(&r->fs->t, fh, false);
+        }
+    }
+    if (rc < 0) {
+        fsd_inode_forget(&r->fs->t, id, 1);
+        return rc;
+    }
+    put_entry(r, i, &st);
+    struct fuse_open_out oo = {.fh = fh};
+    put(r, &oo, sizeof(oo));
+    return 0;
+}
+
 static int op_create(req *r)
 {
     fsd_inode *dir = dir_inode(r);
@@ -584,23 +649,21 @@ static int op_create(req *r)
     if (!name)
         return -EINVAL;
     fsd_own o = new_own(r, dir, S_IFREG | (in.mode & 07777), 0);
-    if (r->fs->no_xattr && needs_record(r->fs, &o)) {
-        o.uid = o.gid = 0;
-        o.mode &= ~(uint32_t)(S_ISUID | S_ISGID);
-    }
+    no_record_view(r->fs, &o);
     int flags = (int)in.flags & (O_ACCMODE | O_APPEND | O_TRUNC | O_SYNC | O_DSYNC | O_NOATIME);
     if ((flags & O_ACCMODE) == O_ACCMODE)
         return -EINVAL;
-    mode_t host = fsd_own_host_mode(o.mode);
+    mode_t host = host_mode(r->fs, o.mode);
     int fd = openat(dir->fd, name, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, host & 0777);
+    if (fd < 0 && errno == EEXIST && !(in.flags & O_EXCL))
+        return create_existing(r, dir, name, flags);
     if (fd < 0)
         return -errno;
-    /* Our umask applied to openat: set the host mode exactly. */
-    if (fchmod(fd, host & 0777) < 0) {
-        int e = -errno;
+    int rc0 = fix_mode(r->fs, fd, host);
+    if (rc0 < 0) {
         close(fd);
         unlinkat(dir->fd, name, 0);
-        return e;
+        return rc0;
     }
     uint64_t fh = fsd_handle_add(&r->fs->t, fd, false, 0);
     if (!fh) {
@@ -735,6 +798,28 @@ static int op_readlink(req *r)
 
 /* ---- open files ---- */
 
+static int open_inode(req *r, fsd_inode *i, uint64_t nodeid, int flags, uint64_t *ret_fh)
+{
+    if (i->host_type == S_IFDIR)
+        return -EISDIR;
+    if (i->host_type != S_IFREG || (i->own.mode & S_IFMT) != S_IFREG)
+        return -EINVAL;
+    if ((flags & O_ACCMODE) == O_ACCMODE)
+        return -EINVAL;
+    if (r->fs->read_only && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)))
+        return -EROFS;
+    int fd = reopen(i, flags);
+    if (fd < 0)
+        return fd;
+    uint64_t fh = fsd_handle_add(&r->fs->t, fd, false, nodeid);
+    if (!fh) {
+        close(fd);
+        return -EMFILE;
+    }
+    *ret_fh = fh;
+    return 0;
+}
+
 static int op_open(req *r)
 {
     fsd_inode *i = fsd_inode_get(&r->fs->t, r->h.nodeid);
@@ -743,23 +828,11 @@ static int op_open(req *r)
         return -EINVAL;
     if (!i)
         return -ESTALE;
-    if (i->host_type == S_IFDIR)
-        return -EISDIR;
-    if (i->host_type != S_IFREG || (i->own.mode & S_IFMT) != S_IFREG)
-        return -EINVAL;
     int flags = (int)in.flags & (O_ACCMODE | O_APPEND | O_TRUNC | O_SYNC | O_DSYNC | O_NOATIME);
-    if ((flags & O_ACCMODE) == O_ACCMODE)
-        return -EINVAL;
-    if (r->fs->read_only && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)))
-        return -EROFS;
-    int fd = reopen(i, flags);
-    if (fd < 0)
-        return fd;
-    uint64_t fh = fsd_handle_add(&r->fs->t, fd, false, r->h.nodeid);
-    if (!fh) {
-        close(fd);
-        return -EMFILE;
-    }
+    uint64_t fh;
+    int rc = open_inode(r, i, r->h.nodeid, flags, &fh);
+    if (rc < 0)
+        return rc;
     struct fuse_open_out o = {.fh = fh};
     put(r, &o, sizeof(o));
     return 0;
@@ -1281,6 +1354,8 @@ int fsd_new(fsd **ret, int root_fd, const fsd_options *opt, bb_error **err)
     }
     fsd *fs = xcalloc(1, sizeof(*fs));
     fs->read_only = opt && opt->read_only;
+    fs->umask = umask(022);
+    umask(fs->umask);
     fsd_tables_init(&fs->t, fd, &st, opt ? opt->max_fds : 0);
     char path[32];
     fsd_proc_path(path, sizeof(path), fd);

@@ -6,9 +6,12 @@
  *
  * Mounts `fuse` on MOUNTPOINT with default_permissions,allow_other (as virtiofs mounts) and
  * serves until the mount goes away (umount) or SIGTERM/SIGINT (then it unmounts). Prints
- * "ready" on stdout once mounted. Needs root (mount). */
+ * "ready" on stdout once mounted. Needs root (mount). FSD_TRACE=1 logs each request's
+ * opcode (and SETATTR/OPEN arguments) to stderr; FSD_RECORD=FILE appends each request (up to
+ * 64 KiB) to FILE in the fuzz_fsd input format, for seeding its corpus. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fuse.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +75,8 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     printf("ready\n");
     fflush(stdout);
+    bool trace = getenv("FSD_TRACE") != NULL;
+    FILE *rec = getenv("FSD_RECORD") ? fopen(getenv("FSD_RECORD"), "ae") : NULL;
     char *in = malloc(FSD_BUF_MAX), *out = malloc(FSD_BUF_MAX);
     while (!stop) {
         ssize_t n = read(dev, in, FSD_BUF_MAX);
@@ -81,6 +86,29 @@ int main(int argc, char **argv)
             if (errno != ENODEV)
                 perror("read /dev/fuse");
             break;
+        }
+        if (trace && n >= 40) {
+            struct fuse_in_header h;
+            memcpy(&h, in, sizeof(h));
+            fprintf(stderr, "op %u node %llu", h.opcode, (unsigned long long)h.nodeid);
+            if (h.opcode == FUSE_SETATTR && n >= 48) {
+                struct fuse_setattr_in si;
+                memcpy(&si, in + 40, sizeof(si));
+                fprintf(stderr, " valid %#x mode %o size %llu", si.valid, si.mode,
+                        (unsigned long long)si.size);
+            }
+            if (h.opcode == FUSE_OPEN && n >= 48) {
+                struct fuse_open_in oi;
+                memcpy(&oi, in + 40, sizeof(oi));
+                fprintf(stderr, " flags %#o", oi.flags);
+            }
+            fputc('\n', stderr);
+        }
+        if (rec && n <= 65535 && n >= 8 && (uint8_t)in[4] != FUSE_INIT) {
+            uint8_t l[2] = {(uint8_t)n, (uint8_t)(n >> 8)};
+            fwrite(l, 1, 2, rec);
+            fwrite(in, 1, (size_t)n, rec);
+            fflush(rec);
         }
         size_t r = fsd_handle(fs, in, (size_t)n, out, FSD_BUF_MAX);
         if (r && write(dev, out, r) < 0 && errno != ENOENT)

@@ -1,7 +1,624 @@
+/* Unit tests for the /data file server's FUSE side (src/fsd): crafted requests straight to
+ * fsd_handle() over a scratch export. Hostile input (truncated headers, lengths past the end,
+ * invented nodeids and fhs, bad names, unknown opcodes, huge sizes) gets an error reply that
+ * fits the caller's buffer; names never leave the export; the ownership record is checked. */
 #include "unit.h"
-static void nothing(void **s) { (void)s; }
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "fsd/fsd.h"
+#include "fsd/owner.h"
+
+typedef struct env {
+    char dir[64];
+    fsd *fs;
+    uint8_t *out;
+    uint64_t unique;
+} env;
+
+static env E;
+
+static void rmtree(const char *dir)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A request: header + `a` (na bytes) + `b` (nb bytes). Returns the reply's error (0 or
+ * negative errno), or 1 for no reply; *plen gets the payload length. */
+static int call(uint32_t op, uint64_t node, const void *a, size_t na, const void *b, size_t nb,
+                size_t *plen)
+{
+    size_t len = sizeof(struct fuse_in_header) + na + nb;
+    uint8_t *in = malloc(len);
+    struct fuse_in_header h = {.len = (uint32_t)len,
+                               .opcode = op,
+                               .unique = ++E.unique,
+                               .nodeid = node,
+                               .uid = 1000,
+                               .gid = 1000};
+    memcpy(in, &h, sizeof(h));
+    if (na)
+        memcpy(in + sizeof(h), a, na);
+    if (nb)
+        memcpy(in + sizeof(h) + na, b, nb);
+    size_t r = fsd_handle(E.fs, in, len, E.out, FSD_BUF_MAX);
+    free(in);
+    if (r == 0)
+        return 1;
+    struct fuse_out_header oh;
+    assert_true(r >= sizeof(oh) && r <= FSD_BUF_MAX);
+    memcpy(&oh, E.out, sizeof(oh));
+    assert_int_equal(oh.len, r);
+    assert_int_equal(oh.unique, E.unique);
+    if (plen)
+        *plen = r - sizeof(oh);
+    return oh.error;
+}
+
+static int call_name(uint32_t op, uint64_t node, const void *a, size_t na, const char *name,
+                     size_t *plen)
+{
+    return call(op, node, a, na, name, strlen(name) + 1, plen);
+}
+
+static uint64_t lookup(uint64_t dir, const char *name, struct fuse_entry_out *e)
+{
+    struct fuse_entry_out tmp;
+    assert_int_equal(call_name(FUSE_LOOKUP, dir, NULL, 0, name, NULL), 0);
+    memcpy(e ? e : &tmp, E.out + sizeof(struct fuse_out_header), sizeof(tmp));
+    return (e ? e : &tmp)->nodeid;
+}
+
+static int setup(void **s)
+{
+    (void)s;
+    strcpy(E.dir, "/tmp/bluebox-fsd-XXXXXX");
+    assert_non_null(mkdtemp(E.dir));
+    int fd = open(E.dir, O_RDONLY | O_DIRECTORY);
+    fsd_options opt = {.max_fds = 64};
+    assert_int_equal(fsd_new(&E.fs, fd, &opt, NULL), 0);
+    close(fd);
+    E.out = malloc(FSD_BUF_MAX);
+    struct fuse_init_in in = {.major = 7, .minor = 36, .max_readahead = 65536, .flags = ~0u};
+    assert_int_equal(call(FUSE_INIT, 0, &in, sizeof(in), NULL, 0, NULL), 0);
+    return 0;
+}
+
+static int teardown(void **s)
+{
+    (void)s;
+    fsd_free(E.fs);
+    free(E.out);
+    rmtree(E.dir);
+    return 0;
+}
+
+static void init_negotiates(void **s)
+{
+    (void)s;
+    fsd *fs = NULL;
+    int fd = open("/tmp", O_RDONLY | O_DIRECTORY);
+    assert_int_equal(fsd_new(&fs, fd, NULL, NULL), 0);
+    close(fd);
+    fsd *keep = E.fs;
+    E.fs = fs;
+    /* Before INIT: EIO; an old minor: EPROTO; a newer major: our version, no flags. */
+    assert_int_equal(call(FUSE_GETATTR, 1, NULL, 0, NULL, 0, NULL), -EIO);
+    struct fuse_init_in old = {.major = 7, .minor = 12};
+    assert_int_equal(call(FUSE_INIT, 0, &old, sizeof(old), NULL, 0, NULL), -EPROTO);
+    struct fuse_init_in newer = {.major = 8, .minor = 1};
+    struct fuse_init_out o;
+    assert_int_equal(call(FUSE_INIT, 0, &newer, sizeof(newer), NULL, 0, NULL), 0);
+    memcpy(&o, E.out + sizeof(struct fuse_out_header), sizeof(o));
+    assert_int_equal(o.major, 7);
+    /* The 6.1 guest: 7.36, every flag offered; only ours come back. */
+    struct fuse_init_in in = {.major = 7, .minor = 36, .max_readahead = 4096, .flags = ~0u};
+    size_t n;
+    assert_int_equal(call(FUSE_INIT, 0, &in, sizeof(in), NULL, 0, &n), 0);
+    assert_int_equal(n, sizeof(o));
+    memcpy(&o, E.out + sizeof(struct fuse_out_header), sizeof(o));
+    assert_int_equal(o.minor, 36);
+    assert_int_equal(o.max_write, FSD_MAX_IO);
+    assert_int_equal(o.max_pages, FSD_MAX_IO / 4096);
+    assert_true(o.flags & FUSE_MAX_PAGES);
+    assert_false(o.flags & (FUSE_DONT_MASK | FUSE_DO_READDIRPLUS | FUSE_WRITEBACK_CACHE |
+                            FUSE_HANDLE_KILLPRIV | FUSE_POSIX_ACL));
+    /* A second INIT is refused. */
+    assert_int_equal(call(FUSE_INIT, 0, &in, sizeof(in), NULL, 0, NULL), -EPROTO);
+    /* The kernel's minor above ours: ours. */
+    fsd_free(fs);
+    fd = open("/tmp", O_RDONLY | O_DIRECTORY);
+    assert_int_equal(fsd_new(&fs, fd, NULL, NULL), 0);
+    close(fd);
+    E.fs = fs;
+    in.minor = 99;
+    assert_int_equal(call(FUSE_INIT, 0, &in, sizeof(in), NULL, 0, NULL), 0);
+    memcpy(&o, E.out + sizeof(struct fuse_out_header), sizeof(o));
+    assert_int_equal(o.minor, FUSE_KERNEL_MINOR_VERSION);
+    fsd_free(fs);
+    E.fs = keep;
+}
+
+static void malformed_headers(void **s)
+{
+    (void)s;
+    uint8_t in[64] = {0}, out[64];
+    struct fuse_out_header oh;
+    /* Shorter than a header: an EINVAL reply, unique 0. */
+    for (size_t len = 0; len < sizeof(struct fuse_in_header); len++) {
+        assert_int_equal(fsd_handle(E.fs, in, len, out, sizeof(out)), sizeof(oh));
+        memcpy(&oh, out, sizeof(oh));
+        assert_int_equal(oh.error, -EINVAL);
+    }
+    /* The header's len beyond the buffer, or shorter than itself. */
+    struct fuse_in_header h = {.len = 4096, .opcode = FUSE_GETATTR, .unique = 7, .nodeid = 1};
+    memcpy(in, &h, sizeof(h));
+    assert_int_equal(fsd_handle(E.fs, in, sizeof(h), out, sizeof(out)), sizeof(oh));
+    memcpy(&oh, out, sizeof(oh));
+    assert_int_equal(oh.error, -EINVAL);
+    assert_int_equal(oh.unique, 7);
+    h.len = 3;
+    memcpy(in, &h, sizeof(h));
+    assert_int_equal(fsd_handle(E.fs, in, sizeof(h), out, sizeof(out)), sizeof(oh));
+    /* No room for even a reply header: nothing is written. */
+    h.len = sizeof(h);
+    memcpy(in, &h, sizeof(h));
+    assert_int_equal(fsd_handle(E.fs, in, sizeof(h), out, sizeof(oh) - 1), 0);
+    /* A reply that does not fit the caller's buffer is an error, never an overrun. */
+    assert_int_equal(fsd_handle(E.fs, in, sizeof(h), out, sizeof(out)), sizeof(oh));
+    memcpy(&oh, out, sizeof(oh));
+    assert_int_equal(oh.error, -EIO);
+    /* The buffer may be unaligned. */
+    uint8_t big[256];
+    memcpy(big + 1, &h, sizeof(h));
+    assert_int_equal(fsd_handle(E.fs, big + 1, sizeof(h), E.out, FSD_BUF_MAX),
+                     sizeof(oh) + sizeof(struct fuse_attr_out));
+}
+
+static void unknown_opcodes(void **s)
+{
+    (void)s;
+    uint32_t ops[] = {0,
+                      7,
+                      19,
+                      FUSE_GETLK,
+                      FUSE_SETLK,
+                      FUSE_IOCTL,
+                      FUSE_READDIRPLUS,
+                      FUSE_COPY_FILE_RANGE,
+                      FUSE_SETUPMAPPING,
+                      FUSE_TMPFILE,
+                      52,
+                      4096,
+                      0xffffffffu};
+    for (size_t k = 0; k < ELEMENTSOF(ops); k++)
+        assert_int_equal(call(ops[k], 1, NULL, 0, NULL, 0, NULL), -ENOSYS);
+    /* INTERRUPT, FORGET and BATCH_FORGET take no reply, even malformed. */
+    assert_int_equal(call(FUSE_INTERRUPT, 1, NULL, 0, NULL, 0, NULL), 1);
+    assert_int_equal(call(FUSE_FORGET, 12345, NULL, 0, NULL, 0, NULL), 1);
+    struct fuse_batch_forget_in bf = {.count = 1000000};
+    assert_int_equal(call(FUSE_BATCH_FORGET, 0, &bf, sizeof(bf), NULL, 0, NULL), 1);
+}
+
+static void invented_nodeids(void **s)
+{
+    (void)s;
+    uint64_t ids[] = {0, 2, 3, 0xffffffffu, 1ull << 32 | 1, (1ull << 32) + 2, ~0ull};
+    for (size_t k = 0; k < ELEMENTSOF(ids); k++) {
+        assert_int_equal(call(FUSE_GETATTR, ids[k], NULL, 0, NULL, 0, NULL), -ESTALE);
+        assert_int_equal(call_name(FUSE_LOOKUP, ids[k], NULL, 0, "x", NULL), -ENOTDIR);
+    }
+    /* A forgotten nodeid is stale, and so is its slot's next tenant's old number. */
+    char path[128];
+    snprintf(path, sizeof(path), "%s/f", E.dir);
+    close(open(path, O_CREAT | O_WRONLY, 0644));
+    uint64_t id = lookup(1, "f", NULL);
+    assert_int_equal(call(FUSE_GETATTR, id, NULL, 0, NULL, 0, NULL), 0);
+    struct fuse_forget_in fi = {.nlookup = 1};
+    assert_int_equal(call(FUSE_FORGET, id, &fi, sizeof(fi), NULL, 0, NULL), 1);
+    assert_int_equal(call(FUSE_GETATTR, id, NULL, 0, NULL, 0, NULL), -ESTALE);
+    uint64_t again = lookup(1, "f", NULL);
+    assert_int_not_equal(again, id);
+    assert_int_equal(call(FUSE_GETATTR, id, NULL, 0, NULL, 0, NULL), -ESTALE);
+    /* Forgetting the root does nothing. */
+    fi.nlookup = 1000;
+    call(FUSE_FORGET, 1, &fi, sizeof(fi), NULL, 0, NULL);
+    assert_int_equal(call(FUSE_GETATTR, 1, NULL, 0, NULL, 0, NULL), 0);
+    /* Invented fhs. */
+    struct fuse_read_in rd = {.fh = 1, .size = 10};
+    assert_int_equal(call(FUSE_READ, again, &rd, sizeof(rd), NULL, 0, NULL), -EBADF);
+    rd.fh = ~0ull;
+    assert_int_equal(call(FUSE_READDIR, 1, &rd, sizeof(rd), NULL, 0, NULL), -EBADF);
+    struct fuse_release_in rl = {.fh = 77};
+    assert_int_equal(call(FUSE_RELEASE, again, &rl, sizeof(rl), NULL, 0, NULL), -EBADF);
+}
+
+static void bad_names(void **s)
+{
+    (void)s;
+    const char *bad[] = {"", ".", "..", "a/b", "/", "../x", "x/"};
+    for (size_t k = 0; k < ELEMENTSOF(bad); k++) {
+        assert_int_equal(call_name(FUSE_LOOKUP, 1, NULL, 0, bad[k], NULL), -EINVAL);
+        struct fuse_mkdir_in md = {.mode = 0755};
+        assert_int_equal(call_name(FUSE_MKDIR, 1, &md, sizeof(md), bad[k], NULL), -EINVAL);
+        assert_int_equal(call_name(FUSE_UNLINK, 1, NULL, 0, bad[k], NULL), -EINVAL);
+    }
+    /* Not NUL-terminated inside the request. */
+    assert_int_equal(call(FUSE_LOOKUP, 1, "abc", 3, NULL, 0, NULL), -EINVAL);
+    /* 255 bytes is a name; 256 is not. */
+    char name[258];
+    memset(name, 'n', 256);
+    name[256] = 0;
+    assert_int_equal(call_name(FUSE_LOOKUP, 1, NULL, 0, name, NULL), -EINVAL);
+    name[255] = 0;
+    assert_int_equal(call_name(FUSE_LOOKUP, 1, NULL, 0, name, NULL), -ENOENT);
+    /* RENAME with one good name and one bad. */
+    struct fuse_rename_in rn = {.newdir = 1};
+    assert_int_equal(call(FUSE_RENAME, 1, &rn, sizeof(rn), "a\0..", 5, NULL), -EINVAL);
+    struct fuse_rename2_in r2 = {.newdir = 1, .flags = RENAME_WHITEOUT};
+    assert_int_equal(call(FUSE_RENAME2, 1, &r2, sizeof(r2), "a\0b", 4, NULL), -EINVAL);
+}
+
+/* A host symlink in the export pointing outside: the server never walks through it. */
+static void symlinks_are_not_followed(void **s)
+{
+    (void)s;
+    char outside[128], link[128];
+    snprintf(outside, sizeof(outside), "%s-outside", E.dir);
+    assert_int_equal(mkdir(outside, 0755), 0);
+    char secret[160];
+    snprintf(secret, sizeof(secret), "%s/secret", outside);
+    close(open(secret, O_CREAT | O_WRONLY, 0644));
+    snprintf(link, sizeof(link), "%s/out", E.dir);
+    assert_int_equal(symlink(outside, link), 0);
+    struct fuse_entry_out e;
+    uint64_t id = lookup(1, "out", &e);
+    assert_true(S_ISLNK(e.attr.mode));
+    assert_int_equal(call_name(FUSE_LOOKUP, id, NULL, 0, "secret", NULL), -ENOTDIR);
+    struct fuse_open_in oi = {.flags = O_RDONLY};
+    assert_int_equal(call(FUSE_OPEN, id, &oi, sizeof(oi), NULL, 0, NULL), -EINVAL);
+    assert_int_equal(call(FUSE_OPENDIR, id, &oi, sizeof(oi), NULL, 0, NULL), -ENOTDIR);
+    struct fuse_mkdir_in md = {.mode = 0755};
+    assert_int_equal(call_name(FUSE_MKDIR, id, &md, sizeof(md), "x", NULL), -ENOTDIR);
+    struct fuse_create_in ci = {.flags = O_WRONLY, .mode = 0644};
+    assert_int_equal(call_name(FUSE_CREATE, 1, &ci, sizeof(ci), "out", NULL), -EINVAL);
+    ci.flags = O_WRONLY | O_EXCL;
+    assert_int_equal(call_name(FUSE_CREATE, 1, &ci, sizeof(ci), "out", NULL), -EEXIST);
+    size_t n;
+    assert_int_equal(call(FUSE_READLINK, id, NULL, 0, NULL, 0, &n), 0);
+    assert_int_equal(n, strlen(outside));
+    rmtree(outside);
+}
+
+static uint64_t create(const char *name, uint32_t mode, uint64_t *fh)
+{
+    struct fuse_create_in ci = {.flags = O_RDWR, .mode = mode};
+    size_t n;
+    assert_int_equal(call_name(FUSE_CREATE, 1, &ci, sizeof(ci), name, &n), 0);
+    assert_int_equal(n, sizeof(struct fuse_entry_out) + sizeof(struct fuse_open_out));
+    struct fuse_entry_out e;
+    struct fuse_open_out o;
+    memcpy(&e, E.out + sizeof(struct fuse_out_header), sizeof(e));
+    memcpy(&o, E.out + sizeof(struct fuse_out_header) + sizeof(e), sizeof(o));
+    *fh = o.fh;
+    return e.nodeid;
+}
+
+static void io_bounds(void **s)
+{
+    (void)s;
+    uint64_t fh, id = create("io", 0644, &fh);
+    struct fuse_write_in w = {.fh = fh, .size = 5};
+    size_t n;
+    assert_int_equal(call(FUSE_WRITE, id, &w, sizeof(w), "hello", 5, &n), 0);
+    /* Data shorter than the size claimed; a size past the limit. */
+    w.size = 6;
+    assert_int_equal(call(FUSE_WRITE, id, &w, sizeof(w), "hello", 5, NULL), -EINVAL);
+    w.size = 0xffffffffu;
+    assert_int_equal(call(FUSE_WRITE, id, &w, sizeof(w), "hello", 5, NULL), -EINVAL);
+    w.size = 1;
+    w.offset = ~0ull;
+    assert_int_equal(call(FUSE_WRITE, id, &w, sizeof(w), "h", 1, NULL), -EINVAL);
+    /* A truncated argument struct. */
+    assert_int_equal(call(FUSE_WRITE, id, &w, 10, NULL, 0, NULL), -EINVAL);
+    /* A huge read is capped at what exists (and at FSD_MAX_IO). */
+    struct fuse_read_in rd = {.fh = fh, .size = 0xffffffffu};
+    assert_int_equal(call(FUSE_READ, id, &rd, sizeof(rd), NULL, 0, &n), 0);
+    assert_int_equal(n, 5);
+    assert_memory_equal(E.out + sizeof(struct fuse_out_header), "hello", 5);
+    /* The read fills only the caller's buffer. */
+    uint8_t in[sizeof(struct fuse_in_header) + sizeof(rd)], out[20];
+    struct fuse_in_header h = {.len = sizeof(in), .opcode = FUSE_READ, .unique = 1, .nodeid = id};
+    memcpy(in, &h, sizeof(h));
+    memcpy(in + sizeof(h), &rd, sizeof(rd));
+    assert_int_equal(fsd_handle(E.fs, in, sizeof(in), out, sizeof(out)), sizeof(out));
+    struct fuse_fallocate_in fa = {.fh = fh, .length = 100, .mode = 0x80};
+    assert_int_equal(call(FUSE_FALLOCATE, id, &fa, sizeof(fa), NULL, 0, NULL), -EOPNOTSUPP);
+    struct fuse_lseek_in ls = {.fh = fh, .whence = SEEK_END};
+    assert_int_equal(call(FUSE_LSEEK, id, &ls, sizeof(ls), NULL, 0, NULL), -EINVAL);
+    /* SETATTR size through the fh, then without. */
+    struct fuse_setattr_in sa = {.valid = FATTR_SIZE | FATTR_FH, .fh = fh, .size = 2};
+    assert_int_equal(call(FUSE_SETATTR, id, &sa, sizeof(sa), NULL, 0, NULL), 0);
+    sa = (struct fuse_setattr_in){.valid = FATTR_SIZE, .size = 1};
+    assert_int_equal(call(FUSE_SETATTR, id, &sa, sizeof(sa), NULL, 0, NULL), 0);
+    struct fuse_attr_out ao;
+    memcpy(&ao, E.out + sizeof(struct fuse_out_header), sizeof(ao));
+    assert_int_equal(ao.attr.size, 1);
+    sa = (struct fuse_setattr_in){.valid = FATTR_SIZE, .size = ~0ull};
+    assert_int_equal(call(FUSE_SETATTR, id, &sa, sizeof(sa), NULL, 0, NULL), -EFBIG);
+    sa = (struct fuse_setattr_in){.valid = FATTR_MTIME, .mtimensec = 2000000000u};
+    assert_int_equal(call(FUSE_SETATTR, id, &sa, sizeof(sa), NULL, 0, NULL), -EINVAL);
+    struct fuse_release_in rl = {.fh = fh};
+    assert_int_equal(call(FUSE_RELEASE, id, &rl, sizeof(rl), NULL, 0, NULL), 0);
+    assert_int_equal(call(FUSE_RELEASE, id, &rl, sizeof(rl), NULL, 0, NULL), -EBADF);
+}
+
+static void mapped_ownership(void **s)
+{
+    (void)s;
+    uint64_t fh, id = create("own", 04755, &fh);
+    struct fuse_release_in rl = {.fh = fh};
+    call(FUSE_RELEASE, id, &rl, sizeof(rl), NULL, 0, NULL);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/own", E.dir);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0755);
+    assert_int_equal(st.st_uid, geteuid());
+    struct fuse_attr_out ao;
+    assert_int_equal(call(FUSE_GETATTR, id, NULL, 0, NULL, 0, NULL), 0);
+    memcpy(&ao, E.out + sizeof(struct fuse_out_header), sizeof(ao));
+    assert_int_equal(ao.attr.mode, S_IFREG | 04755);
+    assert_int_equal(ao.attr.uid, 1000);
+    /* chmod 0400: the host keeps owner rw. */
+    struct fuse_setattr_in sa = {.valid = FATTR_MODE, .mode = 0400};
+    assert_int_equal(call(FUSE_SETATTR, id, &sa, sizeof(sa), NULL, 0, NULL), 0);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    /* A device node: a plain 0600 host file. */
+    struct fuse_mknod_in mk = {.mode = S_IFBLK | 0660, .rdev = 0x0801};
+    assert_int_equal(call_name(FUSE_MKNOD, 1, &mk, sizeof(mk), "sda1", NULL), 0);
+    struct fuse_entry_out e;
+    memcpy(&e, E.out + sizeof(struct fuse_out_header), sizeof(e));
+    assert_int_equal(e.attr.mode, S_IFBLK | 0660);
+    assert_int_equal(e.attr.rdev, 0x0801);
+    snprintf(path, sizeof(path), "%s/sda1", E.dir);
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0600);
+    /* Garbage in the record: the default view. */
+    assert_int_equal(setxattr(path, FSD_OWN_XATTR, "garbage", 7, 0), 0);
+    struct fuse_forget_in fi = {.nlookup = 1};
+    call(FUSE_FORGET, e.nodeid, &fi, sizeof(fi), NULL, 0, NULL);
+    lookup(1, "sda1", &e);
+    assert_int_equal(e.attr.mode, S_IFREG | 0600);
+    assert_int_equal(e.attr.uid, 0);
+    /* MKNOD of a directory type or junk bits: EINVAL. */
+    mk.mode = S_IFDIR | 0755;
+    assert_int_equal(call_name(FUSE_MKNOD, 1, &mk, sizeof(mk), "d", NULL), -EINVAL);
+    mk.mode = 0xffffffffu;
+    assert_int_equal(call_name(FUSE_MKNOD, 1, &mk, sizeof(mk), "d", NULL), -EINVAL);
+}
+
+static void guest_xattrs(void **s)
+{
+    (void)s;
+    uint64_t fh, id = create("x", 0644, &fh);
+    struct fuse_setxattr_in si = {.size = 3};
+    uint8_t arg[64];
+    memcpy(arg, "user.bluebox.own\0abc", 20);
+    assert_int_equal(call(FUSE_SETXATTR, id, &si, 8, arg, 20, NULL), 0);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/x", E.dir);
+    char val[64];
+    assert_int_equal(getxattr(path, "user.bluebox.x.user.bluebox.own", val, sizeof(val)), 3);
+    assert_int_equal(getxattr(path, FSD_OWN_XATTR, val, sizeof(val)), FSD_OWN_RECORD_LEN);
+    /* The real record is out of reach, and LISTXATTR shows only the guest's names. */
+    struct fuse_getxattr_in gi = {.size = 0};
+    size_t len;
+    assert_int_equal(call(FUSE_LISTXATTR, id, &gi, sizeof(gi), NULL, 0, &len), 0);
+    struct fuse_getxattr_out go;
+    memcpy(&go, E.out + sizeof(struct fuse_out_header), sizeof(go));
+    assert_int_equal(go.size, strlen("user.bluebox.own") + 1);
+    gi.size = 256;
+    assert_int_equal(call(FUSE_LISTXATTR, id, &gi, sizeof(gi), NULL, 0, &len), 0);
+    assert_int_equal(len, go.size);
+    assert_string_equal((char *)E.out + sizeof(struct fuse_out_header), "user.bluebox.own");
+    gi.size = 3;
+    assert_int_equal(call(FUSE_LISTXATTR, id, &gi, sizeof(gi), NULL, 0, NULL), -ERANGE);
+    /* ACLs: not supported. Oversized names and values. */
+    memcpy(arg, "system.posix_acl_access\0abc", 27);
+    assert_int_equal(call(FUSE_SETXATTR, id, &si, 8, arg, 27, NULL), -EOPNOTSUPP);
+    char longname[300];
+    memset(longname, 'a', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = 0;
+    assert_int_equal(call(FUSE_GETXATTR, id, &gi, sizeof(gi), longname, sizeof(longname), NULL),
+                     -EINVAL);
+    longname[250] = 0;
+    assert_int_equal(call(FUSE_GETXATTR, id, &gi, sizeof(gi), longname, 251, NULL), -ERANGE);
+    si.size = 1u << 30;
+    memcpy(arg, "user.a\0abc", 10);
+    assert_int_equal(call(FUSE_SETXATTR, id, &si, 8, arg, 10, NULL), -E2BIG);
+    si.size = 3;
+    si.flags = 0x100;
+    assert_int_equal(call(FUSE_SETXATTR, id, &si, 8, arg, 10, NULL), -EINVAL);
+    struct fuse_release_in rl = {.fh = fh};
+    call(FUSE_RELEASE, id, &rl, sizeof(rl), NULL, 0, NULL);
+}
+
+static void readdir_offsets(void **s)
+{
+    (void)s;
+    struct fuse_mkdir_in md = {.mode = 0755};
+    assert_int_equal(call_name(FUSE_MKDIR, 1, &md, sizeof(md), "many", NULL), 0);
+    struct fuse_entry_out e;
+    memcpy(&e, E.out + sizeof(struct fuse_out_header), sizeof(e));
+    char path[160];
+    for (int k = 0; k < 200; k++) {
+        snprintf(path, sizeof(path), "%s/many/entry-with-a-long-name-%03d", E.dir, k);
+        close(open(path, O_CREAT | O_WRONLY, 0644));
+    }
+    struct fuse_open_in oi = {0};
+    assert_int_equal(call(FUSE_OPENDIR, e.nodeid, &oi, sizeof(oi), NULL, 0, NULL), 0);
+    struct fuse_open_out oo;
+    memcpy(&oo, E.out + sizeof(struct fuse_out_header), sizeof(oo));
+    /* Read in small pieces, continuing from each last offset; count the names. */
+    uint64_t off = 0, third = 0;
+    int names = 0, pieces = 0;
+    for (;;) {
+        struct fuse_read_in rd = {.fh = oo.fh, .offset = off, .size = 300};
+        size_t n;
+        assert_int_equal(call(FUSE_READDIR, e.nodeid, &rd, sizeof(rd), NULL, 0, &n), 0);
+        if (n == 0)
+            break;
+        assert_true(n <= 300);
+        pieces++;
+        for (size_t p = 0; p < n;) {
+            struct fuse_dirent d;
+            memcpy(&d, E.out + sizeof(struct fuse_out_header) + p, sizeof(d));
+            names++;
+            off = d.off;
+            if (names == 100)
+                third = d.off;
+            p += FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + d.namelen);
+        }
+    }
+    assert_int_equal(names, 202);
+    assert_true(pieces > 20);
+    /* Seek back: from the 100th entry's offset, 102 remain. */
+    int rest = 0;
+    off = third;
+    for (;;) {
+        struct fuse_read_in rd = {.fh = oo.fh, .offset = off, .size = 4096};
+        size_t n;
+        assert_int_equal(call(FUSE_READDIR, e.nodeid, &rd, sizeof(rd), NULL, 0, &n), 0);
+        if (n == 0)
+            break;
+        for (size_t p = 0; p < n;) {
+            struct fuse_dirent d;
+            memcpy(&d, E.out + sizeof(struct fuse_out_header) + p, sizeof(d));
+            rest++;
+            off = d.off;
+            p += FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + d.namelen);
+        }
+    }
+    assert_int_equal(rest, 102);
+    struct fuse_release_in rl = {.fh = oo.fh};
+    assert_int_equal(call(FUSE_RELEASEDIR, e.nodeid, &rl, sizeof(rl), NULL, 0, NULL), 0);
+}
+
+static void fd_cap(void **s)
+{
+    (void)s;
+    /* max_fds is 64: lookups beyond it fail with ENFILE, and work again after FORGET. */
+    char path[160];
+    uint64_t ids[80];
+    int got = 0, refused = 0;
+    for (int k = 0; k < 80; k++) {
+        snprintf(path, sizeof(path), "%s/cap%02d", E.dir, k);
+        close(open(path, O_CREAT | O_WRONLY, 0644));
+        snprintf(path, sizeof(path), "cap%02d", k);
+        int rc = call_name(FUSE_LOOKUP, 1, NULL, 0, path, NULL);
+        if (rc == 0) {
+            struct fuse_entry_out e;
+            memcpy(&e, E.out + sizeof(struct fuse_out_header), sizeof(e));
+            ids[got++] = e.nodeid;
+        } else {
+            assert_int_equal(rc, -ENFILE);
+            refused++;
+        }
+    }
+    assert_true(refused > 0 && got < 64);
+    struct fuse_batch_forget_in bf = {.count = (uint32_t)got};
+    uint8_t buf[80 * sizeof(struct fuse_forget_one)];
+    for (int k = 0; k < got; k++) {
+        struct fuse_forget_one one = {.nodeid = ids[k], .nlookup = 1};
+        memcpy(buf + (size_t)k * sizeof(one), &one, sizeof(one));
+    }
+    assert_int_equal(call(FUSE_BATCH_FORGET, 0, &bf, sizeof(bf), buf,
+                          (size_t)got * sizeof(struct fuse_forget_one), NULL),
+                     1);
+    assert_int_equal(call_name(FUSE_LOOKUP, 1, NULL, 0, "cap79", NULL), 0);
+}
+
+static void record_codec(void **s)
+{
+    (void)s;
+    fsd_own o = {.uid = 1000, .gid = 100, .mode = S_IFCHR | 0620, .rdev = 0x0400}, back;
+    uint8_t rec[FSD_OWN_RECORD_LEN];
+    fsd_own_encode(&o, rec);
+    assert_int_equal(fsd_own_decode(rec, sizeof(rec), S_IFREG, &back), 0);
+    assert_memory_equal(&o, &back, sizeof(o));
+    /* A character device cannot be a host directory; bad lengths, versions and bits fail. */
+    assert_int_equal(fsd_own_decode(rec, sizeof(rec), S_IFDIR, &back), -EINVAL);
+    assert_int_equal(fsd_own_decode(rec, sizeof(rec) - 1, S_IFREG, &back), -EINVAL);
+    rec[0] = 2;
+    assert_int_equal(fsd_own_decode(rec, sizeof(rec), S_IFREG, &back), -EINVAL);
+    o.mode = S_IFREG | 0644;
+    fsd_own_encode(&o, rec);
+    assert_int_equal(fsd_own_decode(rec, sizeof(rec), S_IFREG, &back), -EINVAL); /* rdev */
+    o.rdev = 0;
+    o.mode = 0170000 | 0777;
+    fsd_own_encode(&o, rec);
+    assert_int_equal(fsd_own_decode(rec, sizeof(rec), S_IFREG, &back), -EINVAL);
+    o.mode = S_IFREG | 0644;
+    o.uid = UINT32_MAX;
+    fsd_own_encode(&o, rec);
+    assert_int_equal(fsd_own_decode(rec, sizeof(rec), S_IFREG, &back), -EINVAL);
+    /* The host mode never carries setuid/setgid/sticky and is always owner-usable. */
+    assert_int_equal(fsd_own_host_mode(S_IFREG | 07000), S_IFREG | 0600);
+    assert_int_equal(fsd_own_host_mode(S_IFDIR | 01777), S_IFDIR | 0777);
+    assert_int_equal(fsd_own_host_mode(S_IFDIR | 0), S_IFDIR | 0700);
+    assert_int_equal(fsd_own_host_mode(S_IFCHR | 0666), S_IFREG | 0600);
+    fsd_own d = fsd_own_default(S_IFREG | 06755);
+    assert_int_equal(d.mode, S_IFREG | 0755);
+    assert_int_equal(d.uid, 0);
+}
+
+static void read_only_export(void **s)
+{
+    (void)s;
+    fsd *keep = E.fs, *fs = NULL;
+    int fd = open(E.dir, O_RDONLY | O_DIRECTORY);
+    fsd_options opt = {.read_only = true};
+    assert_int_equal(fsd_new(&fs, fd, &opt, NULL), 0);
+    close(fd);
+    E.fs = fs;
+    struct fuse_init_in in = {.major = 7, .minor = 36};
+    assert_int_equal(call(FUSE_INIT, 0, &in, sizeof(in), NULL, 0, NULL), 0);
+    struct fuse_mkdir_in md = {.mode = 0755};
+    assert_int_equal(call_name(FUSE_MKDIR, 1, &md, sizeof(md), "ro", NULL), -EROFS);
+    assert_int_equal(call_name(FUSE_UNLINK, 1, NULL, 0, "x", NULL), -EROFS);
+    uint64_t id = lookup(1, "x", NULL);
+    struct fuse_open_in oi = {.flags = O_WRONLY};
+    assert_int_equal(call(FUSE_OPEN, id, &oi, sizeof(oi), NULL, 0, NULL), -EROFS);
+    oi.flags = O_RDONLY | O_TRUNC;
+    assert_int_equal(call(FUSE_OPEN, id, &oi, sizeof(oi), NULL, 0, NULL), -EROFS);
+    oi.flags = O_RDONLY;
+    assert_int_equal(call(FUSE_OPEN, id, &oi, sizeof(oi), NULL, 0, NULL), 0);
+    fsd_free(fs);
+    E.fs = keep;
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(nothing)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(init_negotiates), cmocka_unit_test(malformed_headers),
+        cmocka_unit_test(unknown_opcodes), cmocka_unit_test(invented_nodeids),
+        cmocka_unit_test(bad_names),       cmocka_unit_test(symlinks_are_not_followed),
+        cmocka_unit_test(io_bounds),       cmocka_unit_test(mapped_ownership),
+        cmocka_unit_test(guest_xattrs),    cmocka_unit_test(readdir_offsets),
+        cmocka_unit_test(record_codec),    cmocka_unit_test(read_only_export),
+        cmocka_unit_test(fd_cap),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
 }
