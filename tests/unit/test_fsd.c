@@ -130,8 +130,9 @@ static void init_negotiates(void **s)
     assert_int_equal(o.max_write, FSD_MAX_IO);
     assert_int_equal(o.max_pages, FSD_MAX_IO / 4096);
     assert_true(o.flags & FUSE_MAX_PAGES);
-    assert_false(o.flags & (FUSE_DONT_MASK | FUSE_DO_READDIRPLUS | FUSE_WRITEBACK_CACHE |
-                            FUSE_HANDLE_KILLPRIV | FUSE_POSIX_ACL));
+    assert_true(o.flags & FUSE_DO_READDIRPLUS);
+    assert_false(o.flags &
+                 (FUSE_DONT_MASK | FUSE_WRITEBACK_CACHE | FUSE_HANDLE_KILLPRIV | FUSE_POSIX_ACL));
     /* A second INIT is refused. */
     assert_int_equal(call(FUSE_INIT, 0, &in, sizeof(in), NULL, 0, NULL), -EPROTO);
     /* The kernel's minor above ours: ours. */
@@ -193,7 +194,6 @@ static void unknown_opcodes(void **s)
                       FUSE_GETLK,
                       FUSE_SETLK,
                       FUSE_IOCTL,
-                      FUSE_READDIRPLUS,
                       FUSE_COPY_FILE_RANGE,
                       FUSE_SETUPMAPPING,
                       FUSE_TMPFILE,
@@ -455,6 +455,57 @@ static void guest_xattrs(void **s)
     call(FUSE_RELEASE, id, &rl, sizeof(rl), NULL, 0, NULL);
 }
 
+/* READDIRPLUS: each name with its entry (the same nodeid a LOOKUP gives, counted once per
+ * entry sent), "." and ".." without one; an entry that does not fit is neither sent nor
+ * counted. */
+static void readdirplus_entries(void **s)
+{
+    (void)s;
+    struct fuse_mkdir_in md = {.mode = 0755};
+    assert_int_equal(call_name(FUSE_MKDIR, 1, &md, sizeof(md), "plus", NULL), 0);
+    struct fuse_entry_out e;
+    memcpy(&e, E.out + sizeof(struct fuse_out_header), sizeof(e));
+    char path[160];
+    snprintf(path, sizeof(path), "%s/plus/one", E.dir);
+    close(open(path, O_CREAT | O_WRONLY, 0644));
+    struct fuse_open_in oi = {0};
+    assert_int_equal(call(FUSE_OPENDIR, e.nodeid, &oi, sizeof(oi), NULL, 0, NULL), 0);
+    struct fuse_open_out oo;
+    memcpy(&oo, E.out + sizeof(struct fuse_out_header), sizeof(oo));
+    /* Too small for any entry: nothing sent. */
+    struct fuse_read_in rd = {.fh = oo.fh, .size = 64};
+    size_t n;
+    assert_int_equal(call(FUSE_READDIRPLUS, e.nodeid, &rd, sizeof(rd), NULL, 0, &n), 0);
+    assert_int_equal(n, 0);
+    rd.size = 4096;
+    assert_int_equal(call(FUSE_READDIRPLUS, e.nodeid, &rd, sizeof(rd), NULL, 0, &n), 0);
+    uint64_t one = 0;
+    int names = 0;
+    for (size_t p = 0; p < n;) {
+        struct fuse_direntplus d;
+        memcpy(&d, E.out + sizeof(struct fuse_out_header) + p, sizeof(d));
+        const char *name =
+            (const char *)E.out + sizeof(struct fuse_out_header) + p + FUSE_NAME_OFFSET_DIRENTPLUS;
+        names++;
+        if (d.dirent.namelen == 3 && memcmp(name, "one", 3) == 0) {
+            one = d.entry_out.nodeid;
+            assert_true(S_ISREG(d.entry_out.attr.mode));
+        } else {
+            assert_int_equal(d.entry_out.nodeid, 0); /* "." and ".." */
+        }
+        p += FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET_DIRENTPLUS + d.dirent.namelen);
+    }
+    assert_int_equal(names, 3);
+    assert_true(one != 0);
+    /* The same inode as a LOOKUP; after forgetting both lookups the nodeid is gone. */
+    assert_int_equal(lookup(e.nodeid, "one", NULL), one);
+    struct fuse_forget_in fg = {.nlookup = 2};
+    assert_int_equal(call(FUSE_FORGET, one, &fg, sizeof(fg), NULL, 0, NULL), 1);
+    assert_int_equal(call(FUSE_GETATTR, one, &(struct fuse_getattr_in){0},
+                          sizeof(struct fuse_getattr_in), NULL, 0, NULL),
+                     -ESTALE);
+}
+
 static void readdir_offsets(void **s)
 {
     (void)s;
@@ -612,13 +663,13 @@ static void read_only_export(void **s)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(init_negotiates), cmocka_unit_test(malformed_headers),
-        cmocka_unit_test(unknown_opcodes), cmocka_unit_test(invented_nodeids),
-        cmocka_unit_test(bad_names),       cmocka_unit_test(symlinks_are_not_followed),
-        cmocka_unit_test(io_bounds),       cmocka_unit_test(mapped_ownership),
-        cmocka_unit_test(guest_xattrs),    cmocka_unit_test(readdir_offsets),
-        cmocka_unit_test(record_codec),    cmocka_unit_test(read_only_export),
-        cmocka_unit_test(fd_cap),
+        cmocka_unit_test(init_negotiates),  cmocka_unit_test(malformed_headers),
+        cmocka_unit_test(unknown_opcodes),  cmocka_unit_test(invented_nodeids),
+        cmocka_unit_test(bad_names),        cmocka_unit_test(symlinks_are_not_followed),
+        cmocka_unit_test(io_bounds),        cmocka_unit_test(mapped_ownership),
+        cmocka_unit_test(guest_xattrs),     cmocka_unit_test(readdirplus_entries),
+        cmocka_unit_test(readdir_offsets),  cmocka_unit_test(record_codec),
+        cmocka_unit_test(read_only_export), cmocka_unit_test(fd_cap),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
