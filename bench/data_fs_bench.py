@@ -4,7 +4,11 @@ the file server; `BLUEBOX_UML_HOSTFS=1` in the Bluefile's env), side by side (is
 streaming (1 GiB written with fsync, read back after dropping the guest's caches) and
 metadata (10,000 empty files in 100 directories made, then `find`, `ls -lR` with cold
 caches, `rm -rf`), timed inside the guest from /proc/uptime; and a cold `run -- true`.
-Usage: bench/data_fs_bench.py [--runs N] [--mib M] [--files N] [--bin PATH]
+Usage: bench/data_fs_bench.py [--runs N] [--mib M] [--files N] [--bin PATH] [--git IMAGE]
+
+--git IMAGE (a Debian image, e.g. the tests' localhost/bluebox-test/debian:bookworm; the
+build installs git from the machine's apt mirror) adds a git repository of the same files:
+`git add -A` + commit, then `git status` with cold caches and again warm.
 
 Needs root, podman, user-mode-linux and the local test image (tests/integration/setup.sh);
 export CONTAINERS_CONF (and CONTAINERS_STORAGE_CONF) as for the integration tests. Runs are
@@ -37,6 +41,20 @@ drop; t; ls -lR /data/b > /dev/null; d ls-lR
 t; rm -rf /data/b; d rm-rf
 """
 
+GIT = r"""
+t() { read a _ < /proc/uptime; }
+d() { read b _ < /proc/uptime; echo "$1 $(echo "$a $b" | awk '{printf "%.2f", $2 - $1}')"; }
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+rm -rf /data/g; mkdir -p /data/g; cd /data/g
+i=0; while [ $i -lt 100 ]; do mkdir $i; j=0
+  while [ $j -lt $PER ]; do echo $i.$j > $i/$j; j=$((j+1)); done; i=$((i+1)); done
+git init -q . && git config user.email b@example.invalid && git config user.name b
+t; git add -A; git commit -qm all; d git-commit
+drop; t; git status --porcelain > /dev/null; d git-status-cold
+t; git status --porcelain > /dev/null; d git-status-warm
+cd /; rm -rf /data/g
+"""
+
 
 class Home:
     def __init__(self, binary):
@@ -57,7 +75,8 @@ class Home:
         self.names.append(name)
         path = os.path.join(self.dir, "home", "sandboxes", name, "Bluefile")
         with open(path, "w") as f:
-            f.write(f"base: {IMAGE}\nbackend: uml\nram_mib: 512\n{extra}")
+            f.write(("" if extra.startswith("base:") else f"base: {IMAGE}\n")
+                    + f"backend: uml\nram_mib: 512\n{extra}")
         self("build", name)
 
     def close(self):
@@ -72,12 +91,14 @@ def main():
     ap.add_argument("--mib", type=int, default=1024)
     ap.add_argument("--files", type=int, default=10000)
     ap.add_argument("--bin", default=os.path.join(repo, "build", "bluebox"))
+    ap.add_argument("--git", metavar="IMAGE")
     a = ap.parse_args()
     home = Home(a.bin)
     try:
-        home.box("fsd")
-        home.box("hostfs", "env:\n  BLUEBOX_UML_HOSTFS: \"1\"\n")
-        script = f"MIB={a.mib}; PER={a.files // 100}\n{WORK}"
+        base = f"base: {a.git}\npkgmgr: apt\npackages: [git]\n" if a.git else ""
+        home.box("fsd", base)
+        home.box("hostfs", base + "env:\n  BLUEBOX_UML_HOSTFS: \"1\"\n")
+        script = f"MIB={a.mib}; PER={a.files // 100}\n{WORK}" + (GIT if a.git else "")
         steps = {}
         cold = {"fsd": [], "hostfs": []}
         for _ in range(a.runs):
