@@ -55,6 +55,12 @@ typedef struct req {
 
 /* ---- request and reply bytes ---- */
 
+/* -errno after a failed call (never 0, so a failure is never mistaken for success). */
+static int neg_errno(void)
+{
+    return errno > 0 ? -errno : -EIO;
+}
+
 static bool take(req *r, void *dst, size_t n)
 {
     if (r->left < n)
@@ -169,7 +175,7 @@ static void put_entry(req *r, fsd_inode *i, const struct stat *st)
 static int ref_fd(fsd *fs, int fd, struct stat *st, fsd_inode **ret)
 {
     if (fstat(fd, st) < 0) {
-        int e = -errno;
+        int e = neg_errno();
         close(fd);
         return e;
     }
@@ -192,7 +198,7 @@ static int ref_fd(fsd *fs, int fd, struct stat *st, fsd_inode **ret)
 static int lookup_name(fsd *fs, fsd_inode *dir, const char *name, struct stat *st, fsd_inode **ret)
 {
     if (fstatat(dir->fd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
-        return -errno;
+        return neg_errno();
     fsd_inode *i = fsd_inode_find(&fs->t, st->st_dev, st->st_ino);
     if (i) {
         i->nlookup++;
@@ -201,7 +207,7 @@ static int lookup_name(fsd *fs, fsd_inode *dir, const char *name, struct stat *s
     }
     int fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return -errno;
+        return neg_errno();
     return ref_fd(fs, fd, st, ret);
 }
 
@@ -313,7 +319,7 @@ static int op_interrupt(req *r)
 
 static int op_lookup(req *r)
 {
-    fsd_inode *dir = dir_inode(r), *i;
+    fsd_inode *dir = dir_inode(r), *i = NULL;
     const char *name = take_name(r);
     struct stat st;
     if (!dir)
@@ -321,8 +327,8 @@ static int op_lookup(req *r)
     if (!name)
         return -EINVAL;
     int rc = lookup_name(r->fs, dir, name, &st, &i);
-    if (rc < 0)
-        return rc;
+    if (rc < 0 || !i)
+        return rc < 0 ? rc : -EIO;
     put_entry(r, i, &st);
     return 0;
 }
@@ -341,7 +347,7 @@ static int op_getattr(req *r)
     if (!i)
         return -ESTALE;
     if (fstat(i->fd, &st) < 0)
-        return -errno;
+        return neg_errno();
     put_attr(r, i, &st);
     return 0;
 }
@@ -354,7 +360,7 @@ static int reopen(const fsd_inode *i, int flags)
     char path[32];
     fsd_proc_path(path, sizeof(path), i->fd);
     int fd = open(path, flags | O_CLOEXEC);
-    return fd < 0 ? -errno : fd;
+    return fd < 0 ? neg_errno() : fd;
 }
 
 static int set_size(req *r, fsd_inode *i, const struct fuse_setattr_in *in)
@@ -371,7 +377,7 @@ static int set_size(req *r, fsd_inode *i, const struct fuse_setattr_in *in)
     int fd = reopen(i, O_WRONLY);
     if (fd < 0)
         return fd;
-    int rc = ftruncate(fd, (off_t)in->size) < 0 ? -errno : 0;
+    int rc = ftruncate(fd, (off_t)in->size) < 0 ? neg_errno() : 0;
     close(fd);
     return rc;
 }
@@ -396,11 +402,11 @@ static int set_times(fsd_inode *i, const struct fuse_setattr_in *in)
     if (utimensat(i->fd, "", ts, AT_EMPTY_PATH) == 0)
         return 0;
     if (errno != EINVAL || !is_file_or_dir(i))
-        return -errno;
+        return neg_errno();
     /* Kernels before 5.8 have no AT_EMPTY_PATH for utimensat. */
     char path[32];
     fsd_proc_path(path, sizeof(path), i->fd);
-    return utimensat(AT_FDCWD, path, ts, 0) < 0 ? -errno : 0;
+    return utimensat(AT_FDCWD, path, ts, 0) < 0 ? neg_errno() : 0;
 }
 
 /* chmod/chown: the guest kernel has checked the caller's right (default_permissions); only
@@ -430,7 +436,7 @@ static int set_owner(req *r, fsd_inode *i, const struct fuse_setattr_in *in, str
         char path[32];
         fsd_proc_path(path, sizeof(path), i->fd);
         if (fchmodat(AT_FDCWD, path, host & 0777, 0) < 0)
-            return -errno;
+            return neg_errno();
     }
     return 0;
 }
@@ -451,13 +457,13 @@ static int op_setattr(req *r)
         rc = set_times(i, &in);
     if (rc == 0 && (in.valid & (FATTR_MODE | FATTR_UID | FATTR_GID))) {
         if (fstat(i->fd, &st) < 0)
-            return -errno;
+            return neg_errno();
         rc = set_owner(r, i, &in, &st);
     }
     if (rc < 0)
         return rc;
     if (fstat(i->fd, &st) < 0)
-        return -errno;
+        return neg_errno();
     put_attr(r, i, &st);
     return 0;
 }
@@ -486,18 +492,20 @@ static int finish_new(req *r, fsd_inode *dir, const char *name, int fd, const fs
 {
     if (fd < 0)
         fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    int rc = fd < 0 ? -errno : 0;
+    int rc = fd < 0 ? neg_errno() : 0;
     struct stat st;
     fsd_inode *i = NULL;
     if (rc == 0)
         rc = ref_fd(r->fs, fd, &st, &i);
+    if (rc == 0 && !i)
+        rc = -EIO;
     if (rc == 0 && i->host_type != S_IFLNK)
         rc = store_own(r->fs, i, o, st.st_mode);
-    if (rc < 0) {
+    if (rc != 0 || !i) {
         if (i)
             fsd_inode_forget(&r->fs->t, fsd_inode_id(&r->fs->t, i), 1);
         unlinkat(dir->fd, name, is_dir ? AT_REMOVEDIR : 0);
-        return rc;
+        return rc < 0 ? rc : -EIO;
     }
     put_entry(r, i, &st);
     return 0;
@@ -525,7 +533,7 @@ static int fix_mode(const fsd *fs, int fd, mode_t want)
         return 0;
     char path[32];
     fsd_proc_path(path, sizeof(path), fd);
-    return fchmodat(AT_FDCWD, path, want & 0777, 0) < 0 ? -errno : 0;
+    return fchmodat(AT_FDCWD, path, want & 0777, 0) < 0 ? neg_errno() : 0;
 }
 
 static int op_mknod(req *r)
@@ -552,7 +560,7 @@ static int op_mknod(req *r)
     int fd =
         openat(dir->fd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, host & 0777);
     if (fd < 0)
-        return -errno;
+        return neg_errno();
     int rc = fix_mode(r->fs, fd, host);
     close(fd);
     if (rc < 0) {
@@ -577,7 +585,7 @@ static int op_mkdir(req *r)
     no_record_view(r->fs, &o);
     mode_t host = host_mode(r->fs, o.mode);
     if (mkdirat(dir->fd, name, host & 0777) < 0)
-        return -errno;
+        return neg_errno();
     int fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
         int rc = fix_mode(r->fs, fd, host);
@@ -600,7 +608,7 @@ static int op_symlink(req *r)
     if (!name || !target || !*target)
         return -EINVAL;
     if (symlinkat(target, dir->fd, name) < 0)
-        return -errno;
+        return neg_errno();
     fsd_own o = {.mode = S_IFLNK | 0777};
     return finish_new(r, dir, name, -1, &o, false);
 }
@@ -611,19 +619,19 @@ static int open_inode(req *r, fsd_inode *i, uint64_t nodeid, int flags, uint64_t
 static int create_existing(req *r, fsd_inode *dir, const char *name, int flags)
 {
     struct stat st;
-    fsd_inode *i;
+    fsd_inode *i = NULL;
     int rc = lookup_name(r->fs, dir, name, &st, &i);
-    if (rc < 0)
-        return rc;
+    if (rc < 0 || !i)
+        return rc < 0 ? rc : -EIO;
     uint64_t id = fsd_inode_id(&r->fs->t, i), fh;
     rc = open_inode(r, i, id, flags & ~O_TRUNC, &fh);
     if (rc == 0 && (flags & O_TRUNC)) {
         fsd_fh *h = fsd_handle_get(&r->fs->t, fh, false);
         if (ftruncate(h->fd, 0) < 0) {
-            rc = -errno;
+            rc = neg_errno();
             fsd_handle_close(&r->fs->t, fh, false);
         } else if (fstat(h->fd, &st) < 0) {
-            rc = -errno;
+            rc = neg_errno();
             fsd_handle_close(&r->fs->t, fh, false);
         }
     }
@@ -658,7 +666,7 @@ static int op_create(req *r)
     if (fd < 0 && errno == EEXIST && !(in.flags & O_EXCL))
         return create_existing(r, dir, name, flags);
     if (fd < 0)
-        return -errno;
+        return neg_errno();
     int rc0 = fix_mode(r->fs, fd, host);
     if (rc0 < 0) {
         close(fd);
@@ -696,7 +704,7 @@ static int op_unlink_common(req *r, int flags)
     struct stat st;
     bool known = fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
     if (unlinkat(dir->fd, name, flags) < 0)
-        return -errno;
+        return neg_errno();
     if (known)
         unhash_if_gone(r->fs, st.st_dev, st.st_ino);
     return 0;
@@ -726,7 +734,7 @@ static int do_rename(req *r, uint64_t newdir, uint32_t flags)
     bool known =
         !(flags & RENAME_EXCHANGE) && fstatat(nd->fd, nname, &st, AT_SYMLINK_NOFOLLOW) == 0;
     if (renameat2(od->fd, oname, nd->fd, nname, flags) < 0)
-        return -errno;
+        return neg_errno();
     if (known)
         unhash_if_gone(r->fs, st.st_dev, st.st_ino);
     return 0;
@@ -767,10 +775,10 @@ static int op_link(req *r)
     char path[32];
     fsd_proc_path(path, sizeof(path), i->fd);
     if (linkat(AT_FDCWD, path, dir->fd, name, AT_SYMLINK_FOLLOW) < 0)
-        return -errno;
+        return neg_errno();
     struct stat st;
     if (fstat(i->fd, &st) < 0)
-        return -errno;
+        return neg_errno();
     i->nlookup++;
     put_entry(r, i, &st);
     return 0;
@@ -788,7 +796,7 @@ static int op_readlink(req *r)
     char target[PATH_MAX];
     ssize_t n = readlinkat(i->fd, "", target, sizeof target);
     if (n < 0)
-        return -errno;
+        return neg_errno();
     if ((size_t)n > r->ocap)
         return -ENAMETOOLONG;
     memcpy(r->o, target, (size_t)n);
@@ -853,7 +861,7 @@ static int op_read(req *r)
         n = r->ocap;
     ssize_t got = pread(h->fd, r->o, n, (off_t)in.offset);
     if (got < 0)
-        return -errno;
+        return neg_errno();
     r->olen = (size_t)got;
     return 0;
 }
@@ -870,7 +878,7 @@ static int op_write(req *r)
         return -EINVAL;
     ssize_t n = pwrite(h->fd, r->p, in.size, (off_t)in.offset);
     if (n < 0)
-        return -errno;
+        return neg_errno();
     struct fuse_write_out o = {.size = (uint32_t)n};
     put(r, &o, sizeof(o));
     return 0;
@@ -911,7 +919,7 @@ static int fsync_common(req *r, bool dir)
     if (!h)
         return -EBADF;
     int rc = (in.fsync_flags & 1) ? fdatasync(h->fd) : fsync(h->fd);
-    return rc < 0 ? -errno : 0;
+    return rc < 0 ? neg_errno() : 0;
 }
 
 static int op_fsync(req *r)
@@ -937,7 +945,7 @@ static int op_fallocate(req *r)
     if (in.offset > (uint64_t)INT64_MAX || in.length > (uint64_t)INT64_MAX)
         return -EINVAL;
     if (fallocate(h->fd, (int)in.mode, (off_t)in.offset, (off_t)in.length) < 0)
-        return -errno;
+        return neg_errno();
     return 0;
 }
 
@@ -953,7 +961,7 @@ static int op_lseek(req *r)
         return -EINVAL;
     off_t off = lseek(h->fd, (off_t)in.offset, (int)in.whence);
     if (off < 0)
-        return -errno;
+        return neg_errno();
     struct fuse_lseek_out o = {.offset = (uint64_t)off};
     put(r, &o, sizeof(o));
     return 0;
@@ -970,7 +978,7 @@ static int op_opendir(req *r)
         return -ENOTDIR;
     int fd = openat(i->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return -errno;
+        return neg_errno();
     uint64_t fh = fsd_handle_add(&r->fs->t, fd, true, r->h.nodeid);
     if (!fh) {
         close(fd);
@@ -1029,7 +1037,7 @@ static int readdir_common(req *r, bool plus)
         h->buf = xmalloc(DIRBUF);
     if (in.offset != h->off) {
         if (lseek(h->fd, (off_t)in.offset, SEEK_SET) < 0)
-            return -errno;
+            return neg_errno();
         h->pos = h->end = 0;
         h->off = in.offset;
     }
@@ -1037,7 +1045,7 @@ static int readdir_common(req *r, bool plus)
         if (h->pos >= h->end) {
             ssize_t n = getdents64(h->fd, h->buf, DIRBUF);
             if (n < 0)
-                return r->olen ? 0 : -errno;
+                return r->olen ? 0 : neg_errno();
             if (n == 0)
                 return 0;
             h->pos = 0;
@@ -1091,7 +1099,7 @@ static int op_statfs(req *r)
     if (!i)
         return -ESTALE;
     if (fstatfs(i->fd, &s) < 0)
-        return -errno;
+        return neg_errno();
     struct fuse_kstatfs k = {
         .blocks = s.f_blocks,
         .bfree = s.f_bfree,
@@ -1147,7 +1155,7 @@ static int op_getxattr(req *r)
         want = r->ocap;
     ssize_t n = getxattr(path, name, want ? r->o : NULL, want);
     if (n < 0)
-        return errno == ENOTSUP ? -ENODATA : -errno;
+        return errno == ENOTSUP ? -ENODATA : neg_errno();
     if (in.size == 0) {
         struct fuse_getxattr_out o = {.size = (uint32_t)n};
         put(r, &o, sizeof(o));
@@ -1172,12 +1180,12 @@ static int op_listxattr(req *r)
         fsd_proc_path(path, sizeof(path), i->fd);
         ssize_t n = listxattr(path, NULL, 0);
         if (n < 0 && errno != ENOTSUP)
-            return -errno;
+            return neg_errno();
         if (n > 0) {
             list = xmalloc((size_t)n + 1);
             n = listxattr(path, list, (size_t)n);
             if (n < 0)
-                return errno == ERANGE ? -EAGAIN : -errno;
+                return errno == ERANGE ? -EAGAIN : neg_errno();
             total = (size_t)n;
         }
     }
@@ -1226,7 +1234,7 @@ static int op_setxattr(req *r)
         return -EPERM;
     fsd_proc_path(path, sizeof(path), i->fd);
     if (setxattr(path, name, r->p, in.size, (int)in.flags) < 0)
-        return -errno;
+        return neg_errno();
     return 0;
 }
 
@@ -1243,7 +1251,7 @@ static int op_removexattr(req *r)
         return -ENODATA;
     fsd_proc_path(path, sizeof(path), i->fd);
     if (removexattr(path, name) < 0)
-        return errno == ENOTSUP ? -ENODATA : -errno;
+        return errno == ENOTSUP ? -ENODATA : neg_errno();
     return 0;
 }
 

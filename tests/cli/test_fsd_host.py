@@ -108,6 +108,7 @@ two"
         touch -d '2020-02-03 04:05:06' f
         cp -p f f.copy
         echo x > suid; chmod 4755 suid
+        echo x > killed; chmod 6775 killed; echo more >> killed
         """, mnt)
     assert r.returncode == 0, r.stderr
     assert guest_stat(mnt / "f") == (1000, 1000, 0o600)
@@ -121,6 +122,8 @@ two"
     assert guest_stat(mnt / "f.copy") == (1000, 1000, 0o600)
     assert int(os.stat(mnt / "f.copy").st_mtime) == int(os.stat(mnt / "f").st_mtime)
     assert guest_stat(mnt / "suid") == (1000, 1000, 0o4755)
+    # A write drops setuid/setgid (the kernel sends a mode SETATTR first: no handle_killpriv).
+    assert guest_stat(mnt / "killed") == (1000, 1000, 0o775)
     # The host: the server's owner, no setuid, and the mapped mode (owner rw always).
     host = served.export / "suid"
     st = os.stat(host)
