@@ -71,8 +71,9 @@ static void warn_xattrs(const data_tally *t, const char *from, const char *to)
                              "(user.bluebox.*, at most 64 per entry) are restored, never "
                              "security.*, trusted.*, system.* or other names",
                              t->xattrs_ignored, t->xattrs_ignored == 1 ? "" : "s", from)
-                 : xasprintf("left out %" PRIu64 " extended attribute%s over bluebox's limits "
-                             "(64 per entry, 64 KiB each, 512 KiB in all)",
+                 : xasprintf("left out %" PRIu64 " extended attribute%s of the guest that "
+                             "bluebox cannot carry (more than 64 per entry, 64 KiB each or "
+                             "512 KiB in all, or an archive's with \"=\" in the name)",
                              t->xattrs_ignored, t->xattrs_ignored == 1 ? "" : "s");
         cli_print_error(NULL, m);
     }

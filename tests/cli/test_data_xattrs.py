@@ -3,6 +3,7 @@ file server keeps what the guest sees (owner, group, mode, the guest's own xattr
 user.bluebox.* attributes on the host files; every copy the data tools make carries those
 and nothing else. No VM: the attributes are set from here, as the file server leaves them."""
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -185,3 +186,52 @@ def test_restore_onto_a_file_system_without_xattrs_says_so_once(bb, box, tmp_pat
         assert (bb.data("dest") / "d" / "inner" / "g").read_text() == "g\n"
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_what_cannot_be_carried_is_counted(bb, box):
+    """A name a SCHILY.xattr record cannot hold ("=" ends its key) is left out of a snapshot
+    and said; the rest of the file's attributes are kept."""
+    data = bb.data(box)
+    (data / "f").write_text("x")
+    os.setxattr(data / "f", "user.bluebox.x.a=b", b"1")
+    os.setxattr(data / "f", OWN, b"kept")
+    r = bb("snapshot", box, "eq")
+    assert r.rc == 0, r
+    assert "left out 1 extended attribute of the guest that bluebox cannot carry" in r.err, r
+    os.removexattr(data / "f", "user.bluebox.x.a=b")
+    os.removexattr(data / "f", OWN)
+    r = bb("restore", box, "eq", "-y")
+    assert r.rc == 0 and r.err == "", r
+    assert xattrs(data / "f") == {OWN: b"kept"}
+
+
+def test_data_role_reports_xattr_counts(bb, box, tmp_path):
+    """The counts cross `podman unshare bluebox __data` (strict sandboxes of rootless users)
+    in the role's one-line tally: ignored, then lost, after the skip counts."""
+    archive = tmp_path / "h.tar"
+    archive.write_bytes(hostile.xattr_archive())
+    r = bb("__data", "restore", str(bb.data(box)), str(archive))
+    assert r.rc == 0, r
+    assert r.out.split()[0] == "ok" and r.out.split()[-2:] == ["18", "0"], r
+
+
+def test_strict_restore_hands_over_and_keeps_guest_ownership(bb, box):
+    """Under strict isolation (root: no podman unshare), what a restore writes goes to the
+    sandbox's host id, and the guest's ownership rides along in the attributes."""
+    if not ROOT:
+        pytest.skip("a strict /data of another uid needs root here")
+    bf = bb.bluefile(box)
+    text = re.sub(r"(?m)^isolation:.*$", "isolation: strict", bf.read_text())
+    assert "isolation: strict" in text
+    bf.write_text(text)
+    data = bb.data(box)
+    fill(data)
+    want = expected(data)
+    assert bb("snapshot", box, "s").rc == 0
+    wipe(data)
+    r = bb("restore", box, "s", "-y")
+    assert r.rc == 0 and r.err == "", r
+    assert xattr_tree(data) == want
+    for p in (data, data / "f", data / "d" / "inner"):
+        st = os.lstat(p)
+        assert (st.st_uid, st.st_gid) == (1, 1) and st.st_mode & 0o6000 == 0, p
