@@ -60,6 +60,33 @@ static void warn_skipped(const data_tally *t, const char *what)
     cli_print_error(NULL, m);
 }
 
+/* Said once per operation: extended attributes an archive held that a restore never writes
+ * (from), or over the limits; and entries whose guest ownership the destination (to, a file
+ * system without user xattrs) could not keep. */
+static void warn_xattrs(const data_tally *t, const char *from, const char *to)
+{
+    if (t->xattrs_ignored) {
+        _cleanup_free_ char *m =
+            from ? xasprintf("ignored %" PRIu64 " extended attribute%s in %s: only bluebox's own "
+                             "(user.bluebox.*, at most 64 per entry) are restored, never "
+                             "security.*, trusted.*, system.* or other names",
+                             t->xattrs_ignored, t->xattrs_ignored == 1 ? "" : "s", from)
+                 : xasprintf("left out %" PRIu64 " extended attribute%s of the guest that "
+                             "bluebox cannot carry (more than 64 per entry, 64 KiB each or "
+                             "512 KiB in all, or an archive's with \"=\" in the name)",
+                             t->xattrs_ignored, t->xattrs_ignored == 1 ? "" : "s");
+        cli_print_error(NULL, m);
+    }
+    if (t->xattrs_lost) {
+        _cleanup_free_ char *m = xasprintf(
+            "the guest's owners and modes of %" PRIu64 " entr%s were not kept: the file system "
+            "holding %s does not store user extended attributes (user.bluebox.*), or has no room "
+            "for them; in the guest they now belong to root",
+            t->xattrs_lost, t->xattrs_lost == 1 ? "y" : "ies", to);
+        cli_print_error(NULL, m);
+    }
+}
+
 /* /data is about to be replaced: refuse while an up VM, a run or a shell has it, or the VM
  * of a run whose bluebox was killed still does. Returns the in-use fd to hold till done. */
 static int refuse_busy(const sandbox *sb, bb_error **err)
@@ -196,6 +223,7 @@ static int take_snapshot(sandbox *sb, const char *label, snap_compress c, bb_err
     }
     remove_other_suffixes(sb, label, file);
     warn_skipped(&t, "archived");
+    warn_xattrs(&t, NULL, file);
     cli_showf(stdout, "%s\n", file);
     return 0;
 }
@@ -349,6 +377,7 @@ int cmd_restore(cli_args *a, bb_error **err)
     data_tally t;
     if (run_job(sb, &j, &t, err) < 0)
         return -1;
+    warn_xattrs(&t, archive, sb->data);
     cli_showf(stdout, "restored %s from %s\n", name, archive);
     return 0;
 }
@@ -381,6 +410,7 @@ static int data_export(sandbox *sb, const char *dest, bb_error **err)
     if (run_job(sb, &j, &t, err) < 0)
         return -1;
     warn_skipped(&t, "exported");
+    warn_xattrs(&t, NULL, dest);
     cli_showf(stdout, "exported %s's /data to %s\n", sb->name, dest);
     return 0;
 }
@@ -401,6 +431,7 @@ static int data_import(sandbox *sb, const char *src, bb_error **err)
     if (run_job(sb, &j, &t, err) < 0)
         return -1;
     warn_skipped(&t, "imported");
+    warn_xattrs(&t, NULL, sb->data);
     cli_showf(stdout, "imported %s into %s's /data\n", src, sb->name);
     return 0;
 }

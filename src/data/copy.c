@@ -13,6 +13,7 @@
 #include "util/fs.h"
 #include "util/strv.h"
 #include "util/xalloc.h"
+#include "xattrs.h"
 
 #define CHUNK (256 * 1024)
 
@@ -199,7 +200,9 @@ static int copy_file(copier *c, int src, int dst, const char *name, const struct
         openat(dst, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (out < 0)
         return bb_fail_errno(err, errno, "cannot create %s", name);
-    if (copy_data(c, in, out, st.st_size, name, err) < 0)
+    /* The attributes while the copy is still 0600: a user.* one takes write permission. */
+    if (copy_data(c, in, out, st.st_size, name, err) < 0 ||
+        xattrs_copy(in, out, name, c->t, err) < 0)
         return -1;
     if (c->o->links && st.st_nlink > 1)
         link_remember(c, &st, name);
@@ -248,6 +251,8 @@ static int copy_subdir(copier *c, int src, int dst, const char *name, bb_error *
         return bb_fail_errno(err, errno, "cannot open %s", name);
     /* Reachable by the owner while filling it, its own mode after. */
     (void)fchmod(out, 0700);
+    if (xattrs_copy(in, out, name, c->t, err) < 0)
+        return -1;
     c->t->entries++;
     size_t len = c->len;
     c->len += (len ? 1 : 0) + strlen(name);
@@ -296,7 +301,9 @@ int tree_copy(int src_fd, int dst_fd, const copy_opts *o, data_tally *t, bb_erro
 {
     copier *c = xmalloc(sizeof *c);
     *c = (copier){.o = o, .t = t, .buf = xmalloc(CHUNK), .root = dst_fd};
-    int r = copy_dir(c, src_fd, dst_fd, err);
+    int r = xattrs_copy(src_fd, dst_fd, ".", t, err);
+    if (r == 0)
+        r = copy_dir(c, src_fd, dst_fd, err);
     for (size_t i = 0; i < c->n_slots; i++)
         free(c->links[i].path);
     free(c->links);

@@ -1,7 +1,9 @@
 /* Copying a tree between /data and a host directory (data export and import), safe in both
  * directions: the source is walked by fds without following a symlink, the destination is
  * written only through fds beneath its root, nothing is ever written through an existing
- * entry, and devices, fifos, sockets and type clashes are skipped and counted. */
+ * entry, and devices, fifos, sockets and type clashes are skipped and counted. Files and
+ * directories keep their user.bluebox.* attributes (the guest's ownership, xattrs.h), the
+ * root's included; symlinks have none. */
 #pragma once
 
 #include <stdbool.h>

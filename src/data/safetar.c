@@ -19,6 +19,7 @@
 #include "crashpoint.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
+#include "xattrs.h"
 
 #define BLOCK_SIZE (1024 * 1024)
 /* The unit of allocation the budget counts and zero runs are dropped in. */
@@ -194,6 +195,45 @@ static int own_at(extractor *x, int dfd, const char *name, bb_error **err)
     if (fchownat(dfd, name, x->o->uid, x->o->gid, AT_SYMLINK_NOFOLLOW) < 0)
         return bb_fail_errno(err, errno, "cannot give %s to the sandbox", x->entry);
     return 0;
+}
+
+/* The entry's extended attributes a restore writes: user.bluebox.* within the limits
+ * (xattrs.h), and only on files and directories. Everything else in the archive
+ * (security.capability, trusted.*, ACLs, other user.* names, or any on a symlink or a hard
+ * link) is never written, only counted. */
+static void entry_xattrs(extractor *x, struct archive_entry *e, xattr_set *ret)
+{
+    *ret = (xattr_set){0};
+    if (archive_entry_xattr_reset(e) <= 0)
+        return;
+    const char *name;
+    const void *value;
+    size_t len;
+    while (archive_entry_xattr_next(e, &name, &value, &len) == ARCHIVE_OK) {
+        xattr_added r = name ? xattr_set_add(ret, name, value, len) : XATTR_FOREIGN;
+        if (r == XATTR_FOREIGN || r == XATTR_OVER)
+            x->t->xattrs_ignored++;
+    }
+}
+
+/* Write the entry's carried attributes to fd, which it just created. */
+static int set_xattrs(extractor *x, struct archive_entry *e, int fd, bb_error **err)
+{
+    _cleanup_xattrs_ xattr_set s = {0};
+    entry_xattrs(x, e, &s);
+    return xattrs_write(fd, x->entry, &s, x->t, err);
+}
+
+/* A directory's attributes, through an fd of it that can take them (not O_PATH). */
+static int set_dir_xattrs(extractor *x, struct archive_entry *e, int pfd, const char *base,
+                          bb_error **err)
+{
+    if (archive_entry_xattr_count(e) == 0)
+        return 0;
+    _cleanup_close_ int fd = openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot open %s", x->entry);
+    return set_xattrs(x, e, fd, err);
 }
 
 /* Walk to a directory one component at a time, creating missing ones (0755, as tar does)
@@ -447,6 +487,9 @@ static int write_file(extractor *x, struct archive *a, struct archive_entry *e, 
             return -1;
     }
     CRASH_POINT("restore-file-written");
+    /* While the file is still 0600: setting a user.* attribute takes write permission. */
+    if (set_xattrs(x, e, fd, err) < 0)
+        return -1;
     if (x->o->chown && fchown(fd, x->o->uid, x->o->gid) < 0)
         return bb_fail_errno(err, errno, "cannot give %s to the sandbox", x->entry);
     struct timespec ts[2] = {{0, UTIME_OMIT}, entry_mtime(e)};
@@ -510,7 +553,7 @@ static int write_dir(extractor *x, struct archive_entry *e, int pfd, const char 
         return -1;
     if (mkdirat(pfd, base, 0700) < 0)
         return bb_fail_errno(err, errno, "cannot create %s", x->entry);
-    if (own_at(x, pfd, base, err) < 0)
+    if (own_at(x, pfd, base, err) < 0 || set_dir_xattrs(x, e, pfd, base, err) < 0)
         return -1;
     remember_dir(x, rel, e);
     return 0;
@@ -545,6 +588,8 @@ static int extract_entry(extractor *x, struct archive *a, struct archive_entry *
     if (!*name) {
         if (hardlink || type != AE_IFDIR)
             return refuse(x, err, "the archive root is not a directory");
+        if (set_xattrs(x, e, x->root, err) < 0)
+            return -1;
         remember_dir(x, "", e);
         return 0;
     }
@@ -559,6 +604,8 @@ static int extract_entry(extractor *x, struct archive *a, struct archive_entry *
         if (S_ISLNK(st.st_mode))
             return refuse(x, err, "would replace a symlink an earlier entry planted");
         if (S_ISDIR(st.st_mode) && type == AE_IFDIR && !hardlink) {
+            if (set_dir_xattrs(x, e, pfd, base, err) < 0)
+                return -1;
             remember_dir(x, rel, e);
             return 0;
         }
@@ -568,6 +615,8 @@ static int extract_entry(extractor *x, struct archive *a, struct archive_entry *
     } else if (errno != ENOENT) {
         return bb_fail_errno(err, errno, "cannot stat %s", x->entry);
     }
+    if (hardlink || type == AE_IFLNK)
+        x->t->xattrs_ignored += (uint64_t)archive_entry_xattr_count(e);
     int r;
     if (hardlink)
         r = write_hardlink(x, hardlink, pfd, base, err);

@@ -44,7 +44,9 @@ static inline void safetar_closep(struct archive **a)
 /* Extract every entry into dest_fd (an empty directory), or refuse with the entry and the
  * reason ("entry "a/../b": escapes the archive root"); what was written is then the
  * caller's to remove. Keeps modes without setuid/setgid/sticky, mtimes, symlinks (never
- * followed) and hard links to earlier entries; refuses devices, fifos and sockets. Files
+ * followed) and hard links to earlier entries, and the user.bluebox.* attributes of files
+ * and directories (no other xattr: those are counted in t->xattrs_ignored); refuses
+ * devices, fifos and sockets. Files
  * come out sparse: holes of sparse entries and zero pages of any entry are not written.
  * Sparse maps must be in order, inside the entry's size and at most DATA_MAX_SEGMENTS. */
 int safetar_extract(struct archive *a, int dest_fd, const safetar_opts *o, data_tally *t,

@@ -17,6 +17,7 @@
 #include "util/fs.h"
 #include "util/strv.h"
 #include "util/xalloc.h"
+#include "xattrs.h"
 #include "zpipe.h"
 
 #define CHUNK (256 * 1024)
@@ -86,6 +87,23 @@ static struct archive_entry *entry_for(const char *path, const struct stat *st)
     archive_entry_unset_ctime(e);
     archive_entry_unset_birthtime(e);
     return e;
+}
+
+/* The guest's ownership and extended attributes (user.bluebox.*, xattrs.h) of the file or
+ * directory open at fd, as SCHILY.xattr records. A name with '=' cannot be one (the record
+ * ends its key there): left out and counted. */
+static int add_xattrs(writer *w, int fd, struct archive_entry *e, const char *path, bb_error **err)
+{
+    _cleanup_xattrs_ xattr_set s = {0};
+    if (xattrs_read(fd, path, &s, w->t, err) < 0)
+        return -1;
+    for (size_t i = 0; i < s.n; i++) {
+        if (strchr(s.v[i].name, '='))
+            w->t->xattrs_ignored++;
+        else
+            archive_entry_xattr_add_entry(e, s.v[i].name, s.v[i].value, s.v[i].len);
+    }
+    return 0;
 }
 
 static int write_header(writer *w, struct archive_entry *e, bb_error **err)
@@ -199,7 +217,10 @@ static int add_file(writer *w, int dfd, const char *name, const char *path,
     bool has_data = !archive_entry_hardlink(e) && archive_entry_size(e) > 0;
     if (has_data)
         map_holes(fd, e);
-    int r = write_header(w, e, err);
+    /* A link entry names an inode whose first entry carries its attributes. */
+    int r = archive_entry_hardlink(e) ? 0 : add_xattrs(w, fd, e, path, err);
+    if (r == 0)
+        r = write_header(w, e, err);
     if (r == 0 && has_data)
         r = write_data(w, fd, e, err, path);
     archive_entry_free(e);
@@ -232,7 +253,9 @@ static int add_dir(writer *w, int dfd, const char *name, const char *path, bb_er
     }
     _cleanup_free_ char *dirpath = xasprintf("%s/", path);
     struct archive_entry *e = entry_for(dirpath, &st);
-    int r = write_header(w, e, err);
+    int r = add_xattrs(w, fd, e, path, err);
+    if (r == 0)
+        r = write_header(w, e, err);
     archive_entry_free(e);
     if (r < 0)
         return -1;
@@ -306,7 +329,10 @@ static int write_all(writer *w, int data_fd, int out_fd, snap_compress c, bb_err
     /* ARCHIVE_WARN would mean an external compressor program: not in a static bluebox. */
     if (add_filter(w->a, c) != ARCHIVE_OK)
         return bb_fail(err, ENOTSUP, "this bluebox was built without %s support", compress_name(c));
+    /* Extended attributes as SCHILY.xattr records only (GNU tar's, raw values), not also as
+     * LIBARCHIVE.xattr: a reader would see each twice. */
     if (archive_write_set_format_pax_restricted(w->a) != ARCHIVE_OK ||
+        archive_write_set_format_option(w->a, "pax", "xattrheader", "SCHILY") != ARCHIVE_OK ||
         archive_write_set_bytes_in_last_block(w->a, 1) != ARCHIVE_OK ||
         archive_write_set_bytes_per_block(w->a, 65536) != ARCHIVE_OK ||
         open_out(w, out_fd, c) != ARCHIVE_OK)
@@ -316,7 +342,9 @@ static int write_all(writer *w, int data_fd, int out_fd, snap_compress c, bb_err
     if (fstat(data_fd, &st) < 0)
         return bb_fail_errno(err, errno, "cannot stat /data");
     struct archive_entry *e = entry_for("./", &st);
-    int r = write_header(w, e, err);
+    int r = add_xattrs(w, data_fd, e, "/data", err);
+    if (r == 0)
+        r = write_header(w, e, err);
     archive_entry_free(e);
     if (r < 0 || walk(w, data_fd, ".", err) < 0)
         return -1;

@@ -2,7 +2,8 @@
  * every entry is opened beneath its parent's fd with O_NOFOLLOW (files with O_NONBLOCK, so
  * a fifo swapped in cannot block), checked with fstat against what the listing said, and
  * skipped and counted when it changed. Devices, fifos and sockets are skipped and counted;
- * setuid/setgid bits and owners are not recorded. */
+ * setuid/setgid bits and host owners are not recorded; the guest's view of them, the
+ * user.bluebox.* attributes (xattrs.h), is. */
 #pragma once
 
 #include <stdint.h>

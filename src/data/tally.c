@@ -41,6 +41,7 @@ char *tally_format(const data_tally *t)
     sb_printf(&b, "ok %" PRIu64 " %" PRIu64, t->entries, t->bytes);
     for (int k = 0; k < SKIP_N; k++)
         sb_printf(&b, " %" PRIu64, t->skipped[k]);
+    sb_printf(&b, " %" PRIu64 " %" PRIu64, t->xattrs_ignored, t->xattrs_lost);
     return sb_steal(&b);
 }
 
@@ -56,6 +57,9 @@ int tally_parse(const char *s, data_tally *ret)
             return -1;
         s += used;
     }
+    /* Absent from a bluebox that carried no extended attributes. */
+    if (sscanf(s, " %" SCNu64 " %" SCNu64, &t.xattrs_ignored, &t.xattrs_lost) != 2)
+        t.xattrs_ignored = t.xattrs_lost = 0;
     *ret = t;
     return 0;
 }

@@ -27,6 +27,12 @@ typedef struct {
     uint64_t entries;
     uint64_t bytes;
     uint64_t skipped[SKIP_N];
+    /* Extended attributes not carried: in an archive, any name but user.bluebox.*; in any
+     * source, those over the limits (xattrs.h). */
+    uint64_t xattrs_ignored;
+    /* Entries whose user.bluebox.* attributes the destination's file system did not take:
+     * their guest ownership and modes are lost. */
+    uint64_t xattrs_lost;
 } data_tally;
 
 uint64_t tally_skipped(const data_tally *t);

@@ -79,6 +79,39 @@ def sparse_cases():
     }
 
 
+# Extended attributes a restore must never set, beside one it keeps (user.bluebox.own): file
+# capabilities, overlayfs's trusted.*, an ACL, SELinux labels, another user.* name, a name
+# that is only the prefix, and one in libarchive's URL-encoded form.
+XATTRS_HOSTILE = {
+    "SCHILY.xattr.security.capability": "\x01\x00\x00\x02",
+    "SCHILY.xattr.trusted.overlay.opaque": "y",
+    "SCHILY.xattr.system.posix_acl_access": "\x02\x00\x00\x00",
+    "SCHILY.xattr.user.other": "x",
+    "SCHILY.xattr.security.selinux": "system_u:object_r:shadow_t:s0",
+    "LIBARCHIVE.xattr.trusted%2Ebad": "eQ==",
+    "SCHILY.xattr.user.bluebox": "no suffix",
+    "SCHILY.xattr.user.bluebox.own": "kept",
+}
+
+
+def with_pax(ti_data, headers):
+    ti, data = ti_data
+    ti.pax_headers = dict(headers)
+    return ti, data
+
+
+def xattr_archive():
+    """Restores, setting only user.bluebox.* on files and directories: 18 attributes are
+    ignored (7 foreign names on each of f and d, the 65th on many, a value over 64 KiB, one
+    on a symlink, one on a hard link)."""
+    many = {f"SCHILY.xattr.user.bluebox.x.n{i:03}": "v" for i in range(65)}
+    return tar(d("./"), with_pax(f("./f"), XATTRS_HOSTILE),
+               with_pax(d("./d"), XATTRS_HOSTILE), with_pax(f("./many"), many),
+               with_pax(f("./huge"), {"SCHILY.xattr.user.bluebox.x.huge": "h" * 65537}),
+               with_pax(sym("./sym", "f"), {"SCHILY.xattr.user.bluebox.own": "on a symlink"}),
+               with_pax(hard("./hard", "./f"), {"SCHILY.xattr.user.bluebox.own": "via link"}))
+
+
 def bomb(n):
     return tar(d("./"), *[f(f"./f{i:06d}", b"") for i in range(n)])
 
@@ -91,6 +124,7 @@ def cases():
         "ok-tree-gz": (gz(ok_tree), None),
         "ok-no-root-entry": (tar(f("top", b"1"), f("deep/er/file", b"2")), None),
         "ok-empty": (tar(), None),
+        "ok-xattrs-not-bluebox": (xattr_archive(), None),
         "absolute": (tar(d("./"), f("/tmp/bluebox-evil")), "is an absolute path"),
         "absolute-root": (tar(d("/")), "is an absolute path"),
         "dotdot-lead": (tar(f("../evil")), "escapes the archive root"),

@@ -2,18 +2,23 @@
  * (plain, gzip or zstd tar), extracting into dest/ inside a fresh temporary directory.
  * Checks: an error always comes with a message; nothing appears beside dest/ (no escape);
  * dest/ holds only directories, regular files and symlinks, none setuid or setgid, and
- * every directory is reachable by its owner (at least 0700); the entry limit holds; and the
+ * every directory is reachable by its owner (at least 0700); no entry has an extended
+ * attribute but user.bluebox.*, and a symlink has none; the entry limit holds; and the
  * disk dest/ takes stays within the byte budget (sparse entries and zero runs stay holes,
  * so a terabyte-sized entry costs only its data). */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "data/safetar.h"
+#include "data/xattrs.h"
 #include "util/fs.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -28,6 +33,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_BYTES   (64u << 20)
 
 static unsigned long long allocated; /* st_blocks of everything under dest/, in bytes */
+
+/* Only user.bluebox.* names, and none on a symlink. */
+static void check_xattrs(int dfd, const char *name, bool link)
+{
+    char path[64 + 256], names[16384];
+    snprintf(path, sizeof path, "/proc/self/fd/%d/%s", dfd, name);
+    ssize_t n = llistxattr(path, names, sizeof names);
+    CHECK(n >= 0 || errno == ENOTSUP);
+    CHECK(!link || n <= 0);
+    for (char *p = names; n > 0 && p < names + n; p += strlen(p) + 1)
+        CHECK(xattr_carried(p));
+}
 
 static unsigned check_tree(int dfd)
 {
@@ -44,6 +61,7 @@ static unsigned check_tree(int dfd)
         allocated += (unsigned long long)st.st_blocks * 512;
         CHECK(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode));
         CHECK((st.st_mode & (S_ISUID | S_ISGID)) == 0);
+        check_xattrs(dfd, de->d_name, S_ISLNK(st.st_mode));
         if (S_ISDIR(st.st_mode)) {
             CHECK((st.st_mode & 0700) == 0700);
             int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
