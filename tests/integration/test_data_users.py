@@ -81,6 +81,15 @@ def test_a_guest_user_works_in_data_and_rw_mounts_and_it_lasts(mode_home, rw_dir
     assert r.returncode == 0, r
     assert r.stdout.decode().splitlines() == expected(dirs), r
 
+    # a snapshot keeps the guest's view: wiped in the guest, restored, the same again
+    assert home("snapshot", name, "users").returncode == 0
+    assert home("run", name, "--", "rm", "-rf", "/data/w").returncode == 0
+    r = home("restore", name, "users", "-y")
+    assert r.returncode == 0, r
+    r = home("run", name, "--", "sh", "-c", f"DIRS=/data/w; {STAT_AGAIN}")
+    assert r.returncode == 0, r
+    assert r.stdout.decode().splitlines() == expected(["/data/w"]), r
+
     # on the host: the sandbox's own files, no setuid/setgid, the guest's view in an xattr
     assert privileged([home.data(name)]) == []
     if rw:
