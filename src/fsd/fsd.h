@@ -44,3 +44,6 @@ void fsd_free(fsd *fs);
  * request that takes no reply (FORGET, BATCH_FORGET, INTERRUPT). Never fails: every error
  * is a reply with a negative errno. */
 size_t fsd_handle(fsd *fs, const void *in, size_t len, void *out, size_t cap);
+
+/* How many fds the server holds for inodes and handles now (at most opt->max_fds). */
+uint64_t fsd_fds_open(const fsd *fs);

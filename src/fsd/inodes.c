@@ -1,6 +1,8 @@
 /* The nodeid and fh tables (see inodes.h). */
 #include "fsd/inodes.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -9,6 +11,17 @@
 #include "util/xalloc.h"
 
 #define SLOT_MAX 0x7fffffffu
+#define CHUNK    1024u /* inodes per chunk */
+
+static fsd_inode *at(const fsd_tables *t, uint32_t s)
+{
+    return &t->chunk[s / CHUNK][s % CHUNK];
+}
+
+fsd_inode *fsd_inode_root(fsd_tables *t)
+{
+    return at(t, 0);
+}
 
 static uint64_t make_id(uint32_t slot, uint32_t gen)
 {
@@ -33,21 +46,21 @@ static uint32_t hash(dev_t dev, ino_t ino)
 
 static void chain_add(fsd_tables *t, uint32_t slot)
 {
-    t->in[slot].hashed = true;
-    uint32_t b = hash(t->in[slot].dev, t->in[slot].ino) & (t->n_buckets - 1);
-    t->in[slot].next = t->buckets[b];
+    at(t, slot)->hashed = true;
+    uint32_t b = hash(at(t, slot)->dev, at(t, slot)->ino) & (t->n_buckets - 1);
+    at(t, slot)->next = t->buckets[b];
     t->buckets[b] = slot + 1;
 }
 
 static void chain_del(fsd_tables *t, uint32_t slot)
 {
-    if (!t->in[slot].hashed)
+    if (!at(t, slot)->hashed)
         return;
-    t->in[slot].hashed = false;
-    uint32_t b = hash(t->in[slot].dev, t->in[slot].ino) & (t->n_buckets - 1);
-    for (uint32_t *p = &t->buckets[b]; *p; p = &t->in[*p - 1].next) {
+    at(t, slot)->hashed = false;
+    uint32_t b = hash(at(t, slot)->dev, at(t, slot)->ino) & (t->n_buckets - 1);
+    for (uint32_t *p = &t->buckets[b]; *p; p = &at(t, *p - 1)->next) {
         if (*p == slot + 1) {
-            *p = t->in[slot].next;
+            *p = at(t, slot)->next;
             return;
         }
     }
@@ -59,7 +72,7 @@ static void rehash(fsd_tables *t, uint32_t n_buckets)
     t->buckets = xcalloc(n_buckets, sizeof(*t->buckets));
     t->n_buckets = n_buckets;
     for (uint32_t s = 0; s < t->n_in; s++)
-        if (t->in[s].fd >= 0 && t->in[s].hashed)
+        if (at(t, s)->used && at(t, s)->hashed)
             chain_add(t, s);
 }
 
@@ -67,12 +80,16 @@ void fsd_tables_init(fsd_tables *t, int root_fd, const struct stat *st, uint64_t
 {
     *t = (fsd_tables){.max_fds = max_fds ? max_fds : UINT64_MAX};
     t->cap_in = 64;
-    t->in = xcalloc(t->cap_in, sizeof(*t->in));
-    t->in[0] = (fsd_inode){.fd = root_fd,
-                           .dev = st->st_dev,
-                           .ino = st->st_ino,
-                           .host_type = st->st_mode & S_IFMT,
-                           .nlookup = 1};
+    t->chunk = xcalloc(1, sizeof(*t->chunk));
+    t->chunk[0] = xcalloc(CHUNK, sizeof(**t->chunk));
+    t->cap_in = CHUNK;
+    *at(t, 0) = (fsd_inode){.fd = root_fd,
+                            .used = true,
+                            .pinned = true,
+                            .dev = st->st_dev,
+                            .ino = st->st_ino,
+                            .host_type = st->st_mode & S_IFMT,
+                            .nlookup = 1};
     t->n_in = 1;
     t->live = 1;
     t->n_buckets = 64;
@@ -82,15 +99,19 @@ void fsd_tables_init(fsd_tables *t, int root_fd, const struct stat *st, uint64_t
 
 void fsd_tables_free(fsd_tables *t)
 {
-    for (uint32_t s = 0; s < t->n_in; s++)
-        if (t->in[s].fd >= 0)
-            close(t->in[s].fd);
+    for (uint32_t s = 0; s < t->n_in; s++) {
+        if (at(t, s)->fd >= 0)
+            close(at(t, s)->fd);
+        free(at(t, s)->name);
+    }
     for (uint32_t s = 0; s < t->n_h; s++) {
         if (t->h[s].fd >= 0)
             close(t->h[s].fd);
         free(t->h[s].buf);
     }
-    free(t->in);
+    for (uint32_t c = 0; c < t->cap_in / CHUNK; c++)
+        free(t->chunk[c]);
+    free(t->chunk);
     free(t->buckets);
     free(t->h);
     *t = (fsd_tables){0};
@@ -100,82 +121,209 @@ fsd_inode *fsd_inode_get(fsd_tables *t, uint64_t nodeid)
 {
     uint32_t gen;
     uint32_t s = id_slot(nodeid, t->n_in, &gen);
-    if (s == UINT32_MAX || t->in[s].fd < 0 || t->in[s].gen != gen)
+    /* A slot kept only for its children (nlookup 0) is no nodeid of the guest's any more. */
+    if (s == UINT32_MAX || !at(t, s)->used || at(t, s)->gen != gen || (s && !at(t, s)->nlookup))
         return NULL;
-    return &t->in[s];
+    at(t, s)->recent = true;
+    at(t, s)->req = t->req;
+    return at(t, s);
+}
+
+fsd_inode *fsd_inode_use(fsd_tables *t, uint64_t nodeid)
+{
+    fsd_inode *i = fsd_inode_get(t, nodeid);
+    return i && fsd_inode_fd(t, i) >= 0 ? i : NULL;
 }
 
 uint64_t fsd_inode_id(const fsd_tables *t, const fsd_inode *i)
 {
-    return make_id((uint32_t)(i - t->in), i->gen);
+    return make_id(i->slot, i->gen);
 }
 
 fsd_inode *fsd_inode_find(fsd_tables *t, dev_t dev, ino_t ino)
 {
-    for (uint32_t s = t->buckets[hash(dev, ino) & (t->n_buckets - 1)]; s; s = t->in[s - 1].next)
-        if (t->in[s - 1].ino == ino && t->in[s - 1].dev == dev)
-            return &t->in[s - 1];
+    for (uint32_t s = t->buckets[hash(dev, ino) & (t->n_buckets - 1)]; s; s = at(t, s - 1)->next)
+        if (at(t, s - 1)->ino == ino && at(t, s - 1)->dev == dev) {
+            at(t, s - 1)->req = t->req;
+            return at(t, s - 1);
+        }
     return NULL;
 }
 
-fsd_inode *fsd_inode_add(fsd_tables *t, int fd, const struct stat *st)
+/* Close the fd of one inode that can be reopened by name, the least recently used by the
+ * clock; false when none can. */
+static bool close_one(fsd_tables *t)
 {
-    if (t->live >= t->max_fds)
+    for (uint64_t step = 0; step < 2 * (uint64_t)t->n_in; step++) {
+        uint32_t s = t->hand;
+        t->hand = t->hand + 1 < t->n_in ? t->hand + 1 : 0;
+        fsd_inode *i = at(t, s);
+        /* Never one the current request holds: its fd number is in use right now. */
+        if (!i->used || i->fd < 0 || i->pinned || !i->name || i->req == t->req)
+            continue;
+        if (i->recent) {
+            i->recent = false;
+            continue;
+        }
+        close(i->fd);
+        i->fd = -1;
+        t->live--;
+        return true;
+    }
+    return false;
+}
+
+/* Room for one more fd: under the cap, or after closing one that can be reopened. */
+static bool room(fsd_tables *t)
+{
+    return t->live < t->max_fds || close_one(t);
+}
+
+static void set_name(fsd_tables *t, fsd_inode *i, fsd_inode *dir, const char *name)
+{
+    if (i->parent)
+        at(t, i->parent - 1)->kids--;
+    free(i->name);
+    i->name = NULL;
+    i->parent = 0;
+    if (!dir || !name || i->host_type == S_IFDIR || i->pinned)
+        return;
+    i->name = xstrdup(name);
+    i->parent = dir->slot + 1;
+    dir->kids++;
+}
+
+fsd_inode *fsd_inode_add(fsd_tables *t, int fd, const struct stat *st, fsd_inode *dir,
+                         const char *name)
+{
+    if (!room(t))
         return NULL;
     uint32_t s;
     if (t->free_in) {
         s = t->free_in - 1;
-        t->free_in = t->in[s].next;
+        t->free_in = at(t, s)->next;
     } else {
         if (t->n_in >= SLOT_MAX)
             return NULL;
         if (t->n_in == t->cap_in) {
-            t->cap_in *= 2;
-            t->in = xreallocarray(t->in, t->cap_in, sizeof(*t->in));
+            /* A chunk more: inodes never move, so pointers to them stay good. */
+            uint32_t c = t->cap_in / CHUNK;
+            t->chunk = xreallocarray(t->chunk, c + 1, sizeof(*t->chunk));
+            t->chunk[c] = xcalloc(CHUNK, sizeof(**t->chunk));
+            t->cap_in += CHUNK;
         }
         s = t->n_in++;
-        t->in[s].gen = 0;
+        at(t, s)->gen = 0;
     }
-    fsd_inode *i = &t->in[s];
+    fsd_inode *i = at(t, s);
     *i = (fsd_inode){.fd = fd,
+                     .slot = s,
+                     .used = true,
+                     .recent = true,
+                     .req = t->req,
                      .dev = st->st_dev,
                      .ino = st->st_ino,
                      .host_type = st->st_mode & S_IFMT,
                      .gen = i->gen + 1,
                      .nlookup = 1};
+    /* A directory's fd is every child's way back: it stays. */
+    i->pinned = i->host_type == S_IFDIR || !dir || !name;
+    set_name(t, i, dir, name);
     chain_add(t, s);
     t->live++;
-    if (t->live > t->n_buckets && t->n_buckets < (1u << 30))
+    if (t->n_in > t->n_buckets && t->n_buckets < (1u << 30))
         rehash(t, t->n_buckets * 2);
     return i;
 }
 
+int fsd_inode_fd(fsd_tables *t, fsd_inode *i)
+{
+    i->recent = true;
+    i->req = t->req;
+    if (i->fd >= 0)
+        return i->fd;
+    fsd_inode *dir = i->parent ? at(t, i->parent - 1) : NULL;
+    if (!dir || !i->name || dir->fd < 0) {
+        errno = ESTALE;
+        return -1;
+    }
+    if (!room(t)) {
+        errno = ENFILE;
+        return -1;
+    }
+    int fd = openat(dir->fd, i->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) < 0 || st.st_dev != i->dev || st.st_ino != i->ino)) {
+        close(fd);
+        fd = -1;
+        errno = ESTALE;
+    }
+    if (fd < 0)
+        return -1;
+    i->fd = fd;
+    t->live++;
+    return fd;
+}
+
+void fsd_inode_name(fsd_tables *t, fsd_inode *i, fsd_inode *dir, const char *name)
+{
+    if (i->host_type != S_IFDIR && !i->pinned)
+        set_name(t, i, dir, name);
+}
+
+void fsd_inode_pin(fsd_tables *t, fsd_inode *i)
+{
+    if (i->pinned)
+        return;
+    if (fsd_inode_fd(t, i) < 0)
+        return; /* gone already: nothing to keep */
+    i->pinned = true;
+    set_name(t, i, NULL, NULL);
+}
+
 void fsd_inode_unhash(fsd_tables *t, fsd_inode *i)
 {
-    if (i != t->in)
-        chain_del(t, (uint32_t)(i - t->in));
+    if (i->slot != 0)
+        chain_del(t, i->slot);
+}
+
+/* Free slot s, and then each parent left with neither lookups nor children. */
+static void release(fsd_tables *t, uint32_t s)
+{
+    while (s != 0) {
+        fsd_inode *i = at(t, s);
+        if (i->nlookup || i->kids)
+            return;
+        uint32_t parent = i->parent;
+        set_name(t, i, NULL, NULL);
+        chain_del(t, s);
+        if (i->fd >= 0) {
+            close(i->fd);
+            t->live--;
+        }
+        i->fd = -1;
+        i->used = false;
+        i->next = t->free_in;
+        t->free_in = s + 1;
+        if (!parent)
+            return;
+        s = parent - 1;
+    }
 }
 
 void fsd_inode_forget(fsd_tables *t, uint64_t nodeid, uint64_t n)
 {
     fsd_inode *i = fsd_inode_get(t, nodeid);
-    if (!i || i == t->in)
+    if (!i || i->slot == 0)
         return;
     i->nlookup = n >= i->nlookup ? 0 : i->nlookup - n;
-    if (i->nlookup)
-        return;
-    uint32_t s = (uint32_t)(i - t->in);
-    chain_del(t, s);
-    close(i->fd);
-    i->fd = -1;
-    i->next = t->free_in;
-    t->free_in = s + 1;
-    t->live--;
+    if (i->nlookup == 0)
+        release(t, i->slot);
 }
 
 uint64_t fsd_handle_add(fsd_tables *t, int fd, bool dir, uint64_t nodeid)
 {
-    if (t->live >= t->max_fds)
+    if (!room(t))
         return 0;
     uint32_t s = t->h_hint <= t->n_h ? t->h_hint : 0;
     while (s < t->n_h && t->h[s].fd >= 0)

@@ -2,6 +2,13 @@
  * with the guest's lookup count and cached ownership record) and fh -> open handle (an fd
  * for I/O, and a directory's getdents state).
  *
+ * The guest may hold far more inodes than the server may keep fds (a 50,000-file tree in
+ * its cache; the container's RLIMIT_NOFILE can be 20,000): a file's or symlink's O_PATH fd
+ * is closed when the cap is reached (least recently used first) and reopened on use by its
+ * last known name beneath its parent directory, whose fd stays open; a reopened name that
+ * no longer leads to the same st_dev/st_ino is ESTALE. Directories, the root and files
+ * whose last name was removed while the guest still held them keep their fds (pinned).
+ *
  * Nodeids and fhs are the guest's word: each is a slot index plus a generation, checked on
  * every use, never a pointer. Slot 0 of the inode table is the export root (nodeid 1,
  * FUSE_ROOT_ID) and is never forgotten. */
@@ -16,7 +23,15 @@
 #include "fsd/owner.h"
 
 typedef struct fsd_inode {
-    int fd; /* O_PATH|O_NOFOLLOW; -1 for a free slot */
+    uint32_t slot; /* its index in the table */
+    int fd;        /* O_PATH|O_NOFOLLOW; -1 for a free slot, or while closed (see above) */
+    bool used;
+    bool pinned;     /* its fd is never closed to make room */
+    bool recent;     /* used since the clock hand last passed */
+    uint64_t req;    /* the request that last used it: its fd stays open during it */
+    uint32_t parent; /* slot + 1 of the directory it was last named in, 0 none */
+    uint32_t kids;   /* inodes naming this one as their parent */
+    char *name;      /* its last name there (files and symlinks only) */
     dev_t dev;
     ino_t ino;
     mode_t host_type; /* S_IFMT of the host file */
@@ -41,7 +56,7 @@ typedef struct fsd_fh {
 } fsd_fh;
 
 typedef struct fsd_tables {
-    fsd_inode *in;
+    fsd_inode **chunk;     /* CHUNK inodes each: an inode never moves once made */
     uint32_t n_in, cap_in; /* slots used high-water mark, allocated */
     uint32_t *buckets;     /* slot + 1 per chain head, 0 empty */
     uint32_t n_buckets;    /* power of two */
@@ -49,8 +64,10 @@ typedef struct fsd_tables {
     fsd_fh *h;
     uint32_t n_h, cap_h;
     uint32_t h_hint; /* no free handle slot below this */
-    uint64_t live;   /* inodes + handles open */
+    uint64_t live;   /* fds open: inodes' + handles' */
     uint64_t max_fds;
+    uint32_t hand; /* the clock hand over inode slots, for closing fds */
+    uint64_t req;  /* the request being served (fsd_handle() counts them) */
 } fsd_tables;
 
 #define FSD_ROOT_ID 1
@@ -59,13 +76,26 @@ typedef struct fsd_tables {
 void fsd_tables_init(fsd_tables *t, int root_fd, const struct stat *st, uint64_t max_fds);
 void fsd_tables_free(fsd_tables *t);
 
+fsd_inode *fsd_inode_root(fsd_tables *t);
 /* The inode for a nodeid the guest sent, or NULL. */
 fsd_inode *fsd_inode_get(fsd_tables *t, uint64_t nodeid);
+/* The same with its fd open for the rest of this request (reopened by name if it was
+ * closed); NULL also when that fails (ESTALE: the name now leads elsewhere). */
+fsd_inode *fsd_inode_use(fsd_tables *t, uint64_t nodeid);
 uint64_t fsd_inode_id(const fsd_tables *t, const fsd_inode *i);
 /* The inode with this st_dev/st_ino, or NULL. */
 fsd_inode *fsd_inode_find(fsd_tables *t, dev_t dev, ino_t ino);
-/* A new inode for `fd` (owned by the table on success); NULL when the cap is reached. */
-fsd_inode *fsd_inode_add(fsd_tables *t, int fd, const struct stat *st);
+/* A new inode for `fd` (owned by the table on success), named `name` in `dir` (both may be
+ * NULL: then it is pinned); NULL when no fd can be made room for. */
+fsd_inode *fsd_inode_add(fsd_tables *t, int fd, const struct stat *st, fsd_inode *dir,
+                         const char *name);
+/* `i`'s O_PATH fd, reopened by its name when it was closed; -1 with errno (ESTALE: the name
+ * now leads elsewhere or nowhere). */
+int fsd_inode_fd(fsd_tables *t, fsd_inode *i);
+/* `i` is now called `name` in `dir` (a lookup, a rename or a link found it there). */
+void fsd_inode_name(fsd_tables *t, fsd_inode *i, fsd_inode *dir, const char *name);
+/* Keep `i`'s fd open for good: its name is about to go (unlink, a replacing rename). */
+void fsd_inode_pin(fsd_tables *t, fsd_inode *i);
 /* Make `i` unfindable by st_dev/st_ino (its host file is gone; the number may be reused). */
 void fsd_inode_unhash(fsd_tables *t, fsd_inode *i);
 /* Drop `n` lookups; the inode is closed and its slot freed at zero (never the root). */

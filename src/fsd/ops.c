@@ -129,7 +129,7 @@ static void load_own(fsd *fs, fsd_inode *i, mode_t host_mode)
     i->own_stored = false;
     if (fs->no_xattr || (i->host_type != S_IFREG && i->host_type != S_IFDIR))
         return;
-    int rc = fsd_own_read(i->fd, i->host_type, &i->own);
+    int rc = fsd_own_read(fsd_inode_fd(&fs->t, i), i->host_type, &i->own);
     if (rc == 0)
         i->own_stored = true;
     else if (rc == -ENOTSUP)
@@ -171,20 +171,35 @@ static void put_entry(req *r, fsd_inode *i, const struct stat *st)
     put(r, &e, sizeof(e));
 }
 
+/* The known inode with this st_dev/st_ino. One whose fd was closed is checked by reopening
+ * it by its name: an inode number the host freed (the file deleted behind our back, so no
+ * fd of ours held it) may now name another file; that old entry is dropped from the hash. */
+static fsd_inode *find_known(fsd *fs, const struct stat *st)
+{
+    fsd_inode *i = fsd_inode_find(&fs->t, st->st_dev, st->st_ino);
+    if (i && i->fd < 0 && fsd_inode_fd(&fs->t, i) < 0) {
+        fsd_inode_unhash(&fs->t, i);
+        return NULL;
+    }
+    return i;
+}
+
 /* The table's inode for `fd` (a fresh O_PATH fd, consumed) with one more lookup. */
-static int ref_fd(fsd *fs, int fd, struct stat *st, fsd_inode **ret)
+static int ref_fd(fsd *fs, int fd, struct stat *st, fsd_inode *dir, const char *name,
+                  fsd_inode **ret)
 {
     if (fstat(fd, st) < 0) {
         int e = neg_errno();
         close(fd);
         return e;
     }
-    fsd_inode *i = fsd_inode_find(&fs->t, st->st_dev, st->st_ino);
+    fsd_inode *i = find_known(fs, st);
     if (i) {
         close(fd);
         i->nlookup++;
+        fsd_inode_name(&fs->t, i, dir, name);
     } else {
-        i = fsd_inode_add(&fs->t, fd, st);
+        i = fsd_inode_add(&fs->t, fd, st, dir, name);
         if (!i) {
             close(fd);
             return -ENFILE;
@@ -199,16 +214,17 @@ static int lookup_name(fsd *fs, fsd_inode *dir, const char *name, struct stat *s
 {
     if (fstatat(dir->fd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
         return neg_errno();
-    fsd_inode *i = fsd_inode_find(&fs->t, st->st_dev, st->st_ino);
+    fsd_inode *i = find_known(fs, st);
     if (i) {
         i->nlookup++;
+        fsd_inode_name(&fs->t, i, dir, name);
         *ret = i;
         return 0;
     }
     int fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return neg_errno();
-    return ref_fd(fs, fd, st, ret);
+    return ref_fd(fs, fd, st, dir, name, ret);
 }
 
 /* After an unlink or a replacing rename: a host inode that is gone must not be found again
@@ -217,13 +233,14 @@ static void unhash_if_gone(fsd *fs, dev_t dev, ino_t ino)
 {
     fsd_inode *i = fsd_inode_find(&fs->t, dev, ino);
     struct stat st;
-    if (i && fstat(i->fd, &st) == 0 && st.st_nlink == 0)
+    /* A known inode's fd is open here: it was pinned before its name went. */
+    if (i && i->fd >= 0 && fstat(i->fd, &st) == 0 && st.st_nlink == 0)
         fsd_inode_unhash(&fs->t, i);
 }
 
 static fsd_inode *dir_inode(req *r)
 {
-    fsd_inode *i = fsd_inode_get(&r->fs->t, r->h.nodeid);
+    fsd_inode *i = fsd_inode_use(&r->fs->t, r->h.nodeid);
     return i && i->host_type == S_IFDIR ? i : NULL;
 }
 
@@ -242,7 +259,7 @@ static int store_own(fsd *fs, fsd_inode *i, const fsd_own *o, mode_t host_mode)
     }
     if (fs->no_xattr || !is_file_or_dir(i))
         return -EPERM;
-    int rc = fsd_own_write(i->fd, o);
+    int rc = fsd_own_write(fsd_inode_fd(&fs->t, i), o);
     if (rc == -ENOTSUP) {
         log_no_xattr(fs);
         return -EPERM;
@@ -342,23 +359,26 @@ static void put_attr(req *r, const fsd_inode *i, const struct stat *st)
 
 static int op_getattr(req *r)
 {
-    fsd_inode *i = fsd_inode_get(&r->fs->t, r->h.nodeid);
+    fsd_inode *i = fsd_inode_use(&r->fs->t, r->h.nodeid);
     struct stat st;
     if (!i)
         return -ESTALE;
-    if (fstat(i->fd, &st) < 0)
+    if (fstat(fsd_inode_fd(&r->fs->t, i), &st) < 0)
         return neg_errno();
     put_attr(r, i, &st);
     return 0;
 }
 
 /* An fd for I/O on a regular file or directory inode, through /proc/self/fd. */
-static int reopen(const fsd_inode *i, int flags)
+static int reopen(fsd_tables *t, fsd_inode *i, int flags)
 {
     if (i->host_type != S_IFREG && i->host_type != S_IFDIR)
         return -EINVAL;
+    int ifd = fsd_inode_fd(t, i);
+    if (ifd < 0)
+        return neg_errno();
     char path[32];
-    fsd_proc_path(path, sizeof(path), i->fd);
+    fsd_proc_path(path, sizeof(path), ifd);
     int fd = open(path, flags | O_CLOEXEC);
     return fd < 0 ? neg_errno() : fd;
 }
@@ -374,7 +394,7 @@ static int set_size(req *r, fsd_inode *i, const struct fuse_setattr_in *in)
         if (h && h->ino == r->h.nodeid && ftruncate(h->fd, (off_t)in->size) == 0)
             return 0;
     }
-    int fd = reopen(i, O_WRONLY);
+    int fd = reopen(&r->fs->t, i, O_WRONLY);
     if (fd < 0)
         return fd;
     int rc = ftruncate(fd, (off_t)in->size) < 0 ? neg_errno() : 0;
@@ -382,7 +402,7 @@ static int set_size(req *r, fsd_inode *i, const struct fuse_setattr_in *in)
     return rc;
 }
 
-static int set_times(fsd_inode *i, const struct fuse_setattr_in *in)
+static int set_times(fsd_tables *t, fsd_inode *i, const struct fuse_setattr_in *in)
 {
     struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_nsec = UTIME_OMIT}};
     if (in->valid & FATTR_ATIME_NOW)
@@ -399,13 +419,16 @@ static int set_times(fsd_inode *i, const struct fuse_setattr_in *in)
             return -EINVAL;
         ts[1] = (struct timespec){.tv_sec = (time_t)in->mtime, .tv_nsec = in->mtimensec};
     }
-    if (utimensat(i->fd, "", ts, AT_EMPTY_PATH) == 0)
+    int ifd = fsd_inode_fd(t, i);
+    if (ifd < 0)
+        return neg_errno();
+    if (utimensat(ifd, "", ts, AT_EMPTY_PATH) == 0)
         return 0;
     if (errno != EINVAL || !is_file_or_dir(i))
         return neg_errno();
     /* Kernels before 5.8 have no AT_EMPTY_PATH for utimensat. */
     char path[32];
-    fsd_proc_path(path, sizeof(path), i->fd);
+    fsd_proc_path(path, sizeof(path), ifd);
     return utimensat(AT_FDCWD, path, ts, 0) < 0 ? neg_errno() : 0;
 }
 
@@ -434,7 +457,7 @@ static int set_owner(req *r, fsd_inode *i, const struct fuse_setattr_in *in, str
         return rc;
     if ((host & 07777) != (st->st_mode & 07777)) {
         char path[32];
-        fsd_proc_path(path, sizeof(path), i->fd);
+        fsd_proc_path(path, sizeof(path), fsd_inode_fd(&r->fs->t, i));
         if (fchmodat(AT_FDCWD, path, host & 0777, 0) < 0)
             return neg_errno();
     }
@@ -443,7 +466,7 @@ static int set_owner(req *r, fsd_inode *i, const struct fuse_setattr_in *in, str
 
 static int op_setattr(req *r)
 {
-    fsd_inode *i = fsd_inode_get(&r->fs->t, r->h.nodeid);
+    fsd_inode *i = fsd_inode_use(&r->fs->t, r->h.nodeid);
     struct fuse_setattr_in in;
     struct stat st;
     if (!i)
@@ -454,15 +477,15 @@ static int op_setattr(req *r)
     if (in.valid & FATTR_SIZE)
         rc = set_size(r, i, &in);
     if (rc == 0 && (in.valid & (FATTR_ATIME | FATTR_MTIME | FATTR_ATIME_NOW | FATTR_MTIME_NOW)))
-        rc = set_times(i, &in);
+        rc = set_times(&r->fs->t, i, &in);
     if (rc == 0 && (in.valid & (FATTR_MODE | FATTR_UID | FATTR_GID))) {
-        if (fstat(i->fd, &st) < 0)
+        if (fstat(fsd_inode_fd(&r->fs->t, i), &st) < 0)
             return neg_errno();
         rc = set_owner(r, i, &in, &st);
     }
     if (rc < 0)
         return rc;
-    if (fstat(i->fd, &st) < 0)
+    if (fstat(fsd_inode_fd(&r->fs->t, i), &st) < 0)
         return neg_errno();
     put_attr(r, i, &st);
     return 0;
@@ -496,7 +519,7 @@ static int finish_new(req *r, fsd_inode *dir, const char *name, int fd, const fs
     struct stat st;
     fsd_inode *i = NULL;
     if (rc == 0)
-        rc = ref_fd(r->fs, fd, &st, &i);
+        rc = ref_fd(r->fs, fd, &st, dir, name, &i);
     if (rc == 0 && !i)
         rc = -EIO;
     if (rc == 0 && i->host_type != S_IFLNK)
@@ -703,6 +726,10 @@ static int op_unlink_common(req *r, int flags)
         return -EINVAL;
     struct stat st;
     bool known = fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    /* The guest may still hold the inode (an open file): keep its fd, the name goes. */
+    fsd_inode *i = known ? fsd_inode_find(&r->fs->t, st.st_dev, st.st_ino) : NULL;
+    if (i)
+        fsd_inode_pin(&r->fs->t, i);
     if (unlinkat(dir->fd, name, flags) < 0)
         return neg_errno();
     if (known)
@@ -725,17 +752,28 @@ static int do_rename(req *r, uint64_t newdir, uint32_t flags)
     fsd_inode *od = dir_inode(r);
     const char *oname = take_name(r);
     const char *nname = take_name(r);
-    fsd_inode *nd = fsd_inode_get(&r->fs->t, newdir);
+    fsd_inode *nd = fsd_inode_use(&r->fs->t, newdir);
     if (!od || !nd || nd->host_type != S_IFDIR)
         return -ENOTDIR;
     if (!oname || !nname || (flags & ~(uint32_t)(RENAME_NOREPLACE | RENAME_EXCHANGE)))
         return -EINVAL;
-    struct stat st;
-    bool known =
-        !(flags & RENAME_EXCHANGE) && fstatat(nd->fd, nname, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    struct stat st, src;
+    fsd_tables *t = &r->fs->t;
+    bool known = fstatat(nd->fd, nname, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    fsd_inode *moved = fstatat(od->fd, oname, &src, AT_SYMLINK_NOFOLLOW) == 0
+                           ? fsd_inode_find(t, src.st_dev, src.st_ino)
+                           : NULL;
+    fsd_inode *target = known ? fsd_inode_find(t, st.st_dev, st.st_ino) : NULL;
+    /* A replaced target the guest may still hold keeps its fd; an exchanged one is renamed. */
+    if (target && !(flags & RENAME_EXCHANGE))
+        fsd_inode_pin(t, target);
     if (renameat2(od->fd, oname, nd->fd, nname, flags) < 0)
         return neg_errno();
-    if (known)
+    if (moved)
+        fsd_inode_name(t, moved, nd, nname);
+    if (target && (flags & RENAME_EXCHANGE))
+        fsd_inode_name(t, target, od, oname);
+    else if (known)
         unhash_if_gone(r->fs, st.st_dev, st.st_ino);
     return 0;
 }
@@ -763,7 +801,7 @@ static int op_link(req *r)
     if (!take(r, &in, sizeof(in)))
         return -EINVAL;
     const char *name = take_name(r);
-    fsd_inode *i = fsd_inode_get(&r->fs->t, in.oldnodeid);
+    fsd_inode *i = fsd_inode_use(&r->fs->t, in.oldnodeid);
     if (!dir)
         return -ENOTDIR;
     if (!name)
@@ -773,11 +811,11 @@ static int op_link(req *r)
     if (i->host_type == S_IFDIR)
         return -EPERM;
     char path[32];
-    fsd_proc_path(path, sizeof(path), i->fd);
+    fsd_proc_path(path, sizeof(path), fsd_inode_fd(&r->fs->t, i));
     if (linkat(AT_FDCWD, path, dir->fd, name, AT_SYMLINK_FOLLOW) < 0)
         return neg_errno();
     struct stat st;
-    if (fstat(i->fd, &st) < 0)
+    if (fstat(fsd_inode_fd(&r->fs->t, i), &st) < 0)
         return neg_errno();
     i->nlookup++;
     put_entry(r, i, &st);
@@ -786,7 +824,7 @@ static int op_link(req *r)
 
 static int op_readlink(req *r)
 {
-    fsd_inode *i = fsd_inode_get(&r->fs->t, r->h.nodeid);
+    fsd_inode *i = fsd_inode_use(&r->fs->t, r->h.nodeid);
     if (!i)
         return -ESTALE;
     if (i->host_type != S_IFLNK)
@@ -794,7 +832,7 @@ static int op_readlink(req *r)
     /* The kernel's buffer is a page less one byte (for its NUL), smaller than PATH_MAX:
      * read into our own and refuse what does not fit. */
     char target[PATH_MAX];
-    ssize_t n = readlinkat(i->fd, "", target, sizeof target);
+    ssize_t n = readlinkat(fsd_inode_fd(&r->fs->t, i), "", target, sizeof target);
     if (n < 0)
         return neg_errno();
     if ((size_t)n > r->ocap)
@@ -816,7 +854,7 @@ static int open_inode(req *r, fsd_inode *i, uint64_t nodeid, int flags, uint64_t
         return -EINVAL;
     if (r->fs->read_only && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)))
         return -EROFS;
-    int fd = reopen(i, flags);
+    int fd = reopen(&r->fs->t, i, flags);
     if (fd < 0)
         return fd;
     uint64_t fh = fsd_handle_add(&r->fs->t, fd, false, nodeid);
@@ -830,7 +868,7 @@ static int open_inode(req *r, fsd_inode *i, uint64_t nodeid, int flags, uint64_t
 
 static int op_open(req *r)
 {
-    fsd_inode *i = fsd_inode_get(&r->fs->t, r->h.nodeid);
+    fsd_inode *i = fsd_inode_use(&r->fs->t, r->h.nodeid);
     struct fuse_open_in in;
     if (!take(r, &in, sizeof(in)))
         return -EINVAL;
@@ -971,12 +1009,12 @@ static int op_lseek(req *r)
 
 static int op_opendir(req *r)
 {
-    fsd_inode *i = fsd_inode_get(&r->fs->t, r->h.nodeid);
+    fsd_inode *i = fsd_inode_use(&r->fs->t, r->h.nodeid);
     if (!i)
         return -ESTALE;
     if (i->host_type != S_IFDIR)
         return -ENOTDIR;
-    int fd = openat(i->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = openat(fsd_inode_fd(&r->fs->t, i), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return neg_errno();
     uint64_t fh = fsd_handle_add(&r->fs->t, fd, true, r->h.nodeid);
@@ -1029,7 +1067,7 @@ static int readdir_common(req *r, bool plus)
         return -EBADF;
     if (in.offset > (uint64_t)INT64_MAX)
         return -EINVAL;
-    fsd_inode *dir = plus ? fsd_inode_get(&r->fs->t, r->h.nodeid) : NULL;
+    fsd_inode *dir = plus ? fsd_inode_use(&r->fs->t, r->h.nodeid) : NULL;
     if (dir && dir->host_type != S_IFDIR)
         dir = NULL;
     size_t room = in.size < r->ocap ? in.size : r->ocap;
@@ -1094,11 +1132,11 @@ static int op_readdirplus(req *r)
 
 static int op_statfs(req *r)
 {
-    fsd_inode *i = fsd_inode_get(&r->fs->t, r->h.nodeid);
+    fsd_inode *i = fsd_inode_use(&r->fs->t, r->h.nodeid);
     struct statfs s;
     if (!i)
         return -ESTALE;
-    if (fstatfs(i->fd, &s) < 0)
+    if (fstatfs(fsd_inode_fd(&r->fs->t, i), &s) < 0)
         return neg_errno();
     struct fuse_kstatfs k = {
         .blocks = s.f_blocks,
@@ -1117,7 +1155,7 @@ static int op_statfs(req *r)
 static int op_access(req *r)
 {
     /* default_permissions: the guest kernel checks access itself and never asks. */
-    return fsd_inode_get(&r->fs->t, r->h.nodeid) ? 0 : -ESTALE;
+    return fsd_inode_use(&r->fs->t, r->h.nodeid) ? 0 : -ESTALE;
 }
 
 /* ---- extended attributes: guest name N is host user.bluebox.x.N ---- */
@@ -1137,7 +1175,7 @@ static int host_xname(req *r, char *buf, size_t size)
 
 static int op_getxattr(req *r)
 {
-    fsd_inode *i = fsd_inode_get(&r->fs->t, r->h.nodeid);
+    fsd_inode *i = fsd_inode_use(&r->fs->t, r->h.nodeid);
     struct fuse_getxattr_in in;
     char name[XATTR_NAME_MAX + 1], path[32];
     if (!take(r, &in, sizeof(in)))
@@ -1149,7 +1187,7 @@ static int op_getxattr(req *r)
         return -ESTALE;
     if (!is_file_or_dir(i))
         return -ENODATA;
-    fsd_proc_path(path, sizeof(path), i->fd);
+    fsd_proc_path(path, sizeof(path), fsd_inode_fd(&r->fs->t, i));
     size_t want = in.size < XATTR_SIZE_MAX ? in.size : XATTR_SIZE_MAX;
     if (want > r->ocap)
         want = r->ocap;
@@ -1167,7 +1205,7 @@ static int op_getxattr(req *r)
 
 static int op_listxattr(req *r)
 {
-    fsd_inode *i = fsd_inode_get(&r->fs->t, r->h.nodeid);
+    fsd_inode *i = fsd_inode_use(&r->fs->t, r->h.nodeid);
     struct fuse_getxattr_in in;
     char path[32];
     if (!take(r, &in, sizeof(in)))
@@ -1177,7 +1215,7 @@ static int op_listxattr(req *r)
     size_t total = 0;
     _cleanup_free_ char *list = NULL;
     if (is_file_or_dir(i) && !r->fs->no_xattr) {
-        fsd_proc_path(path, sizeof(path), i->fd);
+        fsd_proc_path(path, sizeof(path), fsd_inode_fd(&r->fs->t, i));
         ssize_t n = listxattr(path, NULL, 0);
         if (n < 0 && errno != ENOTSUP)
             return neg_errno();
@@ -1216,7 +1254,7 @@ static int op_listxattr(req *r)
 
 static int op_setxattr(req *r)
 {
-    fsd_inode *i = fsd_inode_get(&r->fs->t, r->h.nodeid);
+    fsd_inode *i = fsd_inode_use(&r->fs->t, r->h.nodeid);
     struct fuse_setxattr_in in = {0};
     char name[XATTR_NAME_MAX + 1], path[32];
     if (!take(r, &in, FUSE_COMPAT_SETXATTR_IN_SIZE))
@@ -1232,7 +1270,7 @@ static int op_setxattr(req *r)
         return -ESTALE;
     if (!is_file_or_dir(i))
         return -EPERM;
-    fsd_proc_path(path, sizeof(path), i->fd);
+    fsd_proc_path(path, sizeof(path), fsd_inode_fd(&r->fs->t, i));
     if (setxattr(path, name, r->p, in.size, (int)in.flags) < 0)
         return neg_errno();
     return 0;
@@ -1240,7 +1278,7 @@ static int op_setxattr(req *r)
 
 static int op_removexattr(req *r)
 {
-    fsd_inode *i = fsd_inode_get(&r->fs->t, r->h.nodeid);
+    fsd_inode *i = fsd_inode_use(&r->fs->t, r->h.nodeid);
     char name[XATTR_NAME_MAX + 1], path[32];
     int rc = host_xname(r, name, sizeof(name));
     if (rc < 0)
@@ -1249,7 +1287,7 @@ static int op_removexattr(req *r)
         return -ESTALE;
     if (!is_file_or_dir(i))
         return -ENODATA;
-    fsd_proc_path(path, sizeof(path), i->fd);
+    fsd_proc_path(path, sizeof(path), fsd_inode_fd(&r->fs->t, i));
     if (removexattr(path, name) < 0)
         return errno == ENOTSUP ? -ENODATA : neg_errno();
     return 0;
@@ -1310,6 +1348,11 @@ static size_t reply(void *out, uint64_t unique, int error, size_t payload)
     return sizeof(oh) + payload;
 }
 
+uint64_t fsd_fds_open(const fsd *fs)
+{
+    return fs->t.live;
+}
+
 size_t fsd_handle(fsd *fs, const void *in, size_t len, void *out, size_t cap)
 {
     const size_t oh = sizeof(struct fuse_out_header);
@@ -1318,6 +1361,7 @@ size_t fsd_handle(fsd *fs, const void *in, size_t len, void *out, size_t cap)
     if (cap > FSD_BUF_MAX)
         cap = FSD_BUF_MAX;
     req r = {.fs = fs, .o = (uint8_t *)out + oh, .ocap = cap - oh};
+    fs->t.req++; /* the inodes this request touches keep their fds until it is done */
     if (len < sizeof(r.h))
         return reply(out, 0, -EINVAL, 0);
     memcpy(&r.h, in, sizeof(r.h));
@@ -1369,7 +1413,7 @@ int fsd_new(fsd **ret, int root_fd, const fsd_options *opt, bb_error **err)
     fsd_proc_path(path, sizeof(path), fd);
     if (getxattr(path, FSD_OWN_XATTR, NULL, 0) < 0 && errno == ENOTSUP)
         log_no_xattr(fs);
-    load_own(fs, &fs->t.in[0], st.st_mode);
+    load_own(fs, fsd_inode_root(&fs->t), st.st_mode);
     *ret = fs;
     return 0;
 }
