@@ -52,16 +52,25 @@ static int listen_at(const char *path, bb_error **err)
     return fd;
 }
 
-/* As many descriptors as the hard limit allows: every inode the guest holds is one. */
+/* As many descriptors as the hard limit allows (beyond them, files' fds are closed and
+ * reopened by name: src/fsd/inodes.h). BLUEBOX_FSD_MAX_FDS, a testing aid, sets a lower
+ * cap. */
 static uint64_t raise_nofile(void)
 {
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-        return 1024 - FD_RESERVE;
-    rl.rlim_cur = rl.rlim_max;
-    (void)setrlimit(RLIMIT_NOFILE, &rl);
-    (void)getrlimit(RLIMIT_NOFILE, &rl);
-    return rl.rlim_cur > 2 * FD_RESERVE ? rl.rlim_cur - FD_RESERVE : FD_RESERVE;
+    uint64_t cap = 1024 - FD_RESERVE;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+        (void)getrlimit(RLIMIT_NOFILE, &rl);
+        cap = rl.rlim_cur > 2 * FD_RESERVE ? rl.rlim_cur - FD_RESERVE : FD_RESERVE;
+    }
+    const char *s = getenv("BLUEBOX_FSD_MAX_FDS");
+    char *end;
+    unsigned long long v = s && *s ? strtoull(s, &end, 10) : 0;
+    if (v >= FD_RESERVE && v < cap && *end == '\0')
+        cap = v;
+    return cap;
 }
 
 static size_t handle(void *userdata, const uint8_t *in, size_t len, uint8_t *out, size_t cap)

@@ -131,3 +131,41 @@ def test_guest_root_owns_and_sets_any_mode_in_its_view_only(mode_home):
     assert privileged([data]) == []
     for f in ("null", "fifo"):
         assert (data / f).is_file() and not (data / f).is_symlink(), f
+
+
+# 1,500 files and 30 directories made by root, then uid 1000's own: far more inodes than the
+# 200 fds the server may keep here (BLUEBOX_FSD_MAX_FDS, a testing aid), so files' fds are
+# closed and reopened by name all the time.
+MANY_ROOT = r"""set -e
+mkdir /data/many && cd /data/many
+i=0; while [ $i -lt 30 ]; do mkdir d$i; j=0
+  while [ $j -lt 50 ]; do echo $i.$j > d$i/f$j; j=$((j+1)); done; i=$((i+1)); done
+mkdir w && chown u:u w
+"""
+MANY_USER = r"""set -e
+cd /data/many/w
+i=0; while [ $i -lt 300 ]; do echo $i > f$i; chmod 640 f$i; i=$((i+1)); done
+mv f0 moved; ln f1 hard; rm f2
+cd /data/many
+find . -type f | wc -l
+cat d*/f* | wc -l
+ls -lR . | grep -c '^-'
+cat w/moved w/hard w/f299
+"""
+
+
+@UML
+def test_more_files_than_the_server_keeps_fds(mode_home):
+    home = mode_home
+    if home.isolation != "standard" or home.user:
+        pytest.skip("one mode is enough: the server's fd cap does not depend on it")
+    name = build(home, "many", f"base: {IMAGE}\nram_mib: 256\n"
+                 "env:\n  BLUEBOX_FSD_MAX_FDS: \"200\"\n"
+                 f"run:\n  - {json.dumps(ADD_USER)}\n")
+    r = home("run", name, "--", "sh", "-c", MANY_ROOT + as_user("u", MANY_USER), timeout=600)
+    assert r.returncode == 0, r
+    # 1500 + 300 - 1 (removed) + 1 (hard link), every line of every file read back
+    assert r.stdout.decode().split() == ["1800", "1500", "1800", "0", "1", "299"], r
+    r = home("run", name, "--", "sh", "-c",
+             "env | grep -c BLUEBOX_FSD; stat -c '%U %a' /data/many/w/* | sort | uniq -c")
+    assert r.stdout.decode().split() == ["0", "300", "u", "640"], r
