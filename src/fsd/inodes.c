@@ -271,6 +271,14 @@ void fsd_inode_name(fsd_tables *t, fsd_inode *i, fsd_inode *dir, const char *nam
         set_name(t, i, dir, name);
 }
 
+void fsd_inode_unnamed(fsd_tables *t, fsd_inode *i, const fsd_inode *dir, const char *name,
+                       nlink_t nlink)
+{
+    bool recorded = i->name && i->parent == dir->slot + 1 && strcmp(i->name, name) == 0;
+    if (nlink <= 1 || recorded)
+        fsd_inode_pin(t, i);
+}
+
 void fsd_inode_pin(fsd_tables *t, fsd_inode *i)
 {
     if (i->pinned)

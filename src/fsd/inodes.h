@@ -96,6 +96,12 @@ int fsd_inode_fd(fsd_tables *t, fsd_inode *i);
 void fsd_inode_name(fsd_tables *t, fsd_inode *i, fsd_inode *dir, const char *name);
 /* Keep `i`'s fd open for good: its name is about to go (unlink, a replacing rename). */
 void fsd_inode_pin(fsd_tables *t, fsd_inode *i);
+/* `name` in `dir`, one of `nlink` names of `i`, is about to go: pin `i` when that leaves it
+ * no name we know (its last link, or the name it is recorded by). A file with other links
+ * (git links each object into place, then unlinks the temporary name) keeps its cap-able
+ * fd. */
+void fsd_inode_unnamed(fsd_tables *t, fsd_inode *i, const fsd_inode *dir, const char *name,
+                       nlink_t nlink);
 /* Make `i` unfindable by st_dev/st_ino (its host file is gone; the number may be reused). */
 void fsd_inode_unhash(fsd_tables *t, fsd_inode *i);
 /* Drop `n` lookups; the inode is closed and its slot freed at zero (never the root). */

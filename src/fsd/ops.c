@@ -729,7 +729,7 @@ static int op_unlink_common(req *r, int flags)
     /* The guest may still hold the inode (an open file): keep its fd, the name goes. */
     fsd_inode *i = known ? fsd_inode_find(&r->fs->t, st.st_dev, st.st_ino) : NULL;
     if (i)
-        fsd_inode_pin(&r->fs->t, i);
+        fsd_inode_unnamed(&r->fs->t, i, dir, name, st.st_nlink);
     if (unlinkat(dir->fd, name, flags) < 0)
         return neg_errno();
     if (known)
@@ -766,7 +766,7 @@ static int do_rename(req *r, uint64_t newdir, uint32_t flags)
     fsd_inode *target = known ? fsd_inode_find(t, st.st_dev, st.st_ino) : NULL;
     /* A replaced target the guest may still hold keeps its fd; an exchanged one is renamed. */
     if (target && !(flags & RENAME_EXCHANGE))
-        fsd_inode_pin(t, target);
+        fsd_inode_unnamed(t, target, nd, nname, st.st_nlink);
     if (renameat2(od->fd, oname, nd->fd, nname, flags) < 0)
         return neg_errno();
     if (moved)
@@ -814,6 +814,8 @@ static int op_link(req *r)
     fsd_proc_path(path, sizeof(path), fsd_inode_fd(&r->fs->t, i));
     if (linkat(AT_FDCWD, path, dir->fd, name, AT_SYMLINK_FOLLOW) < 0)
         return neg_errno();
+    /* The newest name: the one a link-then-unlink (git's objects) keeps. */
+    fsd_inode_name(&r->fs->t, i, dir, name);
     struct stat st;
     if (fstat(fsd_inode_fd(&r->fs->t, i), &st) < 0)
         return neg_errno();

@@ -617,6 +617,18 @@ static void fd_cap(void **s)
     memcpy(&ao, E.out + sizeof(struct fuse_out_header), sizeof(ao));
     assert_int_equal(ao.attr.size, 5);
     assert_int_equal(ao.attr.nlink, 0);
+    /* git's way: link into place, unlink the temporary name. The file is reopened by the
+     * name it kept once its fd was closed again. */
+    struct fuse_link_in li = {.oldnodeid = ids[10]};
+    assert_int_equal(call_name(FUSE_LINK, 1, &li, sizeof(li), "kept", NULL), 0);
+    assert_int_equal(call_name(FUSE_UNLINK, 1, NULL, 0, "cap10", NULL), 0);
+    for (int k = 11; k < 80; k++)
+        (void)call(FUSE_GETATTR, ids[k], &gi, sizeof(gi), NULL, 0, NULL);
+    assert_int_equal(call(FUSE_GETATTR, ids[10], &gi, sizeof(gi), NULL, 0, &n), 0);
+    memcpy(&ao, E.out + sizeof(struct fuse_out_header), sizeof(ao));
+    assert_int_equal(ao.attr.size, 10);
+    assert_int_equal(ao.attr.nlink, 1);
+    assert_true(fsd_fds_open(E.fs) <= 64);
 }
 
 static void record_codec(void **s)
