@@ -14,7 +14,7 @@ import pytest
 
 from test_guest_users import ADD_USER, MODES, as_user, build, made_home
 from test_podman_build import env  # noqa: F401  (session fixture)
-from test_runtime import UML, IMAGE, privileged
+from test_runtime import UML, IMAGE, Home, privileged
 
 OWN_XATTR = "user.bluebox.own"
 
@@ -154,11 +154,18 @@ cat w/moved w/hard w/f299
 """
 
 
+@pytest.fixture
+def root_home(env, bluebox_bin):  # noqa: F811
+    """Root, standard: the server's fd cap does not depend on the mode."""
+    h = Home(bluebox_bin)
+    h.isolation = "standard"
+    yield h
+    h.close()
+
+
 @UML
-def test_more_files_than_the_server_keeps_fds(mode_home):
-    home = mode_home
-    if home.isolation != "standard" or home.user:
-        pytest.skip("one mode is enough: the server's fd cap does not depend on it")
+def test_more_files_than_the_server_keeps_fds(root_home):
+    home = root_home
     name = build(home, "many", f"base: {IMAGE}\nram_mib: 256\n"
                  "env:\n  BLUEBOX_FSD_MAX_FDS: \"200\"\n"
                  f"run:\n  - {json.dumps(ADD_USER)}\n")
