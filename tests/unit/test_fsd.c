@@ -557,7 +557,8 @@ static void record_codec(void **s)
     uint8_t rec[FSD_OWN_RECORD_LEN];
     fsd_own_encode(&o, rec);
     assert_int_equal(fsd_own_decode(rec, sizeof(rec), S_IFREG, &back), 0);
-    assert_memory_equal(&o, &back, sizeof(o));
+    assert_true(o.uid == back.uid && o.gid == back.gid && o.mode == back.mode &&
+                o.rdev == back.rdev);
     /* A character device cannot be a host directory; bad lengths, versions and bits fail. */
     assert_int_equal(fsd_own_decode(rec, sizeof(rec), S_IFDIR, &back), -EINVAL);
     assert_int_equal(fsd_own_decode(rec, sizeof(rec) - 1, S_IFREG, &back), -EINVAL);
