@@ -47,6 +47,7 @@ class Server:
             self.proc.wait(timeout=10)
         err = self.proc.stderr.read()
         self.proc = None
+        assert "Sanitizer" not in err and "runtime error" not in err, err
         return err
 
 
@@ -62,8 +63,10 @@ def served():
     srv = Server(export, mnt)
     srv.start()
     yield srv
-    srv.stop()
+    err = srv.stop() or ""
     shutil.rmtree(top)
+    # Under build-asan the server runs with ASan/UBSan: any report fails the test.
+    assert "Sanitizer" not in err and "runtime error" not in err, err
 
 
 def as_user(script, cwd, env=None):
