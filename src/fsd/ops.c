@@ -994,6 +994,16 @@ struct dirent64_k {
     char d_name[];
 };
 
+/* A regular host file may be a guest device node, FIFO or socket: when the guest holds its
+ * inode, the entry says the guest's type (a hash lookup, no syscall); otherwise the host's. */
+static uint32_t dirent_type(fsd *fs, const fsd_inode *dir, const struct dirent64_k *d)
+{
+    if (d->d_type != DT_REG || !dir)
+        return d->d_type;
+    const fsd_inode *i = fsd_inode_find(&fs->t, dir->dev, (ino_t)d->d_ino);
+    return i ? (i->own.mode & S_IFMT) >> 12 : DT_REG;
+}
+
 /* Entries from the handle's getdents64 buffer, from offset `off`, as many as fit in `size`. */
 static int op_readdir(req *r)
 {
@@ -1006,6 +1016,7 @@ static int op_readdir(req *r)
     if (in.offset > (uint64_t)INT64_MAX)
         return -EINVAL;
     size_t room = in.size < r->ocap ? in.size : r->ocap;
+    const fsd_inode *dir = fsd_inode_get(&r->fs->t, h->ino);
     if (!h->buf)
         h->buf = xmalloc(DIRBUF);
     if (in.offset != h->off) {
@@ -1035,7 +1046,7 @@ static int op_readdir(req *r)
         struct fuse_dirent fd = {.ino = d.d_ino,
                                  .off = (uint64_t)d.d_off,
                                  .namelen = (uint32_t)namelen,
-                                 .type = d.d_type};
+                                 .type = dirent_type(r->fs, dir, &d)};
         memcpy(r->o + r->olen, &fd, FUSE_NAME_OFFSET);
         memcpy(r->o + r->olen + FUSE_NAME_OFFSET,
                h->buf + h->pos + offsetof(struct dirent64_k, d_name), namelen);
