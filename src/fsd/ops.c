@@ -180,6 +180,10 @@ static int ref_fd(fsd *fs, int fd, struct stat *st, fsd_inode **ret)
         return e;
     }
     fsd_inode *i = fsd_inode_find(&fs->t, st->st_dev, st->st_ino);
+    if (i && i->host_type != (st->st_mode & S_IFMT)) {
+        fsd_inode_unhash(&fs->t, i);
+        i = NULL;
+    }
     if (i) {
         close(fd);
         i->nlookup++;
@@ -200,11 +204,14 @@ static int lookup_name(fsd *fs, fsd_inode *dir, const char *name, struct stat *s
     if (fstatat(dir->fd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
         return neg_errno();
     fsd_inode *i = fsd_inode_find(&fs->t, st->st_dev, st->st_ino);
-    if (i) {
+    if (i && i->host_type == (st->st_mode & S_IFMT)) {
         i->nlookup++;
         *ret = i;
         return 0;
     }
+    /* A number reused by another kind of file since the host deleted ours. */
+    if (i)
+        fsd_inode_unhash(&fs->t, i);
     int fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return neg_errno();
