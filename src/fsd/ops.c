@@ -28,7 +28,7 @@
 /* The oldest protocol we speak: Linux 4.20 (the guest is 6.1, 7.36). */
 #define MINOR_MIN     27
 #define TIMEOUT_S     1
-#define DIRBUF        32768
+#define DIRBUF        16384
 #define GUEST_XPREFIX "user.bluebox.x."
 #define NAME_MAX_HOST 255
 
@@ -1011,6 +1011,42 @@ static uint32_t dirent_type(fsd *fs, const fsd_inode *dir, const struct dirent64
     return i ? (i->own.mode & S_IFMT) >> 12 : DT_REG;
 }
 
+/* Entries from the handle's buffer (refilled with getdents64) into the reply, as many as fit
+ * in `room` bytes. */
+static int fill_dirents(req *r, fsd_fh *h, const fsd_inode *dir, size_t room)
+{
+    for (;;) {
+        if (h->pos >= h->end) {
+            ssize_t n = getdents64(h->fd, h->buf, DIRBUF);
+            if (n < 0)
+                return r->olen ? 0 : neg_errno();
+            if (n == 0)
+                return 0;
+            h->pos = 0;
+            h->end = (size_t)n;
+        }
+        struct dirent64_k d;
+        memcpy(&d, h->buf + h->pos, sizeof(d));
+        size_t namelen =
+            strnlen((const char *)h->buf + h->pos + offsetof(struct dirent64_k, d_name),
+                    d.d_reclen - offsetof(struct dirent64_k, d_name));
+        size_t rec = FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + namelen);
+        if (room < r->olen || rec > room - r->olen)
+            return 0;
+        struct fuse_dirent fd = {.ino = d.d_ino,
+                                 .off = (uint64_t)d.d_off,
+                                 .namelen = (uint32_t)namelen,
+                                 .type = dirent_type(r->fs, dir, &d)};
+        memcpy(r->o + r->olen, &fd, FUSE_NAME_OFFSET);
+        memcpy(r->o + r->olen + FUSE_NAME_OFFSET,
+               h->buf + h->pos + offsetof(struct dirent64_k, d_name), namelen);
+        memset(r->o + r->olen + FUSE_NAME_OFFSET + namelen, 0, rec - FUSE_NAME_OFFSET - namelen);
+        r->olen += rec;
+        h->pos += d.d_reclen;
+        h->off = (uint64_t)d.d_off;
+    }
+}
+
 /* Entries from the handle's getdents64 buffer, from offset `off`, as many as fit in `size`. */
 static int op_readdir(req *r)
 {
@@ -1032,36 +1068,13 @@ static int op_readdir(req *r)
         h->pos = h->end = 0;
         h->off = in.offset;
     }
-    for (;;) {
-        if (h->pos >= h->end) {
-            ssize_t n = getdents64(h->fd, h->buf, DIRBUF);
-            if (n < 0)
-                return r->olen ? 0 : neg_errno();
-            if (n == 0)
-                return 0;
-            h->pos = 0;
-            h->end = (size_t)n;
-        }
-        struct dirent64_k d;
-        memcpy(&d, h->buf + h->pos, sizeof(d));
-        size_t namelen =
-            strnlen((const char *)h->buf + h->pos + offsetof(struct dirent64_k, d_name),
-                    d.d_reclen - offsetof(struct dirent64_k, d_name));
-        size_t rec = FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + namelen);
-        if (rec > room - r->olen || room < r->olen)
-            return 0;
-        struct fuse_dirent fd = {.ino = d.d_ino,
-                                 .off = (uint64_t)d.d_off,
-                                 .namelen = (uint32_t)namelen,
-                                 .type = dirent_type(r->fs, dir, &d)};
-        memcpy(r->o + r->olen, &fd, FUSE_NAME_OFFSET);
-        memcpy(r->o + r->olen + FUSE_NAME_OFFSET,
-               h->buf + h->pos + offsetof(struct dirent64_k, d_name), namelen);
-        memset(r->o + r->olen + FUSE_NAME_OFFSET + namelen, 0, rec - FUSE_NAME_OFFSET - namelen);
-        r->olen += rec;
-        h->pos += d.d_reclen;
-        h->off = (uint64_t)d.d_off;
+    int rc = fill_dirents(r, h, dir, room);
+    /* A drained buffer is given back: an idle open directory holds no memory. */
+    if (h->pos >= h->end) {
+        free(h->buf);
+        h->buf = NULL;
     }
+    return rc;
 }
 
 static int op_statfs(req *r)
