@@ -28,7 +28,7 @@
 /* The oldest protocol we speak: Linux 4.20 (the guest is 6.1, 7.36). */
 #define MINOR_MIN     27
 #define TIMEOUT_S     1
-#define DIRBUF        16384
+#define DIRBUF        32768
 #define GUEST_XPREFIX "user.bluebox.x."
 #define NAME_MAX_HOST 255
 
@@ -180,10 +180,6 @@ static int ref_fd(fsd *fs, int fd, struct stat *st, fsd_inode **ret)
         return e;
     }
     fsd_inode *i = fsd_inode_find(&fs->t, st->st_dev, st->st_ino);
-    if (i && i->host_type != (st->st_mode & S_IFMT)) {
-        fsd_inode_unhash(&fs->t, i);
-        i = NULL;
-    }
     if (i) {
         close(fd);
         i->nlookup++;
@@ -204,14 +200,11 @@ static int lookup_name(fsd *fs, fsd_inode *dir, const char *name, struct stat *s
     if (fstatat(dir->fd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
         return neg_errno();
     fsd_inode *i = fsd_inode_find(&fs->t, st->st_dev, st->st_ino);
-    if (i && i->host_type == (st->st_mode & S_IFMT)) {
+    if (i) {
         i->nlookup++;
         *ret = i;
         return 0;
     }
-    /* A number reused by another kind of file since the host deleted ours. */
-    if (i)
-        fsd_inode_unhash(&fs->t, i);
     int fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return neg_errno();
@@ -1001,20 +994,26 @@ struct dirent64_k {
     char d_name[];
 };
 
-/* A regular host file may be a guest device node, FIFO or socket: when the guest holds its
- * inode, the entry says the guest's type (a hash lookup, no syscall); otherwise the host's. */
-static uint32_t dirent_type(fsd *fs, const fsd_inode *dir, const struct dirent64_k *d)
+/* Entries from the handle's getdents64 buffer, from offset `off`, as many as fit in `size`. */
+static int op_readdir(req *r)
 {
-    if (d->d_type != DT_REG || !dir)
-        return d->d_type;
-    const fsd_inode *i = fsd_inode_find(&fs->t, dir->dev, (ino_t)d->d_ino);
-    return i ? (i->own.mode & S_IFMT) >> 12 : DT_REG;
-}
-
-/* Entries from the handle's buffer (refilled with getdents64) into the reply, as many as fit
- * in `room` bytes. */
-static int fill_dirents(req *r, fsd_fh *h, const fsd_inode *dir, size_t room)
-{
+    struct fuse_read_in in;
+    if (!take(r, &in, sizeof(in)))
+        return -EINVAL;
+    fsd_fh *h = fsd_handle_get(&r->fs->t, in.fh, true);
+    if (!h)
+        return -EBADF;
+    if (in.offset > (uint64_t)INT64_MAX)
+        return -EINVAL;
+    size_t room = in.size < r->ocap ? in.size : r->ocap;
+    if (!h->buf)
+        h->buf = xmalloc(DIRBUF);
+    if (in.offset != h->off) {
+        if (lseek(h->fd, (off_t)in.offset, SEEK_SET) < 0)
+            return neg_errno();
+        h->pos = h->end = 0;
+        h->off = in.offset;
+    }
     for (;;) {
         if (h->pos >= h->end) {
             ssize_t n = getdents64(h->fd, h->buf, DIRBUF);
@@ -1031,12 +1030,12 @@ static int fill_dirents(req *r, fsd_fh *h, const fsd_inode *dir, size_t room)
             strnlen((const char *)h->buf + h->pos + offsetof(struct dirent64_k, d_name),
                     d.d_reclen - offsetof(struct dirent64_k, d_name));
         size_t rec = FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + namelen);
-        if (room < r->olen || rec > room - r->olen)
+        if (rec > room - r->olen || room < r->olen)
             return 0;
         struct fuse_dirent fd = {.ino = d.d_ino,
                                  .off = (uint64_t)d.d_off,
                                  .namelen = (uint32_t)namelen,
-                                 .type = dirent_type(r->fs, dir, &d)};
+                                 .type = d.d_type};
         memcpy(r->o + r->olen, &fd, FUSE_NAME_OFFSET);
         memcpy(r->o + r->olen + FUSE_NAME_OFFSET,
                h->buf + h->pos + offsetof(struct dirent64_k, d_name), namelen);
@@ -1045,36 +1044,6 @@ static int fill_dirents(req *r, fsd_fh *h, const fsd_inode *dir, size_t room)
         h->pos += d.d_reclen;
         h->off = (uint64_t)d.d_off;
     }
-}
-
-/* Entries from the handle's getdents64 buffer, from offset `off`, as many as fit in `size`. */
-static int op_readdir(req *r)
-{
-    struct fuse_read_in in;
-    if (!take(r, &in, sizeof(in)))
-        return -EINVAL;
-    fsd_fh *h = fsd_handle_get(&r->fs->t, in.fh, true);
-    if (!h)
-        return -EBADF;
-    if (in.offset > (uint64_t)INT64_MAX)
-        return -EINVAL;
-    size_t room = in.size < r->ocap ? in.size : r->ocap;
-    const fsd_inode *dir = fsd_inode_get(&r->fs->t, h->ino);
-    if (!h->buf)
-        h->buf = xmalloc(DIRBUF);
-    if (in.offset != h->off) {
-        if (lseek(h->fd, (off_t)in.offset, SEEK_SET) < 0)
-            return neg_errno();
-        h->pos = h->end = 0;
-        h->off = in.offset;
-    }
-    int rc = fill_dirents(r, h, dir, room);
-    /* A drained buffer is given back: an idle open directory holds no memory. */
-    if (h->pos >= h->end) {
-        free(h->buf);
-        h->buf = NULL;
-    }
-    return rc;
 }
 
 static int op_statfs(req *r)
