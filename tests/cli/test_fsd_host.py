@@ -26,12 +26,18 @@ pytestmark = pytest.mark.skipif(
     reason="needs root, /dev/fuse and build/fsd_fuse_host")
 
 
+# The server's host identity: root, or an unprivileged uid with no capabilities (as
+# bluebox-vmm's server may run); every host file must end up owned by it.
+SERVER_IDS = {"root": (0, 0), "unprivileged": (1001, 1001)}
+
+
 class Server:
-    def __init__(self, export, mnt):
-        self.export, self.mnt, self.proc = export, mnt, None
+    def __init__(self, export, mnt, ids=(0, 0)):
+        self.export, self.mnt, self.proc, self.ids = export, mnt, None, ids
 
     def start(self):
-        self.proc = subprocess.Popen([str(HARNESS), str(self.export), str(self.mnt)],
+        user = ["--user", "%d:%d" % self.ids] if self.ids != (0, 0) else []
+        self.proc = subprocess.Popen([str(HARNESS)] + user + [str(self.export), str(self.mnt)],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         assert line.strip() == "ready", self.proc.stderr.read()
@@ -47,11 +53,12 @@ class Server:
             self.proc.wait(timeout=10)
         err = self.proc.stderr.read()
         self.proc = None
+        assert "Sanitizer" not in err and "runtime error" not in err, err
         return err
 
 
-@pytest.fixture
-def served():
+@pytest.fixture(params=sorted(SERVER_IDS))
+def served(request):
     top = Path(tempfile.mkdtemp(prefix="bb-fsd-", dir="/var/tmp"))
     top.chmod(0o755)
     export, mnt = top / "export", top / "m" / "mnt"
@@ -59,11 +66,15 @@ def served():
     export.chmod(0o777)
     mnt.mkdir(parents=True)
     mnt.parent.chmod(0o755)
-    srv = Server(export, mnt)
+    ids = SERVER_IDS[request.param]
+    os.chown(export, *ids)
+    srv = Server(export, mnt, ids)
     srv.start()
     yield srv
-    srv.stop()
+    err = srv.stop() or ""
     shutil.rmtree(top)
+    # Under build-asan the server runs with ASan/UBSan: any report fails the test.
+    assert "Sanitizer" not in err and "runtime error" not in err, err
 
 
 def as_user(script, cwd, env=None):
@@ -73,14 +84,14 @@ def as_user(script, cwd, env=None):
                           capture_output=True)
 
 
-def assert_host_plain(export):
-    """Every host file: owned by the server (root here), no setuid/setgid/sticky, no device,
-    FIFO or socket, no security.* or trusted.* xattr."""
+def assert_host_plain(export, ids=(0, 0)):
+    """Every host file: owned by the server, no setuid/setgid/sticky, no device, FIFO or
+    socket, no security.* or trusted.* xattr."""
     for root, dirs, files in os.walk(export):
         for name in dirs + files:
             p = os.path.join(root, name)
             st = os.lstat(p)
-            assert (st.st_uid, st.st_gid) == (0, 0), p
+            assert (st.st_uid, st.st_gid) == ids, p
             assert not st.st_mode & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX), p
             assert stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or \
                 stat.S_ISLNK(st.st_mode), p
@@ -127,8 +138,8 @@ two"
     # The host: the server's owner, no setuid, and the mapped mode (owner rw always).
     host = served.export / "suid"
     st = os.stat(host)
-    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o755)
-    assert_host_plain(served.export)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == served.ids + (0o755,)
+    assert_host_plain(served.export, served.ids)
 
 
 def test_git_and_npm_as_uid_1000(served):
@@ -164,7 +175,7 @@ def test_git_and_npm_as_uid_1000(served):
         shutil.rmtree(pkg)
     assert guest_stat(mnt / "app" / "node_modules" / "bb-fsd-demo" / "index.js")[:2] == \
         (1000, 1000)
-    assert_host_plain(served.export)
+    assert_host_plain(served.export, served.ids)
 
 
 def test_root_devices_fifos_and_xattrs_stay_inert_on_the_host(served):
@@ -203,7 +214,7 @@ def test_root_devices_fifos_and_xattrs_stay_inert_on_the_host(served):
     with pytest.raises(OSError) as e:
         os.setxattr(mnt / "prog", "system.posix_acl_access", b"\2\0\0\0")
     assert e.value.errno == 95  # EOPNOTSUPP
-    assert_host_plain(export)
+    assert_host_plain(export, served.ids)
 
 
 def test_ownership_survives_a_remount(served):

@@ -2,8 +2,9 @@
  * same protocol UML's virtiofs speaks, so the server can be driven by real programs without
  * a guest. Never installed.
  *
- *   fsd_fuse_host [--ro] [--max-fds N] EXPORT MOUNTPOINT
+ *   fsd_fuse_host [--ro] [--max-fds N] [--user UID:GID] EXPORT MOUNTPOINT
  *
+ * --user: serve as that uid/gid (no capabilities) once mounted, as bluebox-vmm's server runs.
  * Mounts `fuse` on MOUNTPOINT with default_permissions,allow_other (as virtiofs mounts) and
  * serves until the mount goes away (umount) or SIGTERM/SIGINT (then it unmounts). Prints
  * "ready" on stdout once mounted. Needs root (mount). FSD_TRACE=1 logs each request's
@@ -11,6 +12,7 @@
  * 64 KiB) to FILE in the fuzz_fsd input format, for seeding its corpus. */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/fuse.h>
 #include <signal.h>
 #include <stdio.h>
@@ -33,17 +35,23 @@ static void on_signal(int sig)
 int main(int argc, char **argv)
 {
     fsd_options opt = {0};
+    unsigned uid = 0, gid = 0;
+    bool as_user = false;
     int a = 1;
     for (; a < argc && argv[a][0] == '-'; a++) {
         if (strcmp(argv[a], "--ro") == 0)
             opt.read_only = true;
         else if (strcmp(argv[a], "--max-fds") == 0 && a + 1 < argc)
             opt.max_fds = strtoull(argv[++a], NULL, 10);
+        else if (strcmp(argv[a], "--user") == 0 && a + 1 < argc &&
+                 sscanf(argv[++a], "%u:%u", &uid, &gid) == 2)
+            as_user = true;
         else
             break;
     }
     if (argc - a != 2) {
-        fprintf(stderr, "usage: fsd_fuse_host [--ro] [--max-fds N] EXPORT MOUNTPOINT\n");
+        fprintf(stderr,
+                "usage: fsd_fuse_host [--ro] [--max-fds N] [--user UID:GID] EXPORT MOUNTPOINT\n");
         return 2;
     }
     int root = open(argv[a], O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -68,6 +76,12 @@ int main(int argc, char **argv)
              "fd=%d,rootmode=40000,user_id=0,group_id=0,default_permissions,allow_other", dev);
     if (mount("bluebox-fsd", argv[a + 1], "fuse", MS_NOSUID | MS_NODEV, data) < 0) {
         perror("mount");
+        return 1;
+    }
+    if (as_user &&
+        (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)) {
+        perror("dropping to --user");
+        umount2(argv[a + 1], MNT_DETACH);
         return 1;
     }
     struct sigaction sa = {.sa_handler = on_signal};

@@ -638,7 +638,8 @@ static void record_codec(void **s)
     uint8_t rec[FSD_OWN_RECORD_LEN];
     fsd_own_encode(&o, rec);
     assert_int_equal(fsd_own_decode(rec, sizeof(rec), S_IFREG, &back), 0);
-    assert_memory_equal(&o, &back, sizeof(o));
+    assert_true(o.uid == back.uid && o.gid == back.gid && o.mode == back.mode &&
+                o.rdev == back.rdev);
     /* A character device cannot be a host directory; bad lengths, versions and bits fail. */
     assert_int_equal(fsd_own_decode(rec, sizeof(rec), S_IFDIR, &back), -EINVAL);
     assert_int_equal(fsd_own_decode(rec, sizeof(rec) - 1, S_IFREG, &back), -EINVAL);
@@ -690,6 +691,79 @@ static void read_only_export(void **s)
     E.fs = keep;
 }
 
+static void namespace_ops(void **s);
+
+/* A second group (its own scratch export). */
+static int more_tests(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(namespace_ops)};
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
+
+static void namespace_ops(void **s)
+{
+    (void)s;
+    struct fuse_mkdir_in md = {.mode = 0755};
+    assert_int_equal(call_name(FUSE_MKDIR, 1, &md, sizeof(md), "ns", NULL), 0);
+    struct fuse_entry_out e;
+    memcpy(&e, E.out + sizeof(struct fuse_out_header), sizeof(e));
+    uint64_t dir = e.nodeid;
+    struct fuse_mknod_in mk = {.mode = S_IFREG | 0644};
+    assert_int_equal(call_name(FUSE_MKNOD, dir, &mk, sizeof(mk), "a", NULL), 0);
+    assert_int_equal(call_name(FUSE_MKNOD, dir, &mk, sizeof(mk), "b", NULL), 0);
+    assert_int_equal(call_name(FUSE_MKNOD, dir, &mk, sizeof(mk), "a", NULL), -EEXIST);
+    uint64_t a = lookup(dir, "a", &e), ino_a = e.attr.ino;
+    /* NOREPLACE refuses, EXCHANGE swaps, plain RENAME replaces. */
+    struct fuse_rename2_in r2 = {.newdir = dir, .flags = RENAME_NOREPLACE};
+    assert_int_equal(call(FUSE_RENAME2, dir, &r2, sizeof(r2), "a\0b", 4, NULL), -EEXIST);
+    r2.flags = RENAME_EXCHANGE;
+    assert_int_equal(call(FUSE_RENAME2, dir, &r2, sizeof(r2), "a\0b", 4, NULL), 0);
+    lookup(dir, "b", &e);
+    assert_int_equal(e.attr.ino, ino_a);
+    struct fuse_rename_in rn = {.newdir = 1};
+    assert_int_equal(call(FUSE_RENAME, dir, &rn, sizeof(rn), "b\0moved", 8, NULL), 0);
+    rn.newdir = a; /* not a directory */
+    assert_int_equal(call(FUSE_RENAME, 1, &rn, sizeof(rn), "moved\0x", 8, NULL), -ENOTDIR);
+    /* LINK, SYMLINK, READLINK. */
+    struct fuse_link_in li = {.oldnodeid = a};
+    assert_int_equal(call_name(FUSE_LINK, 1, &li, sizeof(li), "alink", NULL), 0);
+    memcpy(&e, E.out + sizeof(struct fuse_out_header), sizeof(e));
+    assert_int_equal(e.nodeid, a);
+    assert_int_equal(e.attr.nlink, 2);
+    li.oldnodeid = dir;
+    assert_int_equal(call_name(FUSE_LINK, 1, &li, sizeof(li), "dlink", NULL), -EPERM);
+    assert_int_equal(call(FUSE_SYMLINK, dir, "s\0../../etc/passwd", 19, NULL, 0, NULL), 0);
+    memcpy(&e, E.out + sizeof(struct fuse_out_header), sizeof(e));
+    assert_int_equal(e.attr.mode, S_IFLNK | 0777);
+    assert_int_equal(e.attr.uid, 0);
+    size_t n;
+    assert_int_equal(call(FUSE_READLINK, e.nodeid, NULL, 0, NULL, 0, &n), 0);
+    assert_int_equal(n, 16);
+    assert_memory_equal(E.out + sizeof(struct fuse_out_header), "../../etc/passwd", 16);
+    /* A symlink's lchown is accepted and changes nothing; its xattrs are refused. */
+    struct fuse_setattr_in sa = {.valid = FATTR_UID | FATTR_GID, .uid = 5, .gid = 5};
+    assert_int_equal(call(FUSE_SETATTR, e.nodeid, &sa, sizeof(sa), NULL, 0, NULL), 0);
+    struct fuse_attr_out ao;
+    memcpy(&ao, E.out + sizeof(struct fuse_out_header), sizeof(ao));
+    assert_int_equal(ao.attr.uid, 0);
+    struct fuse_setxattr_in si = {.size = 1};
+    assert_int_equal(call(FUSE_SETXATTR, e.nodeid, &si, 8, "user.a\0x", 9, NULL), -EPERM);
+    /* A symlink as target of a missing target name, empty targets. */
+    assert_int_equal(call(FUSE_SYMLINK, dir, "t\0", 3, NULL, 0, NULL), -EINVAL);
+    assert_int_equal(call(FUSE_SYMLINK, dir, "t", 1, NULL, 0, NULL), -EINVAL);
+    /* UNLINK / RMDIR. */
+    assert_int_equal(call_name(FUSE_RMDIR, 1, NULL, 0, "ns", NULL), -ENOTEMPTY);
+    assert_int_equal(call_name(FUSE_UNLINK, dir, NULL, 0, "a", NULL), 0);
+    assert_int_equal(call_name(FUSE_UNLINK, dir, NULL, 0, "s", NULL), 0);
+    assert_int_equal(call_name(FUSE_RMDIR, 1, NULL, 0, "ns", NULL), 0);
+    /* The removed directory's nodeid stays valid (the guest still holds it) but is empty. */
+    assert_int_equal(call(FUSE_GETATTR, dir, NULL, 0, NULL, 0, NULL), 0);
+    assert_int_equal(call_name(FUSE_LOOKUP, dir, NULL, 0, "a", NULL), -ENOENT);
+    struct fuse_kstatfs k;
+    assert_int_equal(call(FUSE_STATFS, 1, NULL, 0, NULL, 0, &n), 0);
+    assert_int_equal(n, sizeof(k));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -701,5 +775,5 @@ int main(void)
         cmocka_unit_test(readdir_offsets),  cmocka_unit_test(record_codec),
         cmocka_unit_test(read_only_export), cmocka_unit_test(fd_cap),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, teardown) | more_tests();
 }
