@@ -173,11 +173,13 @@ static void put_entry(req *r, fsd_inode *i, const struct stat *st)
 
 /* The known inode with this st_dev/st_ino. One whose fd was closed is checked by reopening
  * it by its name: an inode number the host freed (the file deleted behind our back, so no
- * fd of ours held it) may now name another file; that old entry is dropped from the hash. */
+ * fd of ours held it) may now name another file; that old entry is dropped from the hash,
+ * as is one of another file type. */
 static fsd_inode *find_known(fsd *fs, const struct stat *st)
 {
     fsd_inode *i = fsd_inode_find(&fs->t, st->st_dev, st->st_ino);
-    if (i && i->fd < 0 && fsd_inode_fd(&fs->t, i) < 0) {
+    if (i &&
+        (i->host_type != (st->st_mode & S_IFMT) || (i->fd < 0 && fsd_inode_fd(&fs->t, i) < 0))) {
         fsd_inode_unhash(&fs->t, i);
         return NULL;
     }
@@ -1086,8 +1088,12 @@ static int readdir_common(req *r, bool plus)
             ssize_t n = getdents64(h->fd, h->buf, DIRBUF);
             if (n < 0)
                 return r->olen ? 0 : neg_errno();
-            if (n == 0)
+            if (n == 0) {
+                /* Drained: a guest holding many directories open holds no buffers. */
+                free(h->buf);
+                h->buf = NULL;
                 return 0;
+            }
             h->pos = 0;
             h->end = (size_t)n;
         }
