@@ -159,7 +159,7 @@ static bool close_one(fsd_tables *t)
         t->hand = t->hand + 1 < t->n_in ? t->hand + 1 : 0;
         fsd_inode *i = at(t, s);
         /* Never one the current request holds: its fd number is in use right now. */
-        if (!i->used || i->fd < 0 || i->pinned || !i->name || i->req == t->req)
+        if (!i->used || i->fd < 0 || i->pinned || (!i->name && !i->gone) || i->req == t->req)
             continue;
         if (i->recent) {
             i->recent = false;
@@ -271,12 +271,30 @@ void fsd_inode_name(fsd_tables *t, fsd_inode *i, fsd_inode *dir, const char *nam
         set_name(t, i, dir, name);
 }
 
+static bool has_open_handle(const fsd_tables *t, const fsd_inode *i)
+{
+    uint64_t id = fsd_inode_id(t, i);
+    for (uint32_t s = 0; s < t->n_h; s++)
+        if (t->h[s].fd >= 0 && t->h[s].ino == id)
+            return true;
+    return false;
+}
+
 void fsd_inode_unnamed(fsd_tables *t, fsd_inode *i, const fsd_inode *dir, const char *name,
                        nlink_t nlink)
 {
     bool recorded = i->name && i->parent == dir->slot + 1 && strcmp(i->name, name) == 0;
-    if (nlink <= 1 || recorded)
+    if (nlink > 1 && !recorded)
+        return;
+    /* The guest may still use a file it has open (fstat, a handle-less SETATTR): keep its
+     * fd. One it holds only by nodeid may lose its fd like any other, and is then ESTALE:
+     * `rm -rf` of 20,000 files must not hold 20,000 fds until the guest forgets them. */
+    if (has_open_handle(t, i)) {
         fsd_inode_pin(t, i);
+        return;
+    }
+    set_name(t, i, NULL, NULL);
+    i->gone = true;
 }
 
 void fsd_inode_pin(fsd_tables *t, fsd_inode *i)

@@ -28,6 +28,7 @@ typedef struct fsd_inode {
     bool used;
     bool pinned;     /* its fd is never closed to make room */
     bool recent;     /* used since the clock hand last passed */
+    bool gone;       /* its last name went while no handle had it open: no reopening */
     uint64_t req;    /* the request that last used it: its fd stays open during it */
     uint32_t parent; /* slot + 1 of the directory it was last named in, 0 none */
     uint32_t kids;   /* inodes naming this one as their parent */
@@ -96,10 +97,10 @@ int fsd_inode_fd(fsd_tables *t, fsd_inode *i);
 void fsd_inode_name(fsd_tables *t, fsd_inode *i, fsd_inode *dir, const char *name);
 /* Keep `i`'s fd open for good: its name is about to go (unlink, a replacing rename). */
 void fsd_inode_pin(fsd_tables *t, fsd_inode *i);
-/* `name` in `dir`, one of `nlink` names of `i`, is about to go: pin `i` when that leaves it
- * no name we know (its last link, or the name it is recorded by). A file with other links
- * (git links each object into place, then unlinks the temporary name) keeps its cap-able
- * fd. */
+/* `name` in `dir`, one of `nlink` names of `i`, is about to go. When that leaves it no name
+ * we know (its last link, or the name it is recorded by): pinned if an open handle has it,
+ * else its fd may be closed for good (the nodeid is ESTALE from then on). A file with other
+ * links (git links each object into place, then unlinks the temporary name) is unchanged. */
 void fsd_inode_unnamed(fsd_tables *t, fsd_inode *i, const fsd_inode *dir, const char *name,
                        nlink_t nlink);
 /* Make `i` unfindable by st_dev/st_ino (its host file is gone; the number may be reused). */

@@ -605,10 +605,14 @@ static void fd_cap(void **s)
     close(open(other, O_CREAT | O_WRONLY, 0644));
     assert_int_equal(rename(other, path), 0);
     assert_int_equal(call(FUSE_GETATTR, ids[0], &gi, sizeof(gi), NULL, 0, NULL), -ESTALE);
-    /* Unlinked through the server while held: still readable by its nodeid. */
+    /* Unlinked through the server while open: still there by its nodeid. Unlinked while
+     * held by nodeid alone: its fd may go like any other's, then ESTALE. */
+    struct fuse_open_in oi = {.flags = O_RDONLY};
+    assert_int_equal(call(FUSE_OPEN, ids[5], &oi, sizeof(oi), NULL, 0, NULL), 0);
     for (int k = 0; k < 70; k++)
         (void)call(FUSE_GETATTR, ids[79 - k], &gi, sizeof(gi), NULL, 0, NULL);
     assert_int_equal(call_name(FUSE_UNLINK, 1, NULL, 0, "cap05", NULL), 0);
+    assert_int_equal(call_name(FUSE_UNLINK, 1, NULL, 0, "cap06", NULL), 0);
     for (int k = 10; k < 80; k++)
         (void)call(FUSE_GETATTR, ids[k], &gi, sizeof(gi), NULL, 0, NULL);
     size_t n;
@@ -617,6 +621,7 @@ static void fd_cap(void **s)
     memcpy(&ao, E.out + sizeof(struct fuse_out_header), sizeof(ao));
     assert_int_equal(ao.attr.size, 5);
     assert_int_equal(ao.attr.nlink, 0);
+    assert_int_equal(call(FUSE_GETATTR, ids[6], &gi, sizeof(gi), NULL, 0, NULL), -ESTALE);
     /* git's way: link into place, unlink the temporary name. The file is reopened by the
      * name it kept once its fd was closed again. */
     struct fuse_link_in li = {.oldnodeid = ids[10]};
