@@ -1421,7 +1421,13 @@ int fsd_new(fsd **ret, int root_fd, const fsd_options *opt, bb_error **err)
     fsd_proc_path(path, sizeof(path), fd);
     if (getxattr(path, FSD_OWN_XATTR, NULL, 0) < 0 && errno == ENOTSUP)
         log_no_xattr(fs);
-    load_own(fs, fsd_inode_root(&fs->t), st.st_mode);
+    fsd_inode *root = fsd_inode_root(&fs->t);
+    load_own(fs, root, st.st_mode);
+    /* The export's own directory is 0700 on the host (BLUEBOX_HOME's data/<name>): without
+     * a record the guest sees it root's and 0755, as a real machine's /data, so every guest
+     * user can reach what root hands it there (`install -d -o agent /data/home`). */
+    if (!root->own_stored)
+        root->own.mode |= 0755;
     *ret = fs;
     return 0;
 }

@@ -75,7 +75,10 @@ bool fsd_own_is_default(const fsd_own *o, mode_t host_mode)
 
 mode_t fsd_own_host_mode(uint32_t guest_mode)
 {
-    mode_t perm = (mode_t)guest_mode & 0777;
+    /* Never group- or world-writable on the host, whatever the guest sets: a hostile guest
+     * must not leave a file in your rw mount that another local user may change before you
+     * run it. The guest keeps its own view in the record. */
+    mode_t perm = (mode_t)guest_mode & 0755;
     switch (guest_mode & S_IFMT) {
     case S_IFDIR:
         return S_IFDIR | perm | 0700;

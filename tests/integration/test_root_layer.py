@@ -118,14 +118,17 @@ def test_root_layer_is_bounded_by_guest_ram(home):
 @UML
 def test_hostfs_by_hand_cannot_write_the_host(home):
     """Guest root mounting hostfs itself reaches the container's files read-only: the jail
-    binds everything but /data, rw mounts and the exec tmpfs read-only for UML."""
+    binds everything but the exec tmpfs read-only for UML, and /data (served by the file
+    server, src/fsd) is not in UML's view at all: through hostfs it is the root's empty,
+    read-only mount point."""
     name = box(home)
     script = ("mkdir -p /tmp/h && mount -t hostfs none /tmp/h -o / || exit 3; "
               "for f in /tmp/h/esc /tmp/h/etc/esc /tmp/h/usr/esc /tmp/h/.bluebox/esc; do "
               "  (echo x > $f) 2>/dev/null && echo WROTE $f; done; "
               "(echo x >> /tmp/h/etc/passwd) 2>/dev/null && echo WROTE passwd; "
               "(echo x > /tmp/h/esc) 2>&1 | sed 's/.*: //'; "
-              "echo d > /tmp/h/data/via-hostfs && echo data-ok")
+              "(echo d > /tmp/h/data/via-hostfs) 2>/dev/null && echo data-WROTE; "
+              "ls -A /tmp/h/data | wc -l")
 
     def measure(upper):
         return sorted(str(p.relative_to(upper)) for p in Path(upper).rglob("*esc*"))
@@ -135,8 +138,9 @@ def test_hostfs_by_hand_cannot_write_the_host(home):
     assert "WROTE" not in r.stdout, r
     assert "Read-only file system" in r.stdout, r
     assert found == [], found
-    # /data is the sandbox's to write, by any path
-    assert "data-ok" in r.stdout and (home.data(name) / "via-hostfs").exists(), r
+    # /data is the guest's through its own mount only
+    assert "data-WROTE" not in r.stdout and not (home.data(name) / "via-hostfs").exists(), r
+    assert r.stdout.splitlines()[-2:] == ["0", "READY"], r
 
 
 @UML
@@ -162,8 +166,9 @@ def test_data_and_mounts_persist_ro_stays_ro(home):
         assert r.returncode == 0, r
         out = r.stdout.decode()
         assert out.startswith("host file\n") and "RO-WRITABLE" not in out, out
-        assert "/ro hostfs ro," in out and "/src/rw hostfs rw," in out, out
-        assert "/data hostfs rw," in out, out
+        # ro mounts stay hostfs; /data and rw directories come from the file server
+        assert "/ro hostfs ro," in out and "/src/rw virtiofs rw," in out, out
+        assert "/data virtiofs rw," in out, out
         assert (rw / "out").read_text() == "out\n"
         assert (one / "one-file").read_text() == "file\nmore\n" and "RO-FILE" not in out
         assert (home.data(name) / "d").read_text() == "d\n"

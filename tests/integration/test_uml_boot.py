@@ -67,7 +67,8 @@ def _libs(binary):
 def _make_bundle(d):
     """A VMM bundle by hand, as src/runtime/uml_bundle.c makes one: linux.uml with PT_INTERP
     rewritten in place to /.bluebox/vmm/ld.so, ld.so, the libraries, bluebox-vmm, the
-    xstate and uname preloads (src/vmm/xstate.c, uname.c) and the kernel's overlay.ko (the guest's RAM layer)."""
+    xstate and uname preloads (src/vmm/xstate.c, uname.c) and the kernel's overlay.ko (the
+    guest's RAM layer), fuse.ko and virtiofs.ko (/data through the file server)."""
     d.mkdir()
     kernel = bytearray(LINUX_UML.read_bytes())
     old, new = b"/lib64/ld-linux-x86-64.so.2\0", b"/.bluebox/vmm/ld.so"
@@ -83,9 +84,12 @@ def _make_bundle(d):
     shutil.copyfile(BUILD / "bluebox-xstate.so", d / "bluebox-xstate.so")
     # Preloaded on every host: the host's uname stays out of /proc/cpuinfo (src/vmm/uname.c).
     shutil.copyfile(BUILD / "bluebox-uname.so", d / "bluebox-uname.so")
-    ko = sorted(Path("/usr/lib/uml/modules").glob("*/kernel/fs/overlayfs/overlay.ko"))
-    assert ko, "user-mode-linux ships no overlay.ko"
-    shutil.copyfile(ko[-1], d / "overlay.ko")
+    # The kernel's modules: overlay for the guest's RAM layer, fuse and virtiofs for /data
+    # and rw mounts through the file server (src/fsd).
+    for rel in ("overlayfs/overlay.ko", "fuse/fuse.ko", "fuse/virtiofs.ko"):
+        ko = sorted(Path("/usr/lib/uml/modules").glob(f"*/kernel/fs/{rel}"))
+        assert ko, f"user-mode-linux ships no {rel}"
+        shutil.copyfile(ko[-1], d / Path(rel).name)
     for f in d.iterdir():
         f.chmod(0o755)
 

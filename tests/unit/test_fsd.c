@@ -663,7 +663,9 @@ static void record_codec(void **s)
     assert_int_equal(fsd_own_decode(rec, sizeof(rec), S_IFREG, &back), -EINVAL);
     /* The host mode never carries setuid/setgid/sticky and is always owner-usable. */
     assert_int_equal(fsd_own_host_mode(S_IFREG | 07000), S_IFREG | 0600);
-    assert_int_equal(fsd_own_host_mode(S_IFDIR | 01777), S_IFDIR | 0777);
+    assert_int_equal(fsd_own_host_mode(S_IFDIR | 01777),
+                     S_IFDIR | 0755); /* never g+w, o+w on the host */
+    assert_int_equal(fsd_own_host_mode(S_IFREG | 0666), S_IFREG | 0644);
     assert_int_equal(fsd_own_host_mode(S_IFDIR | 0), S_IFDIR | 0700);
     assert_int_equal(fsd_own_host_mode(S_IFCHR | 0666), S_IFREG | 0600);
     fsd_own d = fsd_own_default(S_IFREG | 06755);
