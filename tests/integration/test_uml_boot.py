@@ -280,8 +280,8 @@ def _vmm_host_uids(name, p):
 
 
 def test_image_user_runs_in_the_guest_not_as_the_vmm(uml, data, env_image):
-    """USER 1000:1000: the workload is uid 1000 in the guest, but the VMM (and UML, which
-    writes /data on the host through hostfs) is the sandbox's own identity (root here), so a
+    """USER 1000:1000: the workload is uid 1000 in the guest, but the VMM (and the file
+    server, which writes /data on the host) is the sandbox's own identity (root here), so a
     file the guest user makes in /data is owned by root on the host, never by host uid 1000
     (who may be another user of the machine). Before: the VMM ran as host uid 1000."""
     data.chmod(0o777)
@@ -302,10 +302,10 @@ def test_image_user_runs_in_the_guest_not_as_the_vmm(uml, data, env_image):
             p.kill()
     assert uids == {0}, uids
     assert p.returncode == 0, err
-    # uid 1000 in the guest; hostfs shows the file with its host owner, the sandbox's root
-    # (guest-visible ownership for non-root guest users is a separate issue, SECURITY.md)
+    # uid 1000 in the guest, and its file is uid 1000's there (the file server's record);
+    # on the host it is the sandbox's own root's
     assert out.decode().splitlines() == ["[hello  world]", "[]", "/srv/work", "1000", "1000",
-                                         "1000", "/", "0"]
+                                         "1000", "/", "1000"]
     assert (data / "mine").stat().st_uid == 0
 
 
