@@ -61,8 +61,8 @@ static const char *const kernel_trims[] = {
 
 /* Our own control variables: consumed here, never part of the workload's environment. */
 static const char *const control_vars[] = {
-    ABI_ENV_DATA_DISK, ABI_ENV_FORWARD,    ABI_ENV_MODE, ABI_ENV_NETWORK,
-    ABI_ENV_RAM_MIB,   "BLUEBOX_UML_ARGS", ABI_ENV_USER,
+    ABI_ENV_DATA_DISK,  ABI_ENV_FORWARD, ABI_ENV_MODE,     ABI_ENV_NETWORK,      ABI_ENV_RAM_MIB,
+    "BLUEBOX_UML_ARGS", ABI_ENV_USER,    ABI_ENV_NET_DENY, "BLUEBOX_WEAKEN_NET",
 };
 
 static void die(const char *fmt, ...) _printf_(1, 2) _noreturn_;
