@@ -273,8 +273,9 @@ static netpolicy *bridge_policy(void)
     netpolicy *p = netpolicy_new(NP_PASS);
     netpolicy_add_default(p);
     const char *deny = getenv(ABI_ENV_NET_DENY);
-    if (deny && *deny && netpolicy_add_list(p, deny, "the host's own address") < 0)
-        net_die(ABI_ENV_NET_DENY " must be a comma-separated list of addresses, not '%s'", deny);
+    if (deny && *deny && netpolicy_add_list(p, deny, "the host's own address or subnet") < 0)
+        net_die(ABI_ENV_NET_DENY " must be a comma-separated list of addresses and CIDRs, not '%s'",
+                deny);
     uint32_t gw = default_gateway();
     char a[INET_ADDRSTRLEN];
     if (gw && inet_ntop(AF_INET, &gw, a, sizeof a))
