@@ -34,6 +34,7 @@ typedef struct pkt {
     uint8_t family, proto;
     const uint8_t *src, *dst;
     bool port_known; /* false for any fragment: only the first carries the ports */
+    bool opens;      /* not TCP, or a TCP segment that could open a connection (SYN, no ACK) */
     uint16_t port;
 } pkt;
 
@@ -197,7 +198,7 @@ static int parse_ip4(const uint8_t *f, size_t len, pkt *k)
     if (ihl < 20 || total < ihl || ETH_HLEN + total > len)
         return -1;
     uint16_t frag = be16(ip + 6);
-    *k = (pkt){.family = 4, .proto = ip[9], .src = ip + 12, .dst = ip + 16};
+    *k = (pkt){.family = 4, .proto = ip[9], .src = ip + 12, .dst = ip + 16, .opens = true};
     if (frag & (IP4_MF | IP4_OFFMASK))
         return 0; /* a fragment: ports unknown */
     if (k->proto == IPPROTO_TCP || k->proto == IPPROTO_UDP) {
@@ -205,6 +206,8 @@ static int parse_ip4(const uint8_t *f, size_t len, pkt *k)
             return -1; /* a truncated transport header the stack would drop too */
         k->port_known = true;
         k->port = be16(ip + ihl + 2);
+        if (k->proto == IPPROTO_TCP)
+            k->opens = (ip[ihl + 13] & (TCP_SYN | TCP_ACK)) == TCP_SYN;
     }
     return 0;
 }
@@ -219,7 +222,7 @@ static int parse_ip6(const uint8_t *f, size_t len, pkt *k)
     size_t end = ETH_HLEN + 40 + (size_t)be16(ip + 4);
     if (end > len)
         return -1;
-    *k = (pkt){.family = 6, .src = ip + 8, .dst = ip + 24};
+    *k = (pkt){.family = 6, .src = ip + 8, .dst = ip + 24, .opens = true};
     uint8_t nh = ip[6];
     size_t off = ETH_HLEN + 40;
     bool frag = false;
@@ -254,6 +257,8 @@ static int parse_ip6(const uint8_t *f, size_t len, pkt *k)
             return -1;
         k->port_known = true;
         k->port = be16(f + off + 2);
+        if (nh == IPPROTO_TCP)
+            k->opens = (f[off + 13] & (TCP_SYN | TCP_ACK)) == TCP_SYN;
     }
     return 0;
 }
@@ -305,6 +310,11 @@ np_action netpolicy_check(const netpolicy *p, const uint8_t *frame, size_t len,
     default:
         return NP_DROP;
     }
+    /* A TCP segment that opens nothing belongs to a connection the stack already has (one the
+     * host opened through a forward: the guest answers its real address) or to none, and then
+     * the stack drops it with a reset; only a SYN makes it connect (libslirp: tcp_input). */
+    if (!k.opens)
+        return NP_PASS;
     for (size_t i = 0; i < p->n; i++)
         if (rule_matches(&p->rules[i], &k)) {
             if (ret_rule)

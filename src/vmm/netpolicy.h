@@ -3,6 +3,11 @@
  * vector device today, a qemu backend later) filters them here before its user-mode stack
  * (libslirp) opens a real socket for them. Frames are hostile bytes: every read is bounded.
  *
+ * Rules decide what the guest may open: datagrams, and TCP segments that start a connection
+ * (SYN without ACK). Other TCP segments pass, since a user-mode stack connects only on a SYN
+ * (libslirp opens a socket for nothing else, and resets a segment of no connection it has):
+ * that lets the guest answer connections the host made to it through a forward.
+ *
  * The decision is a list of CIDR rules, first match wins, then a default. Rules may name a
  * protocol and a destination port; a frame whose port is unknown (an IP fragment) never
  * matches a rule that allows by port, and always matches one that refuses by port, so a
@@ -49,7 +54,8 @@ void netpolicy_add_default(netpolicy *p);
 int netpolicy_add_list(netpolicy *p, const char *list, const char *why);
 size_t netpolicy_n_rules(const netpolicy *p);
 
-/* What to do with one ethernet frame from the guest. Malformed IP is dropped; ARP passes (the
+/* What to do with one ethernet frame from the guest. TCP segments that cannot open a connection
+ * pass (above). Malformed IP is dropped; ARP passes (the
  * stack answers it itself); other ethertypes are dropped. ret_rule (may be NULL) gets the
  * matching rule, NULL for the default or a malformed frame. */
 np_action netpolicy_check(const netpolicy *p, const uint8_t *frame, size_t len,

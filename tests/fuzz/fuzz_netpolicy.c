@@ -1,7 +1,9 @@
 /* libFuzzer target: the network policy over ethernet frames from a hostile guest. Checks: no
- * read past the frame (ASan), a frame that passes never goes to loopback or link-local (the
- * metadata address), and a refusal frame fits NP_REPLY_MAX, carries a valid IPv4 header
- * checksum and goes back to the frame's sender. */
+ * read past the frame (ASan), a frame that passes and could open something (not a TCP segment
+ * without SYN or with ACK) never goes to loopback or link-local (the metadata address), and a
+ * refusal frame fits NP_REPLY_MAX, carries a valid IPv4 header checksum and goes back to the
+ * frame's sender. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +35,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t *f = malloc(size ? size : 1);
     memcpy(f, data, size);
     np_action a = netpolicy_check(policy(), f, size, NULL);
-    if (a == NP_PASS && size >= 34 && f[12] == 0x08 && f[13] == 0x00) {
+    size_t ihl = size > 14 ? (size_t)(f[14] & 0xf) * 4 : 0;
+    bool tcp_opener = size > 14 + ihl + 13 && f[23] == 6 && (f[14 + ihl + 13] & 0x12) == 0x02;
+    bool opens = size >= 34 && (f[23] != 6 || tcp_opener); /* other TCP passes by design */
+    if (a == NP_PASS && opens && f[12] == 0x08 && f[13] == 0x00) {
         CHECK(f[30] != 127);
         CHECK(!(f[30] == 169 && f[31] == 254));
     }
