@@ -62,15 +62,16 @@ WORK=""
 NAMES=()
 BG_PIDS=()
 SERVER_PID=""
+NET_SERVER_PID=""
 UP=0
 # shellcheck disable=SC2317  # reached through the EXIT trap
 cleanup() {
     local p n ids
     trap '' INT TERM
-    for p in "${BG_PIDS[@]}" $SERVER_PID; do
+    for p in "${BG_PIDS[@]}" $SERVER_PID $NET_SERVER_PID; do
         kill "$p" 2>/dev/null
     done
-    for p in "${BG_PIDS[@]}" $SERVER_PID; do
+    for p in "${BG_PIDS[@]}" $SERVER_PID $NET_SERVER_PID; do
         wait "$p" 2>/dev/null
     done
     for n in "${NAMES[@]}"; do
@@ -241,6 +242,67 @@ EOF
 PORT=""
 want loopback && start_server
 
+# The host as a bridge guest finds it: TCP servers on podman's bridge gateway (host-gateway)
+# and on the host's own LAN address (lan), each logging every connection it accepts.
+NET_GW=""
+NET_LAN=""
+NET_GW_PORT=""
+NET_LAN_PORT=""
+start_net_servers() {
+    local gw lan a p _
+    gw=$(podman network inspect podman --format '{{range .Subnets}}{{.Gateway}}{{end}}' 2>/dev/null)
+    [ -n "$gw" ] && ip -o -4 addr show 2>/dev/null | awk '{print $4}' | grep -q "^$gw/" || gw=""
+    lan=$(ip -o -4 addr show scope global 2>/dev/null |
+        awk '$2 !~ /^(podman|cni-|veth)/ { sub(/\/.*/, "", $4); print $4; exit }')
+    [ -n "$gw$lan" ] || return 0
+    local addrs=()
+    [ -n "$gw" ] && addrs+=("$gw")
+    [ -n "$lan" ] && addrs+=("$lan")
+    python3 - "$WORK/net.ports" "$WORK/net.log" "${addrs[@]}" <<'EOF' &
+import socket, sys, threading
+ports_file, log_file, addrs = sys.argv[1], sys.argv[2], sys.argv[3:]
+def serve(s, addr):
+    while True:
+        c, peer = s.accept()
+        with open(log_file, "a") as f:
+            f.write("%s: connection from %s:%d\n" % (addr, peer[0], peer[1]))
+        c.close()
+lines = []
+for a in addrs:
+    s = socket.create_server((a, 0))
+    lines.append("%s %d\n" % (a, s.getsockname()[1]))
+    threading.Thread(target=serve, args=(s, a), daemon=True).start()
+with open(ports_file + ".tmp", "w") as f:
+    f.writelines(lines)
+import os
+os.rename(ports_file + ".tmp", ports_file)
+threading.Event().wait()
+EOF
+    NET_SERVER_PID=$!
+    for _ in $(seq 100); do
+        [ -s "$WORK/net.ports" ] && break
+        sleep 0.1
+    done
+    : >>"$WORK/net.log"
+    while read -r a p; do
+        [ "$a" = "$gw" ] && NET_GW=$a NET_GW_PORT=$p
+        [ "$a" = "$lan" ] && NET_LAN=$a NET_LAN_PORT=$p
+    done <"$WORK/net.ports"
+    # the servers answer on the host: the probe itself works
+    for a in "$NET_GW:$NET_GW_PORT" "$NET_LAN:$NET_LAN_PORT"; do
+        [ "$a" = : ] && continue
+        python3 -c 'import socket,sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()' \
+            "${a%:*}" "${a#*:}" || setup_error "the probe server on $a does not answer on the host"
+    done
+    # (the servers log after accepting: wait for the host's own connections before clearing)
+    for _ in $(seq 50); do
+        [ "$(wc -l <"$WORK/net.log")" -ge "${#addrs[@]}" ] && break
+        sleep 0.1
+    done
+    : >"$WORK/net.log"
+}
+want_any host-gateway lan && start_net_servers
+
 # ---------------------------------------------------------------- the guest's attempts
 # One boot runs every in-guest attempt; each prints a "== section" and, where it got
 # through, a line saying so. The guest never learns the secrets: the host looks for them
@@ -350,6 +412,20 @@ done
 wait
 EOF
     fi
+    # host-gateway, lan, metadata: one TCP connect each; CONNECTED, or nc's error (a refusal by
+    # bluebox-vmm's network policy is an immediate "Connection refused")
+    local id addr port
+    for id in host-gateway lan metadata; do
+        case $id in
+        host-gateway) addr=$NET_GW port=$NET_GW_PORT ;;
+        lan) addr=$NET_LAN port=$NET_LAN_PORT ;;
+        metadata) addr=169.254.169.254 port=80 ;;
+        esac
+        want "$id" || continue
+        echo "echo '== $id'"
+        [ -n "$addr" ] || continue
+        echo "nc -w 5 $addr $port </dev/null >/dev/null 2>/tmp/esc-nc && echo 'CONNECTED $addr:$port'; head -c 200 /tmp/esc-nc; echo"
+    done
     echo 'echo "== end"'
 }
 
@@ -359,7 +435,7 @@ section() { awk -v s="== $1" '$0 == s { on = 1; next } /^== / { on = 0 } on' "$W
 hits() { section "$1" | grep -E "$2" | head -n 8 | paste -sd ';' | sed 's/;/; /g'; }
 has_secret() { section "$1" | grep -qF "$SECRET"; }
 
-GUEST_CHECKS=(kernel host-files symlinks dotdot setuid ro-root ro-mount vmm-fs agent-binary dev-kvm token loopback)
+GUEST_CHECKS=(kernel host-files symlinks dotdot setuid ro-root ro-mount vmm-fs agent-binary dev-kvm token loopback host-gateway lan metadata)
 if want_any "${GUEST_CHECKS[@]}" data-snapshot data-export data-restore data-reset data-destroy; then
     in_guest sh -c "$(probe_script)" >"$WORK/probe.out"
     grep -qx '== end' "$WORK/probe.out" || {
@@ -580,6 +656,30 @@ check_loopback() {
     fi
 }
 
+# check_egress ID ADDR PORT WHAT: a bridge guest's TCP connect to ADDR:PORT must be refused at
+# once by the VMM's network policy (not connect, not time out, not arrive at our server). A
+# backend whose posture line says bridge does not refuse the host and LAN gets a WARN: the
+# gap is stated, not hidden (SECURITY.md).
+check_egress() {
+    local id=$1 addr=$2 port=$3 what=$4 h out
+    if [ -z "$addr" ]; then
+        skip "$id" "no $what on this host to aim at"
+        return
+    fi
+    h=$(hits "$id" '^CONNECTED')
+    [ -n "$h" ] || h=$(grep -F "$addr: " "$WORK/net.log" 2>/dev/null | head -n1)
+    out=$(section "$id" | grep -v '^$' | head -n1)
+    if [[ $POSTURE == *"NOT refused"* ]] && { [ -n "$h" ] || [[ $out != *"Connection refused"* ]]; }; then
+        warn "$id" "$what $addr:$port is not refused on this backend, as its posture line says: ${h:-$out}"
+    elif [ -n "$h" ]; then
+        fail "$id" "a bridge guest reached $what $addr:$port: $h"
+    elif [[ $out != *"Connection refused"* ]]; then
+        fail "$id" "a bridge guest's connection to $what $addr:$port was not refused by the sandbox (it left it): ${out:-no answer}"
+    else
+        pass "$id" "$what $addr:$port refused at once to a bridge guest"
+    fi
+}
+
 # ---------------------------------------------------------------- the VMM, from outside
 VMM_CID=""
 VMM_PID=""
@@ -755,6 +855,9 @@ fi
 
 want kernel && check_kernel
 want loopback && check_loopback
+want host-gateway && check_egress host-gateway "$NET_GW" "$NET_GW_PORT" "podman's bridge gateway (the host)"
+want lan && check_egress lan "$NET_LAN" "$NET_LAN_PORT" "the host's LAN address"
+want metadata && check_egress metadata 169.254.169.254 80 "the cloud metadata address"
 want host-files && check_host_files
 want symlinks && check_symlinks
 want dotdot && check_dotdot

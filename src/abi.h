@@ -30,6 +30,7 @@
 #define ABI_ENV_RAM_MIB    "BLUEBOX_RAM_MIB"    /* the guest's memory */
 #define ABI_ENV_NETWORK    "BLUEBOX_NETWORK"    /* none or bridge */
 #define ABI_ENV_FORWARD    "BLUEBOX_FORWARD"    /* guest ports the host may reach */
+#define ABI_ENV_NET_DENY   "BLUEBOX_NET_DENY"   /* bridge: host addresses/subnets refused */
 #define ABI_ENV_USER       "BLUEBOX_USER"       /* the image's USER, resolved by the guest */
 #define ABI_ENV_DATA_DISK  "BLUEBOX_DATA_DISK"  /* ABI_DATA_DISK, when /data has a disk */
 #define ABI_ENV_AGENT_HEAD "BLUEBOX_AGENT_HEAD" /* up: the hash chain's head (agent/chain.h) */

@@ -12,6 +12,7 @@
 #include "runtime/backend.h"
 #include "runtime/boot.h"
 #include "runtime/image.h"
+#include "runtime/posture.h"
 #include "util/xalloc.h"
 
 int cmd_env(cli_args *a, bb_error **err)
@@ -28,6 +29,8 @@ int cmd_env(cli_args *a, bb_error **err)
         be = (envout_backend){.name = b ? b->name : env, .from_env = true};
     }
     be.guest_cpus = backend_guest_cpus(sb->backend, sb->bf);
+    _cleanup_free_ char *net = posture_network(sb->backend, sb->bf);
+    be.network = net;
     _cleanup_free_ char *out = envout_render(name, image, sb->data, sb->bf, &be);
     if (cli_show(stdout, out, strlen(out)))
         fprintf(stderr,

@@ -40,6 +40,8 @@ char *envout_render(const char *name, const char *image, const char *data_dir, c
     put_int(&b, "GUEST_CPUS", be->guest_cpus);
     put_int(&b, "RAM_MIB", bf->ram_mib);
     put(&b, "NETWORK", bf_network_name(bf->network));
+    if (be->network)
+        put(&b, "NETWORK_REACH", be->network);
     put(&b, "PASST", bf->passt ? "true" : "false");
     put(&b, "READONLY", bf->readonly ? "true" : "false");
     put_int(&b, "TIMEOUT_SECONDS", bf->timeout_seconds);

@@ -9,7 +9,8 @@
 typedef struct {
     const char *name;
     bool from_env;
-    int guest_cpus; /* what the backend gives the guest of the Bluefile's cpus */
+    int guest_cpus;      /* what the backend gives the guest of the Bluefile's cpus */
+    const char *network; /* the network in the posture line's words */
 } envout_backend;
 
 /* Lines `BLUEBOX_X='value'`, every value single-quoted, the Bluefile's env as

@@ -32,6 +32,9 @@ typedef struct backend {
      * asks; and why, for the posture line when a Bluefile asks for more. */
     int guest_cpus;
     const char *guest_cpus_why;
+    /* What `network: bridge` reaches on this backend, in the posture line's and bluebox env's
+     * words: whether the host, the LAN and the metadata address are refused. */
+    const char *bridge_reach;
     bool guest_init; /* the guest's init is the static bluebox: mount it on every launch */
     /* network: none can stay offline while the agent's port is published (bluebox up). */
     bool agent_offline;

@@ -167,6 +167,7 @@ const backend backend_krun = {
     .alias = "podman",
     .posture_head = "krun microVM on KVM, guest kernel ",
     .posture_tail = "",
+    .bridge_reach = "host and LAN NOT refused on krun yet",
     .boundary = "microVMs on KVM",
     .install = "on a KVM host install crun with libkrun",
     .not_isolated_hint = "is krun really crun built with +LIBKRUN? (bluebox doctor)",

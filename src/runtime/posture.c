@@ -28,12 +28,20 @@ bool limits_enforced(void)
     return strstr(c, "pids") && strstr(c, "memory");
 }
 
+char *posture_network(const backend *b, const bluefile *bf)
+{
+    if (bf->network != NET_BRIDGE || !b->bridge_reach)
+        return xstrdup(bf_network_name(bf->network));
+    return xasprintf("%s (%s)", bf_network_name(bf->network), b->bridge_reach);
+}
+
 char *posture_line(const backend *b, const bluefile *bf, const char *guest_release)
 {
     _cleanup_sb_ strbuf s = {0};
     const char *kernel = guest_release ? guest_release : "?";
     sb_printf(&s, "isolation: %s%s%s", b->posture_head, kernel, b->posture_tail);
-    sb_printf(&s, " · network %s", bf_network_name(bf->network));
+    _cleanup_free_ char *net = posture_network(b, bf);
+    sb_printf(&s, " · network %s", net);
     if (bf->data_limit) {
         _cleanup_free_ char *limit = datadisk_size_words(bf->data_limit);
         sb_printf(&s, " · /data rw, %s disk", limit);

@@ -8,5 +8,7 @@
  * · /data rw · mounts: none · caps 6 · pids 512 · memory 512m · standard". `guest_release` may
  * be NULL when no check ran. */
 char *posture_line(const backend *b, const bluefile *bf, const char *guest_release);
+/* The network in the user's words: "none", or "bridge (<b->bridge_reach>)". */
+char *posture_network(const backend *b, const bluefile *bf);
 /* Whether podman can enforce pids and memory limits for this user on this host. */
 bool limits_enforced(void);

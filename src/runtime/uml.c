@@ -11,6 +11,7 @@
 
 #include "doctor.h"
 #include "fingerprint.h"
+#include "hostaddr.h"
 #include "image.h"
 #include "launch.h"
 #include "uml_bundle.h"
@@ -89,6 +90,10 @@ static int uml_flags(const launch *l, strv *argv, bb_error **err)
     strv_push(argv, xasprintf("--env=" ABI_ENV_RAM_MIB "=%d", l->bf->ram_mib));
     strv_push(argv, xasprintf("--env=" ABI_ENV_MODE "=%s", abi_mode_name((abi_mode)l->mode)));
     strv_push(argv, xasprintf("--env=" ABI_ENV_NETWORK "=%s", bf_network_name(l->bf->network)));
+    if (l->bf->network == NET_BRIDGE) { /* refused by the VMM's network policy */
+        _cleanup_free_ char *deny = host_addresses();
+        strv_push(argv, xasprintf("--env=" ABI_ENV_NET_DENY "=%s", deny));
+    }
     if (l->mode == LAUNCH_AGENT) /* slirp forwards the published port to the guest's agent */
         strv_add(argv, "--env=" ABI_ENV_FORWARD "=" ABI_AGENT_PORT_STR);
     strv_add(argv, "--entrypoint=" ABI_VMM_DIR "/bluebox-vmm");
@@ -138,6 +143,7 @@ const backend backend_uml = {
     .max_cpus = BLUEFILE_MAX_CPUS,      /* accepted; the posture line says it is ignored */
     .guest_cpus = 1,                    /* Debian's UML kernel: CONFIG_NR_CPUS=1, no SMP */
     .guest_cpus_why = "uml has no SMP",
+    .bridge_reach = "internet only: host, LAN, metadata refused", /* src/vmm/netpolicy.c */
     .guest_init = true,
     .agent_offline = true, /* none + forward = libslirp restricted (src/vmm/net.c) */
     .data_disk = true,     /* ubd0, capped by bluebox-vmm (src/vmm/disklimit.c) */

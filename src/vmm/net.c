@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "abi.h"
+#include "netpolicy.h"
 #include "util/time.h"
 #include "util/xalloc.h"
 
@@ -44,7 +45,8 @@ struct vmm_net {
     /* Where this round's fds start in the caller's poll set. */
     size_t listen_idx, conn_idx;
     pollvec *pv;
-    uint64_t frames_in, frames_out, dropped_out;
+    netpolicy *policy; /* bridge: what the guest may reach; NULL in restricted mode */
+    uint64_t frames_in, frames_out, dropped_out, refused_in;
 };
 
 static _noreturn_ void net_die(const char *fmt, ...) _printf_(1, 2);
@@ -236,6 +238,52 @@ static void restrict_forward_sources(void)
     }
 }
 
+/* The addresses of the container's own interfaces: slirp's sockets to them would reach the
+ * VMM's own listeners (the forwarded ports) and whatever else shares the namespace. */
+static void refuse_own_addresses(netpolicy *p)
+{
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) < 0)
+        net_die("cannot list the container's addresses: %s", strerror(errno));
+    for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+        char a[INET6_ADDRSTRLEN];
+        if (!i->ifa_addr ||
+            (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
+            continue;
+        const void *raw =
+            i->ifa_addr->sa_family == AF_INET
+                ? (const void *)&((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr
+                : (const void *)&((struct sockaddr_in6 *)(void *)i->ifa_addr)->sin6_addr;
+        if (inet_ntop(i->ifa_addr->sa_family, raw, a, sizeof a))
+            (void)netpolicy_add(p, a, 0, 0, NP_REFUSE, "the container's own address");
+    }
+    freeifaddrs(ifs);
+}
+
+/* bridge's safe default: the internet, not the host, the LAN or other containers. The host's
+ * own addresses (which may be public) come from bluebox in ABI_ENV_NET_DENY; the container's
+ * gateway (podman's bridge, the host again) and own addresses are read here. */
+static netpolicy *bridge_policy(void)
+{
+#ifdef BB_WEAKEN_KNOBS
+    const char *weak = getenv("BLUEBOX_WEAKEN_NET");
+    if (weak && streq(weak, "1"))
+        return NULL; /* security/weaken's net-open: the escape suite's host/LAN checks must fail */
+#endif
+    netpolicy *p = netpolicy_new(NP_PASS);
+    netpolicy_add_default(p);
+    const char *deny = getenv(ABI_ENV_NET_DENY);
+    if (deny && *deny && netpolicy_add_list(p, deny, "the host's own address or subnet") < 0)
+        net_die(ABI_ENV_NET_DENY " must be a comma-separated list of addresses and CIDRs, not '%s'",
+                deny);
+    uint32_t gw = default_gateway();
+    char a[INET_ADDRSTRLEN];
+    if (gw && inet_ntop(AF_INET, &gw, a, sizeof a))
+        (void)netpolicy_add(p, a, 0, 0, NP_REFUSE, "the container's gateway (the host)");
+    refuse_own_addresses(p);
+    return p;
+}
+
 vmm_net *net_setup(const char *mode, const char *forward)
 {
     /* none with forwards (an up sandbox's agent port): libslirp's restricted mode, in which
@@ -279,6 +327,8 @@ vmm_net *net_setup(const char *mode, const char *forward)
     n->slirp = slirp_new(&cfg, &callbacks, n);
     if (!n->slirp)
         net_die("cannot start the user-mode network stack (libslirp)");
+    if (!restricted)
+        n->policy = bridge_policy();
     if (forward && *forward) {
         add_forwards(n, forward);
         restrict_forward_sources();
@@ -357,6 +407,23 @@ static void accept_guest(vmm_net *n)
     n->conn_fd = fd;
 }
 
+/* The policy's word on one guest frame; a refused one is answered at once (a TCP reset, an
+ * ICMP unreachable), so the guest's program fails fast instead of timing out. */
+static bool policy_allows(vmm_net *n, const uint8_t *frame, size_t len)
+{
+    np_action a = netpolicy_check(n->policy, frame, len, NULL);
+    if (a == NP_PASS)
+        return true;
+    n->refused_in++;
+    if (a == NP_REFUSE) {
+        uint8_t reply[NP_REPLY_MAX];
+        size_t l = netpolicy_refusal(frame, len, reply, sizeof reply);
+        if (l)
+            cb_send_packet(reply, l, n);
+    }
+    return false;
+}
+
 static void read_guest(vmm_net *n)
 {
     static uint8_t buf[FRAME_MAX];
@@ -372,6 +439,8 @@ static void read_guest(vmm_net *n)
             return;
         }
         n->frames_in++;
+        if (n->policy && !policy_allows(n, buf, (size_t)r))
+            continue;
         slirp_input(n->slirp, buf, (int)r);
     }
 }
@@ -413,6 +482,7 @@ void net_free(vmm_net *n)
     if (!n)
         return;
     slirp_cleanup(n->slirp);
+    netpolicy_free(n->policy);
     while (n->timers) {
         ntimer *t = n->timers;
         n->timers = t->next;

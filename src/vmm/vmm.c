@@ -62,8 +62,9 @@ static const char *const kernel_trims[] = {
 
 /* Our own control variables: consumed here, never part of the workload's environment. */
 static const char *const control_vars[] = {
-    ABI_ENV_DATA_DISK,  ABI_ENV_FORWARD,      ABI_ENV_MODE, ABI_ENV_NETWORK,       ABI_ENV_RAM_MIB,
-    "BLUEBOX_UML_ARGS", "BLUEBOX_UML_HOSTFS", ABI_ENV_USER, "BLUEBOX_FSD_MAX_FDS",
+    ABI_ENV_DATA_DISK,    ABI_ENV_FORWARD,    ABI_ENV_MODE,         ABI_ENV_NETWORK,
+    ABI_ENV_RAM_MIB,      "BLUEBOX_UML_ARGS", ABI_ENV_USER,         "BLUEBOX_FSD_MAX_FDS",
+    "BLUEBOX_UML_HOSTFS", ABI_ENV_NET_DENY,   "BLUEBOX_WEAKEN_NET",
 };
 
 static void die(const char *fmt, ...) _printf_(1, 2) _noreturn_;

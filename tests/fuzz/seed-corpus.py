@@ -157,6 +157,56 @@ def write_safetar():
     print(len(os.listdir(d)), "inputs in", d, file=sys.stderr)
 
 
-which = sys.argv[1:] or ["bluefile", "spec", "safetar"]
+def write_netpolicy():
+    """Guest ethernet frames: a TCP SYN and UDP datagrams to the internet, the stack's DNS,
+    private ranges and metadata, with IP options, fragments, IPv6 with extension headers,
+    ARP, and truncated ones."""
+    import socket
+    d = os.path.join(root, "corpus", "netpolicy")
+    os.makedirs(d, exist_ok=True)
+    eth4 = bytes.fromhex("525500 0a0202 525400 123456".replace(" ", "")) + b"\x08\x00"
+    eth6 = eth4[:12] + b"\x86\xdd"
+
+    def ip4(dst, proto, port, opts=b"", frag=0, flags=0x02):
+        l4 = (struct.pack(">HHIIBBHHH", 40000, port, 1000, 0, 0x50, flags, 0, 0, 0)
+              if proto == 6 else struct.pack(">HHHH", 40000, port, 12, 0)) + b"data"
+        ihl = 20 + len(opts)
+        hdr = struct.pack(">BBHHHBBH4s4s", 0x40 | ihl // 4, 0, ihl + len(l4), 1, frag, 64,
+                          proto, 0, socket.inet_aton("10.0.2.15"), socket.inet_aton(dst))
+        return eth4 + hdr + opts + l4
+
+    def ip6(dst, nh, ext=b""):
+        tcp = struct.pack(">HHIIBBHHH", 40000, 443, 1, 0, 0x50, 0x02, 0, 0, 0)
+        hdr = struct.pack(">IHBB16s16s", 0x60000000, len(ext) + len(tcp), nh, 64,
+                          socket.inet_pton(socket.AF_INET6, "fec0::15"),
+                          socket.inet_pton(socket.AF_INET6, dst))
+        return eth6 + hdr + ext + tcp
+
+    inputs = {
+        "syn-internet": ip4("93.184.216.34", 6, 443),
+        "syn-metadata": ip4("169.254.169.254", 6, 80),
+        "syn-gateway": ip4("10.0.2.2", 6, 22),
+        "ack-private": ip4("192.168.1.1", 6, 80, flags=0x10),
+        "udp-dns": ip4("10.0.2.3", 17, 53),
+        "udp-private": ip4("172.17.0.1", 17, 53),
+        "udp-options": ip4("10.0.0.9", 17, 53, opts=b"\x01" * 40),
+        "frag-later": ip4("169.254.169.254", 6, 80, frag=100),
+        "frag-first-dns": ip4("10.0.2.3", 17, 53, frag=0x2000),
+        "icmp-gateway": ip4("10.0.2.2", 1, 0),
+        "ip6-loopback": ip6("::1", 6),
+        "ip6-hop": ip6("2001:4860::8888", 0, bytes([6, 0]) + b"\0" * 6),
+        "ip6-routing": ip6("2001:4860::8888", 43, bytes([6, 0]) + b"\0" * 6),
+        "ip6-frag": ip6("fe80::1", 44, bytes([6, 0, 0, 8]) + b"\0" * 4),
+        "arp": eth4[:12] + b"\x08\x06" + b"\0" * 28,
+        "truncated": ip4("10.0.0.1", 6, 80)[:40],
+        "short": eth4[:10],
+    }
+    for name, data in inputs.items():
+        open(os.path.join(d, name), "wb").write(data)
+    print(len(os.listdir(d)), "inputs in", d, file=sys.stderr)
+
+
+which = sys.argv[1:] or ["bluefile", "spec", "safetar", "netpolicy"]
 for w in which:
-    {"bluefile": write_bluefile, "spec": write_spec, "safetar": write_safetar}[w]()
+    {"bluefile": write_bluefile, "spec": write_spec, "safetar": write_safetar,
+     "netpolicy": write_netpolicy}[w]()

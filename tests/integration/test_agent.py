@@ -622,8 +622,9 @@ def _host_listeners():
 @pytest.mark.parametrize("net", ["none", "bridge"])
 def test_network_egress(env, bluebox_bin, net):  # noqa: F811
     """network: none (restricted slirp): no TCP, UDP or DNS leaves the guest, while the agent
-    answers. network: bridge (the control): the same TCP and UDP reach the host. Neither can
-    reach the agent's port on the host's loopback."""
+    answers. network: bridge: the same TCP and UDP to podman's gateway (the host) are refused
+    by bluebox-vmm's network policy (test_netpolicy.py shows bridge still reaching the
+    internet). Neither can reach the agent's port on the host's loopback."""
     h = Home(bluebox_bin)
     gw, port, seen, close = _host_listeners()
     try:
@@ -644,10 +645,9 @@ def test_network_egress(env, bluebox_bin, net):  # noqa: F811
         out = r.stdout.decode()
         assert "agent-via" not in out, out
         time.sleep(0.5)
+        assert "tcp-out" not in out and seen == [], (out, seen)
         if net == "none":
-            assert "tcp-out" not in out and "dns-out" not in out and seen == [], (out, seen)
-        else:
-            assert "tcp-out" in out and "tcp" in seen and "udp" in seen, (out, seen)
+            assert "dns-out" not in out, out
         assert h("down", name).returncode == 0
     finally:
         close()

@@ -1,0 +1,75 @@
+/* The network engine's policy: pure decisions over the ethernet frames a guest sends, and the
+ * frames that refuse them. Backend-independent: any VMM that hands the engine raw frames (UML's
+ * vector device today, a qemu backend later) filters them here before its user-mode stack
+ * (libslirp) opens a real socket for them. Frames are hostile bytes: every read is bounded.
+ *
+ * Rules decide what the guest may open: datagrams, and TCP segments that start a connection
+ * (SYN without ACK). Other TCP segments pass, since a user-mode stack connects only on a SYN
+ * (libslirp opens a socket for nothing else, and resets a segment of no connection it has):
+ * that lets the guest answer connections the host made to it through a forward.
+ *
+ * The decision is a list of CIDR rules, first match wins, then a default. Rules may name a
+ * protocol and a destination port; a frame whose port is unknown (an IP fragment) never
+ * matches a rule that allows by port, and always matches one that refuses by port, so a
+ * fragment can only pass where its whole destination address does. A later allowlist adds its
+ * CIDR entries (and, through the resolver, names) as rules in front of the default's. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum np_action {
+    NP_PASS,   /* hand the frame to the network stack */
+    NP_DROP,   /* discard silently */
+    NP_REFUSE, /* discard and answer the guest: a TCP RST, an ICMP unreachable for UDP */
+} np_action;
+
+typedef struct np_rule {
+    uint8_t family;   /* 4 or 6 */
+    uint8_t prefix;   /* bits of addr that must match */
+    uint8_t proto;    /* IPPROTO_*; 0 = any */
+    uint16_t port;    /* destination port (TCP/UDP); 0 = any */
+    uint8_t addr[16]; /* network byte order; IPv4 in the first 4 bytes */
+    np_action action;
+    const char *why; /* a static string for logs: "private range", "host address" */
+} np_rule;
+
+typedef struct netpolicy netpolicy;
+
+/* An empty policy whose frames fall through to dflt. */
+netpolicy *netpolicy_new(np_action dflt);
+void netpolicy_free(netpolicy *p);
+/* Append a rule for CIDR ("10.0.0.0/8", "fe80::/10", or a bare address = one host). proto 0
+ * and port 0 mean any. why must outlive p. -1 (errno EINVAL) on a malformed CIDR. */
+int netpolicy_add(netpolicy *p, const char *cidr, uint8_t proto, uint16_t port, np_action action,
+                  const char *why);
+/* The safe default of `network: bridge`: the user-mode stack's own DNS (10.0.2.3:53) and
+ * DHCP pass; loopback, private, CGNAT, link-local (metadata), multicast, reserved, broadcast
+ * and their IPv6 equivalents are refused. The host's and gateway's addresses are added by the
+ * caller (netpolicy_add_list) before or after: refusals commute. */
+void netpolicy_add_default(netpolicy *p);
+/* Refuse each address of a comma-separated list (the host's own addresses, the container's
+ * gateway); why as for netpolicy_add. -1 (EINVAL) on a malformed entry, nothing added. */
+int netpolicy_add_list(netpolicy *p, const char *list, const char *why);
+size_t netpolicy_n_rules(const netpolicy *p);
+
+/* What to do with one ethernet frame from the guest. TCP segments that cannot open a connection
+ * pass (above). Malformed IP is dropped; ARP passes (the
+ * stack answers it itself); other ethertypes are dropped. ret_rule (may be NULL) gets the
+ * matching rule, NULL for the default or a malformed frame. */
+np_action netpolicy_check(const netpolicy *p, const uint8_t *frame, size_t len,
+                          const np_rule **ret_rule);
+
+/* Enough for any refusal frame: ethernet + IPv4 + ICMP + the quoted IPv4 header and 8 bytes. */
+#define NP_REPLY_MAX 128
+/* The frame that tells the guest no, for a frame netpolicy_check refused: a TCP RST (for any
+ * TCP segment but a RST) or an ICMP destination unreachable, administratively prohibited (for
+ * UDP, quoting the datagram's header). Written to out (cap >= NP_REPLY_MAX); returns its length,
+ * 0 when the frame gets no answer (ICMP, other protocols, IPv6, fragments past the first,
+ * broadcast or multicast sources). */
+size_t netpolicy_refusal(const uint8_t *frame, size_t len, uint8_t *out, size_t cap);
+
+/* The Internet checksum (RFC 1071) of buf, folded, not complemented, continuing from sum. */
+uint32_t np_csum_add(uint32_t sum, const uint8_t *buf, size_t len);
+uint16_t np_csum_fold(uint32_t sum);
