@@ -11,7 +11,8 @@ libnettle8 nettle-dev libicu-dev
 python3 python3-pytest
 bash-completion zsh fish tmux shellcheck zstd debootstrap
 podman runc uidmap slirp4netns fuse-overlayfs
-user-mode-linux libslirp-dev busybox-static e2fsprogs"
+user-mode-linux libslirp-dev busybox-static e2fsprogs
+python3-pip python3-setuptools python3-wheel"
 
 missing=""
 for p in $PKGS; do
@@ -19,6 +20,10 @@ for p in $PKGS; do
         missing="$missing $p"
     fi
 done
+# The TypeScript SDK's tests need node (>= 18) and npm; a node from elsewhere (with its own
+# npm) is fine, so look for the commands rather than for Debian's packages.
+command -v node >/dev/null 2>&1 || missing="$missing nodejs"
+command -v npm >/dev/null 2>&1 || missing="$missing npm"
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
