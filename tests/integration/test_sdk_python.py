@@ -15,8 +15,8 @@ sys.path.insert(0, str(REPO / "sdk" / "python"))
 sys.path.insert(0, str(REPO / "tests" / "sdk"))
 
 import bluebox  # noqa: E402
-from bluebox import (BlueboxError, Client, CommandFailed, IsUp, NotFound, NotUp,  # noqa: E402
-                     Sandbox)
+from bluebox import (BadRequest, BlueboxError, Client, CommandFailed, IsUp, NotBuilt,  # noqa: E402
+                     NotFound, NotUp, Sandbox)
 from e2e import readme_block, server_pid, stop_server  # noqa: E402
 
 pytestmark = [UML, pytest.mark.skipif(os.geteuid() != 0, reason="integration tests need root")]
@@ -33,6 +33,7 @@ def world(env, bluebox_bin):  # noqa: F811
     name = home.sandbox(f"sdkpy-{os.getpid()}", f"base: {IMAGE}\nbackend: uml\nram_mib: 256\n")
     r = home("build", name)
     assert r.returncode == 0, r
+    home.sandbox(f"sdkpy-unbuilt-{os.getpid()}", f"base: {IMAGE}\nbackend: uml\n")
     sock = bluebox.socket_path()
     try:
         yield home, name, sock
@@ -75,6 +76,13 @@ def test_errors(world):
         box.read_file("/etc/hostname")
     with pytest.raises(NotUp):
         box.stream("true")
+    with pytest.raises(NotBuilt) as e:
+        Sandbox(f"sdkpy-unbuilt-{os.getpid()}").up()
+    assert (e.value.code, e.value.status) == ("not_built", 409)
+    assert "bluebox build" in str(e.value)
+    with pytest.raises(BadRequest) as e:  # refused before it is sent
+        box.write_file("/data/huge", b"\0" * (49 << 20))
+    assert (e.value.code, e.value.status) == ("too_large", 413)
     with pytest.raises(BlueboxError) as e:
         Sandbox("../etc").up()
     assert e.value.status in (400, 404) and e.value.code in ("bad_name", "not_found"), e.value

@@ -75,9 +75,11 @@ def world(env, bluebox_bin):  # noqa: F811
     name = home.sandbox(f"sdkts-{os.getpid()}", f"base: {IMAGE}\nbackend: uml\nram_mib: 256\n")
     r = home("build", name)
     assert r.returncode == 0, r
+    unbuilt = home.sandbox(f"sdkts-unbuilt-{os.getpid()}", f"base: {IMAGE}\nbackend: uml\n")
     sock = home.env["BLUEBOX_HOME"] + "/bluebox.sock"
     try:
-        yield home, name, dict(home.env, BLUEBOX_BIN=bluebox_bin, BLUEBOX_E2E_SANDBOX=name)
+        yield home, name, dict(home.env, BLUEBOX_BIN=bluebox_bin, BLUEBOX_E2E_SANDBOX=name,
+                               BLUEBOX_E2E_UNBUILT=unbuilt)
     finally:
         stop_server(sock)
         home("down", name)

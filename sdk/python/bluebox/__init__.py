@@ -11,7 +11,7 @@ Standard library only.
 """
 from ._client import Client, Command, ExecStream, Sandbox
 from ._errors import (BadRequest, BadSocket, BlueboxError, CommandFailed, IsUp, NoServer,
-                      NotFound, NotUp)
+                      NotBuilt, NotFound, NotUp)
 from ._transport import socket_path
 from ._types import Entry, Result, SandboxInfo, Snapshot
 
@@ -19,6 +19,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Sandbox", "ExecStream", "Command", "Result", "SandboxInfo", "Entry", "Snapshot",
-    "BlueboxError", "NotFound", "NotUp", "IsUp", "BadRequest", "NoServer", "BadSocket",
+    "BlueboxError", "NotFound", "NotUp", "NotBuilt", "IsUp", "BadRequest", "NoServer", "BadSocket",
     "CommandFailed", "socket_path",
 ]

@@ -11,7 +11,7 @@ class BlueboxError(Exception):
     """An error from the bluebox API or from the SDK itself.
 
     ``code`` is the API's machine-readable code (``no_sandbox``, ``not_up``, ``is_up``,
-    ``bad_name``, ``bad_request``, ``too_large``, ``not_found``, ``method``, ``internal``)
+    ``not_built``, ``bad_name``, ``bad_request``, ``too_large``, ``not_found``, ``method``, ``internal``)
     or one of the SDK's own (``no_server``, ``bad_socket``, ``command_failed``).
     ``status`` is the HTTP status, or None when no response was received.
     """
@@ -32,6 +32,10 @@ class NotFound(BlueboxError):
 
 class NotUp(BlueboxError):
     """The sandbox must be up for this (``not_up``): call ``Sandbox.up()`` first."""
+
+
+class NotBuilt(BlueboxError):
+    """The sandbox was never built (``not_built``): run ``bluebox build NAME`` first."""
 
 
 class IsUp(BlueboxError):
@@ -70,6 +74,7 @@ _BY_CODE = {
     "not_found": NotFound,
     "not_up": NotUp,
     "is_up": IsUp,
+    "not_built": NotBuilt,
     "bad_request": BadRequest,
     "bad_name": BadRequest,
     "too_large": BadRequest,
@@ -77,6 +82,10 @@ _BY_CODE = {
     "no_server": NoServer,
     "bad_socket": BadSocket,
 }
+
+
+# a body that is not JSON (the HTTP layer's own 413, say): the code from the status
+CODE_OF_STATUS = {400: "bad_request", 404: "not_found", 405: "method", 413: "too_large"}
 
 
 def error_for(message: str, code: str, status: Optional[int]) -> BlueboxError:

@@ -17,9 +17,10 @@ import tempfile
 import time
 from typing import Any, Optional, Tuple
 
-from ._errors import BadSocket, BlueboxError, NoServer, error_for
+from ._errors import CODE_OF_STATUS, BadRequest, BadSocket, BlueboxError, NoServer, error_for
 
 SUN_PATH_MAX = 103
+MAX_BODY = 64 << 20  # the server's request limit
 START_WAIT_S = 5.0
 
 
@@ -78,7 +79,8 @@ def _raise_for(resp: http.client.HTTPResponse) -> None:
         obj = json.loads(raw)
         msg, code = str(obj["error"]), str(obj.get("code") or "internal")
     except (ValueError, KeyError, TypeError):
-        msg, code = raw.decode("utf-8", "replace").strip() or resp.reason, "internal"
+        msg = raw.decode("utf-8", "replace").strip() or resp.reason
+        code = CODE_OF_STATUS.get(resp.status, "internal")
     raise error_for(msg, code, resp.status)
 
 
@@ -99,6 +101,10 @@ class Transport:
         When nothing listens on the socket, start the server (if autostart) and retry once.
         """
         data = None if body is None else json.dumps(body).encode()
+        if data is not None and len(data) > MAX_BODY:
+            raise BadRequest(f"the request is {len(data)} bytes, over the server's 64 MiB limit "
+                             "(stdin and file content travel base64-encoded: about 48 MiB of data)",
+                             "too_large", 413)
         try:
             return self._send(method, path, data)
         except (FileNotFoundError, ConnectionRefusedError) as e:

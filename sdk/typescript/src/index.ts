@@ -50,11 +50,12 @@ export interface ClientOptions {
 const SUN_PATH_MAX = 103;
 const START_WAIT_MS = 5000;
 const STREAM_CAP = 16 << 20;
+const MAX_BODY = 64 << 20; // the server's request limit
 
 // ---------------------------------------------------------------------------------- errors
 
 /**
- * An error from the API or the SDK. `code` is the API's code (`no_sandbox`, `not_up`, `is_up`,
+ * An error from the API or the SDK. `code` is the API's code (`no_sandbox`, `not_up`, `is_up`, `not_built`,
  * `bad_name`, `bad_request`, `too_large`, `not_found`, `method`, `internal`) or the SDK's own
  * (`no_server`, `bad_socket`, `command_failed`); `status` the HTTP status, if there was one.
  */
@@ -72,6 +73,8 @@ export class BlueboxError extends Error {
 export class NotFound extends BlueboxError {}
 /** The sandbox must be up for this (`not_up`): call `up()` first. */
 export class NotUp extends BlueboxError {}
+/** The sandbox was never built (`not_built`): run `bluebox build NAME` first. */
+export class NotBuilt extends BlueboxError {}
 /** The sandbox must be down for this (`is_up`), e.g. `restore`. */
 export class IsUp extends BlueboxError {}
 /** The server refused the request (`bad_request`, `bad_name`, `too_large`, `method`). */
@@ -96,6 +99,7 @@ const BY_CODE: Record<string, new (m: string, c: string, s?: number) => BlueboxE
   not_found: NotFound,
   not_up: NotUp,
   is_up: IsUp,
+  not_built: NotBuilt,
   bad_request: BadRequest,
   bad_name: BadRequest,
   too_large: BadRequest,
@@ -103,6 +107,8 @@ const BY_CODE: Record<string, new (m: string, c: string, s?: number) => BlueboxE
   no_server: NoServer,
   bad_socket: BadSocket,
 };
+
+const CODE_OF_STATUS: Record<number, string> = { 400: "bad_request", 404: "not_found", 405: "method", 413: "too_large" };
 
 function errorFor(message: string, code: string, status?: number): BlueboxError {
   const Cls = BY_CODE[code] ?? BlueboxError;
@@ -238,7 +244,9 @@ async function errorFromResponse(res: http.IncomingMessage): Promise<BlueboxErro
     const o = JSON.parse(raw.toString("utf8"));
     return errorFor(String(o.error), String(o.code ?? "internal"), res.statusCode);
   } catch {
-    return errorFor(raw.toString("utf8").trim() || String(res.statusMessage), "internal", res.statusCode);
+    // not JSON (the HTTP layer's own 413, say): the code from the status
+    const code = CODE_OF_STATUS[res.statusCode ?? 500] ?? "internal";
+    return errorFor(raw.toString("utf8").trim() || String(res.statusMessage), code, res.statusCode);
   }
 }
 
@@ -303,6 +311,13 @@ export class Client {
   /** @internal Send one request; the response (status unchecked). Starts the server once if needed. */
   async open(method: string, route: string, body?: unknown): Promise<http.IncomingMessage> {
     const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    if (data && data.length > MAX_BODY) {
+      throw new BadRequest(
+        `the request is ${data.length} bytes, over the server's 64 MiB limit (stdin and file content travel base64-encoded: about 48 MiB of data)`,
+        "too_large",
+        413,
+      );
+    }
     try {
       return await this.send(method, route, data);
     } catch (e: any) {

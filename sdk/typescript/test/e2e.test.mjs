@@ -8,7 +8,7 @@ import { test } from "node:test";
 import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
-const { Client, Sandbox, NotFound, NotUp, IsUp, CommandFailed, socketPath } = require("../dist/index.js");
+const { Client, Sandbox, NotFound, NotUp, NotBuilt, IsUp, BadRequest, CommandFailed, socketPath } = require("../dist/index.js");
 
 const NAME = process.env.BLUEBOX_E2E_SANDBOX;
 const skip = NAME ? false : "BLUEBOX_E2E_SANDBOX is not set (run by tests/integration/test_sdk_typescript.py)";
@@ -37,6 +37,10 @@ test("typed errors", { skip }, async () => {
   await assert.rejects(box.exec("true"), (e) => e instanceof NotUp && e.code === "not_up" && e.status === 409);
   await assert.rejects(box.readFile("/etc/hostname"), NotUp);
   await assert.rejects(box.stream("true"), NotUp);
+  await assert.rejects(new Sandbox(process.env.BLUEBOX_E2E_UNBUILT).up(),
+    (e) => e instanceof NotBuilt && e.code === "not_built" && e.status === 409 && /bluebox build/.test(e.message));
+  await assert.rejects(box.writeFile("/data/huge", Buffer.alloc(49 << 20)), // refused before it is sent
+    (e) => e instanceof BadRequest && e.code === "too_large" && e.status === 413);
 });
 
 test("run in a fresh VM", { skip }, async () => {
