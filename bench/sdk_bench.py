@@ -6,7 +6,9 @@ Side by side, interleaved call by call in one process each (Python, then Node):
 * GET /v1/version: a raw request (one connection, the request bytes written by hand, the
   response read to its Content-Length) against Client.version();
 * POST /v1/sandboxes/box/exec `true` on an up uml sandbox: raw against Sandbox.exec("true").
-The SDK's extra cost is the median of the SDK calls minus the median of the raw ones.
+The SDK's extra cost is the median of the SDK calls minus the median of the raw ones (which of
+the pair goes first alternates); "paired" is the median of each pair's difference, which a
+busy machine's drift disturbs less.
 
 Without --socket: a throwaway BLUEBOX_HOME with a uml sandbox, and `bluebox serve` started here
 (needs root, build/bluebox-vmm, user-mode-linux, the test image from tests/integration/setup.sh
@@ -67,14 +69,13 @@ def pair(raw, sdk, runs, warm=5):
         raw()
         sdk()
     r, k = [], []
-    for _ in range(runs):
-        t = time.perf_counter()
-        raw()
-        r.append((time.perf_counter() - t) * 1000)
-        t = time.perf_counter()
-        sdk()
-        k.append((time.perf_counter() - t) * 1000)
-    return statistics.median(r), statistics.median(k)
+    for i in range(runs):
+        # alternate which goes first: a call may pay for the server's tail of the one before
+        for f, out in ((raw, r), (sdk, k)) if i % 2 == 0 else ((sdk, k), (raw, r)):
+            t = time.perf_counter()
+            f()
+            out.append((time.perf_counter() - t) * 1000)
+    return statistics.median(r), statistics.median(k), statistics.median(b - a for a, b in zip(r, k))
 
 
 def python_rows(sock, name, runs, exec_runs):
@@ -109,10 +110,11 @@ async function pair(r, s, n) {
   for (let i = 0; i < 5; i++) { await r(); await s(); }
   const R = [], S = [];
   for (let i = 0; i < n; i++) {
-    let t = process.hrtime.bigint(); await r(); R.push(Number(process.hrtime.bigint() - t) / 1e6);
-    t = process.hrtime.bigint(); await s(); S.push(Number(process.hrtime.bigint() - t) / 1e6);
+    for (const [f, out] of i % 2 === 0 ? [[r, R], [s, S]] : [[s, S], [r, R]]) {
+      const t = process.hrtime.bigint(); await f(); out.push(Number(process.hrtime.bigint() - t) / 1e6);
+    }
   }
-  return [med(R), med(S)];
+  return [med(R), med(S), med(S.map((x, i) => x - R[i]))];
 }
 (async () => {
   const c = new Client({ socket: sock, autostart: false });
@@ -181,9 +183,9 @@ def main():
         rows = python_rows(sock, name, a.runs, a.exec_runs) + node_rows(sock, name, a.runs,
                                                                          a.exec_runs)
         print(f"median ms; version: {a.runs} pairs, exec: {a.exec_runs} pairs, interleaved")
-        print(f"{'call':24s} {'raw API':>9s} {'SDK':>9s} {'SDK extra':>10s}")
-        for label, raw, sdk in rows:
-            print(f"{label:24s} {raw:9.3f} {sdk:9.3f} {sdk - raw:10.3f}")
+        print(f"{'call':24s} {'raw API':>9s} {'SDK':>9s} {'SDK extra':>10s} {'paired':>8s}")
+        for label, raw, sdk, paired in rows:
+            print(f"{label:24s} {raw:9.3f} {sdk:9.3f} {sdk - raw:10.3f} {paired:8.3f}")
     finally:
         if server:
             server.send_signal(signal.SIGTERM)
