@@ -132,6 +132,17 @@ def test_up_exec_files_stream_in_a_with_block(world):
         assert [(a, b) for a, b, _ in seen] == [("stdout", b"one\n"), ("stderr", b"two\n")], seen
         assert seen[1][2] - seen[0][2] >= 1.5, seen  # not all delivered at the end
         assert (s.result.exit_code, s.result.stdout, s.result.stderr) == (4, b"one\n", b"two\n")
+        # leaving the loop early kills the command in the guest
+        for _, chunk in box.stream("echo started; exec sleep 313"):
+            assert chunk == b"started\n"
+            assert "sleep 313" in box.exec("ps -o args").stdout_text  # running, seen by ps
+            break
+        for _ in range(100):
+            if "sleep 313" not in box.exec("ps -o args").stdout_text:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the streamed command outlived its client")
     # it was down before the with block: down again after it
     assert {i.name: i for i in Client().sandboxes()}[name].up is False
 

@@ -153,17 +153,28 @@ def test_stream_yields_chunks_as_they_happen(fake):
     assert fake.requests()[-1]["path"] == "/v1/sandboxes/box/run/stream"
 
 
+def wait_killed(fake, n):
+    for _ in range(100):
+        if sum(1 for q in fake.requests() if q.get("killed")) >= n:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the server did not see the client go")
+
+
 def test_closing_a_stream_kills_the_command(fake):
     box = fake.client.sandbox("box")
     box.up()
     with box.stream("echo start; sleep 30; echo never") as s:
-        assert next(iter(s)) == ("stdout", b"start\n")
-    for _ in range(100):
-        if any(q.get("killed") for q in fake.requests()):
-            break
-        time.sleep(0.05)
-    else:
-        raise AssertionError("the server did not see the client go")
+        it = iter(s)
+        assert next(it) == ("stdout", b"start\n")
+        time.sleep(0.2)
+        assert not any(q.get("killed") for q in fake.requests())  # still open, still running
+    wait_killed(fake, 1)
+    # a plain loop left early does it too
+    for name, chunk in box.stream("echo start; sleep 30; echo never"):
+        assert chunk == b"start\n"
+        break
+    wait_killed(fake, 2)
 
 
 def test_context_manager_downs_only_what_it_upped(fake):

@@ -6,7 +6,6 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -45,9 +44,9 @@ def built():
     return TS
 
 
-def node_test(file, env=None, timeout=600):
+def node_test(file, environ=None, timeout=600):
     r = subprocess.run([NODE, "--test", "--test-reporter=spec", str(file)], cwd=TS,
-                       capture_output=True, text=True, timeout=timeout, env=env)
+                       capture_output=True, text=True, timeout=timeout, env=environ)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
     assert "# fail 0" in r.stdout or "ℹ fail 0" in r.stdout, r.stdout[-3000:]
     return r.stdout
@@ -89,8 +88,8 @@ def world(env, bluebox_bin):  # noqa: F811
 @UML
 @pytest.mark.skipif(os.geteuid() != 0, reason="integration tests need root")
 def test_e2e_real_server_and_uml(built, world):
-    _, _, env = world
-    out = node_test(TS / "test" / "e2e.test.mjs", env=env)
+    _, _, environ = world
+    out = node_test(TS / "test" / "e2e.test.mjs", environ)
     assert "# skip 0" in out or "ℹ skipped 0" in out, out[-2000:]
 
 
@@ -98,7 +97,7 @@ def test_e2e_real_server_and_uml(built, world):
 @pytest.mark.skipif(os.geteuid() != 0, reason="integration tests need root")
 def test_readme_example(built, world, tmp_path):
     """The README's TypeScript example, compiled with tsc against the package and run."""
-    _, name, env = world
+    _, name, environ = world
     code = readme_block("TypeScript SDK", "ts")
     assert len(code.splitlines()) <= 12, "the README example should stay about 10 lines"
     assert '"demo"' in code
@@ -112,6 +111,6 @@ def test_readme_example(built, world, tmp_path):
                        cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     r = subprocess.run([NODE, "example.mjs"], cwd=tmp_path, capture_output=True, text=True,
-                       timeout=300, env=env)
+                       timeout=300, env=environ)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "42\nhello from the host\n", r

@@ -167,8 +167,8 @@ class Sandbox:
 
         Returns an ExecStream: iterate it for ``(stream, chunk)`` pairs (``"stdout"`` or
         ``"stderr"``, bytes) as the command writes them; then ``.result`` is the Result.
-        On the up VM (as exec), or in a fresh VM with ``fresh=True`` (as run). Closing the
-        stream early (or leaving a ``with`` block) kills the command.
+        On the up VM (as exec), or in a fresh VM with ``fresh=True`` (as run). Leaving the
+        loop early (or ``close()``, or a ``with`` block's end) kills the command.
         """
         route = "run/stream" if fresh else "exec/stream"
         conn, resp = self.client._t.open("POST", _route(self.name, route),
@@ -217,10 +217,10 @@ class Sandbox:
 
 
 class ExecStream:
-    """The live output of one command: iterate for ``(stream, chunk)`` pairs; when the
-    iteration ends, ``result`` holds the Result (stdout/stderr collected as well, up to 16
-    MiB each). A context manager: leaving it closes the connection, which kills a command
-    still running."""
+    """The live output of one command: iterate (once) for ``(stream, chunk)`` pairs; when
+    the iteration ends, ``result`` holds the Result (stdout/stderr collected as well, up to
+    16 MiB each). Leaving the loop early, ``close()``, or leaving a ``with`` block closes the
+    connection, which kills a command still running."""
 
     def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse):
         self._conn = conn
@@ -243,8 +243,9 @@ class ExecStream:
                 if ev is not None:
                     yield ev
         finally:
-            if self.result is not None:
-                self.close()
+            # done, failed, or the loop was left early (GeneratorExit): in that last case
+            # closing the connection is what tells the server to kill the command
+            self.close()
 
     def _event(self, line: bytes) -> Optional[Tuple[str, bytes]]:
         try:
