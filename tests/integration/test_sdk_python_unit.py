@@ -203,6 +203,9 @@ def test_socket_path_is_the_servers(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/7")
     h = hashlib.sha256(long_home.encode()).digest()[:6].hex()
     assert bluebox.socket_path() == f"/run/user/7/bluebox-{h}.sock"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/" + "r" * 90)
+    with pytest.raises(BadSocket, match="XDG_RUNTIME_DIR is too long"):
+        bluebox.socket_path()
     monkeypatch.delenv("XDG_RUNTIME_DIR")
     with pytest.raises(BadSocket, match="too long"):
         bluebox.socket_path()
@@ -264,3 +267,29 @@ def test_pip_builds_the_package_offline(tmp_path):
     wheel, = tmp_path.glob("bluebox-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "bluebox/py.typed" in names and "bluebox/_client.py" in names, names
+
+
+@pytest.mark.parametrize("long_home", [False, True])
+def test_socket_path_agrees_with_bluebox_serve(tmp_path, monkeypatch, long_home):
+    """`bluebox serve` with no --socket listens where socket_path() looks (both forms)."""
+    binary = os.environ.get("BLUEBOX_BIN", str(REPO / "build" / "bluebox"))
+    home = tmp_path / ("h" * 100 if long_home else "h") / "home"
+    home.mkdir(parents=True, mode=0o700)
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    monkeypatch.setenv("BLUEBOX_HOME", str(home))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+    expect = bluebox.socket_path()
+    assert expect.startswith(str(run) if long_home else str(home))
+    p = subprocess.Popen([binary, "serve"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    try:
+        for _ in range(250):
+            if os.path.exists(expect) or p.poll() is not None:
+                break
+            time.sleep(0.02)
+        assert Client(autostart=False).version(), "no answer"
+    finally:
+        p.terminate()
+        err = p.communicate(timeout=30)[1].decode()
+    assert f"serving on {expect}" in err, err

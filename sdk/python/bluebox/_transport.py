@@ -55,7 +55,10 @@ def socket_path() -> str:
         raise BadSocket(f"the socket path {path} is too long for a Unix socket and "
                         "XDG_RUNTIME_DIR is not set; set a shorter BLUEBOX_HOME", "bad_socket")
     digest = hashlib.sha256(root.encode()).hexdigest()[:12]
-    return _join(run, f"bluebox-{digest}.sock")
+    path = f"{run}/bluebox-{digest}.sock"  # as the server writes it (no path_join here)
+    if len(path.encode()) > SUN_PATH_MAX:
+        raise BadSocket("XDG_RUNTIME_DIR is too long for a Unix socket path", "bad_socket")
+    return path
 
 
 class _UnixConnection(http.client.HTTPConnection):

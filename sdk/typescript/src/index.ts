@@ -225,7 +225,11 @@ export function socketPath(): string {
     );
   }
   const digest = createHash("sha256").update(root).digest("hex").slice(0, 12);
-  return join(run, `bluebox-${digest}.sock`);
+  const fallback = `${run}/bluebox-${digest}.sock`; // as the server writes it (no path_join here)
+  if (Buffer.byteLength(fallback) > SUN_PATH_MAX) {
+    throw new BadSocket("XDG_RUNTIME_DIR is too long for a Unix socket path", "bad_socket");
+  }
+  return fallback;
 }
 
 // ---------------------------------------------------------------------------------- transport

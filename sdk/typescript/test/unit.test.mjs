@@ -150,6 +150,8 @@ test("socket path is the server's", () => {
     process.env.XDG_RUNTIME_DIR = "/run/user/7";
     const h = createHash("sha256").update(long).digest().subarray(0, 6).toString("hex");
     assert.equal(sdk.socketPath(), `/run/user/7/bluebox-${h}.sock`);
+    process.env.XDG_RUNTIME_DIR = "/run/" + "r".repeat(90);
+    assert.throws(() => sdk.socketPath(), (e) => e instanceof BadSocket && /XDG_RUNTIME_DIR is too long/.test(e.message));
     delete process.env.XDG_RUNTIME_DIR;
     assert.throws(() => sdk.socketPath(), (e) => e instanceof BadSocket && /too long/.test(e.message));
   } finally {
