@@ -114,3 +114,21 @@ def test_readme_example(built, world, tmp_path):
                        timeout=300, env=environ)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "42\nhello from the host\n", r
+
+
+@pytest.mark.parametrize("home", ["/srv/bb/", "/home/u/.bluebox", "/var/" + "x" * 100])
+def test_socket_path_same_as_python(built, home):
+    """Both SDKs look in the same place (Python's is checked against bluebox serve itself)."""
+    sys.path.insert(0, str(REPO / "sdk" / "python"))
+    import bluebox
+    environ = dict(os.environ, BLUEBOX_HOME=home, XDG_RUNTIME_DIR="/run/user/7")
+    r = subprocess.run([NODE, "-e", "console.log(require(process.argv[1]).socketPath())",
+                        str(TS / "dist" / "index.js")], capture_output=True, text=True, env=environ)
+    assert r.returncode == 0, r.stderr
+    saved = dict(os.environ)
+    try:
+        os.environ.update(BLUEBOX_HOME=home, XDG_RUNTIME_DIR="/run/user/7")
+        assert r.stdout.strip() == bluebox.socket_path()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
