@@ -1,0 +1,113 @@
+/* Base64 and UTF-8 clean-up for `bluebox mcp` (mcp_text.h). */
+#include "api/mcp_text.h"
+
+#include <stdint.h>
+#include <string.h>
+
+static const char b64_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *b64_encode(const char *data, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)data;
+    char *out = xmalloc((len + 2) / 3 * 4 + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16;
+        if (i + 1 < len)
+            v |= (uint32_t)p[i + 1] << 8;
+        if (i + 2 < len)
+            v |= p[i + 2];
+        out[o++] = b64_alphabet[(v >> 18) & 63];
+        out[o++] = b64_alphabet[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? b64_alphabet[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < len ? b64_alphabet[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static int b64_value(char c)
+{
+    const char *p = c ? strchr(b64_alphabet, c) : NULL;
+    return p ? (int)(p - b64_alphabet) : -1;
+}
+
+char *b64_decode(const char *s, size_t len, size_t *ret_len)
+{
+    while (len > 0 && s[len - 1] == '=')
+        len--;
+    if (len % 4 == 1)
+        return NULL;
+    char *out = xmalloc(len / 4 * 3 + 3);
+    size_t o = 0;
+    uint32_t acc = 0;
+    unsigned bits = 0;
+    for (size_t i = 0; i < len; i++) {
+        int v = b64_value(s[i]);
+        if (v < 0) {
+            free(out);
+            return NULL;
+        }
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    out[o] = '\0';
+    *ret_len = o;
+    return out;
+}
+
+/* The length of the valid UTF-8 character at p (at most n bytes), or 0 when it is not one:
+ * overlong forms, surrogates and code points past U+10FFFF are not. */
+static size_t utf8_char_len(const unsigned char *p, size_t n)
+{
+    if (p[0] < 0x80)
+        return 1;
+    size_t need;
+    uint32_t cp;
+    if ((p[0] & 0xe0) == 0xc0) {
+        need = 2;
+        cp = p[0] & 0x1fu;
+    } else if ((p[0] & 0xf0) == 0xe0) {
+        need = 3;
+        cp = p[0] & 0x0fu;
+    } else if ((p[0] & 0xf8) == 0xf0) {
+        need = 4;
+        cp = p[0] & 0x07u;
+    } else {
+        return 0;
+    }
+    if (n < need)
+        return 0;
+    for (size_t i = 1; i < need; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (p[i] & 0x3fu);
+    }
+    static const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[need] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return need;
+}
+
+size_t text_append_clipped(strbuf *b, const char *data, size_t len, size_t max)
+{
+    const unsigned char *p = (const unsigned char *)data;
+    size_t i = 0;
+    while (i < len) {
+        size_t n = utf8_char_len(p + i, len - i);
+        size_t take = n ? n : 1;
+        if (i + take > max)
+            break;
+        if (n && p[i])
+            sb_putn(b, data + i, n);
+        else
+            sb_puts(b, "\xef\xbf\xbd"); /* U+FFFD */
+        i += take;
+    }
+    return len - i;
+}
