@@ -120,7 +120,8 @@ static const struct {
 char *mcp_handle(const mcp_server *s, const char *line, size_t len)
 {
     json_error_t e;
-    _cleanup_json_ json_t *msg = json_loadb(line, len, JSON_REJECT_DUPLICATES, &e);
+    _cleanup_json_ json_t *msg =
+        json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
     if (!msg)
         return error_reply(NULL, MCP_PARSE_ERROR, "parse error: %s (at byte %zu)", e.text,
                            (size_t)e.position);

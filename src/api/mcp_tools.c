@@ -287,7 +287,7 @@ static json_t *tool_restore(const mcp_server *s, json_t *args)
     "default is the sandbox's timeout_seconds.\"}"
 #define P_PATH                                                                                     \
     "\"path\":{\"type\":\"string\",\"minLength\":1,"                                               \
-    "\"description\":\"A path inside the sandbox; relative paths are taken from /data.\"}"
+    "\"description\":\"An absolute path inside the sandbox, such as /data/notes.txt.\"}"
 
 static const mcp_tool tools[] = {
     {"list_sandboxes", "List sandboxes",
