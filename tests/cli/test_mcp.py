@@ -5,9 +5,11 @@ ping, tools/list and its strict schemas, and every kind of bad input a client ca
 drives real sandboxes with the official MCP SDK's client."""
 import json
 import os
+import re
 import selectors
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,10 +20,10 @@ TOOLS = ["list_sandboxes", "up", "down", "exec", "run", "write_file", "read_file
 class Mcp:
     """A `bluebox mcp` process: send lines, read reply lines (with a deadline)."""
 
-    def __init__(self, bb, *flags):
-        self.p = subprocess.Popen([bb.bin, "mcp", *flags], stdin=subprocess.PIPE,
+    def __init__(self, bb, *flags, argv=None, env=None):
+        self.p = subprocess.Popen(argv or [bb.bin, "mcp", *flags], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  env=bb.env, cwd=bb.tmp)
+                                  env=env or bb.env, cwd=bb.tmp)
         self.buf = b""
         self.next_id = 1
 
@@ -354,3 +356,29 @@ def test_a_line_just_under_16_mib_is_read(mcp):
     mcp.send_raw(b'{"jsonrpc":"2.0","id":5,"method":"ping","params":{"_meta":{"pad":"'
                  + b"y" * pad + b'"}}}\n')
     assert mcp.line() == {"jsonrpc": "2.0", "id": 5, "result": {}}
+
+
+# ---------------------------------------------------------------- the README's example
+
+def test_the_readme_client_configuration_starts_a_working_server(bb, tmp_path):
+    """The JSON the README tells users to put in their MCP client's configuration, run the way
+    a client runs it: `command` looked up on PATH, with `args`."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### Agents: bluebox mcp", 1)[1].split("\n### ", 1)[0]
+    config = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
+    server = config["mcpServers"]["bluebox"]
+    bindir = tmp_path / "path"
+    bindir.mkdir()
+    (bindir / server["command"]).symlink_to(bb.bin)
+    env = dict(bb.env, PATH=f"{bindir}:{bb.env['PATH']}")
+    m = Mcp(bb, argv=[server["command"], *server["args"]], env=env)
+    r = m.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
+                                 "clientInfo": {"name": "readme", "version": "1"}})
+    assert r["result"]["serverInfo"]["name"] == "bluebox"
+    assert [t["name"] for t in m.request("tools/list")["result"]["tools"]] == TOOLS
+    m.close()
+
+
+def test_completion_knows_mcp_and_its_flag(bb):
+    assert "mcp" in bb.run("__complete", "m").out.split()
+    assert bb.run("__complete", "mcp", "--").out.split() == ["--allow-restore", "--help"]
