@@ -461,7 +461,10 @@ static char *check_args(const mcp_tool *t, json_t *schema, json_t *args)
             _cleanup_sb_ strbuf known = {0};
             const char *k;
             json_t *p;
-            json_object_foreach(props, k, p) sb_printf(&known, "%s%s", known.len ? ", " : "", k);
+            json_object_foreach(props, k, p)
+            {
+                sb_printf(&known, "%s%s", known.len ? ", " : "", k);
+            }
             return known.len
                        ? xasprintf("%s: unknown argument \"%s\" (it takes %s)", t->name, key,
                                    known.s)
@@ -490,9 +493,8 @@ json_t *mcp_tools_call(const mcp_server *s, const char *name, json_t *args, char
                 : xasprintf("unknown tool: %s", name);
         return NULL;
     }
-    _cleanup_json_ json_t *none = NULL;
-    if (!args)
-        args = none = json_object();
+    _cleanup_json_ json_t *owned = args ? json_incref(args) : json_object();
+    args = owned;
     if (!json_is_object(args)) {
         *ret_error = xasprintf("invalid params: %s's arguments must be an object", name);
         return NULL;
