@@ -19,9 +19,9 @@ typedef struct api_ctx {
 } api_ctx;
 
 typedef struct api_reply {
-    int status;  /* the HTTP status: 200, or an error's (docs/API.md, Errors) */
-    char *body;  /* JSON, NUL-terminated (malloc'd; api_reply_clear frees it) */
-    size_t len;  /* strlen(body) */
+    int status; /* the HTTP status: 200, or an error's (docs/API.md, Errors) */
+    char *body; /* JSON, NUL-terminated (malloc'd; api_reply_clear frees it) */
+    size_t len; /* strlen(body) */
 } api_reply;
 
 void api_reply_clear(api_reply *r);

@@ -170,6 +170,20 @@ const cli_command cli_commands[] = {
      {ARG_SANDBOX},
      {{0}},
      cmd_down},
+    {"serve",
+     "run",
+     "[--socket PATH] [--idle DURATION]",
+     "serve the local API for programs (SDKs, mcp)",
+     "HTTP/1.1 + JSON on the Unix socket ~/.bluebox/bluebox.sock (docs/API.md): list, up,\n"
+     "down, exec, run (also streamed), files in the guest, snapshots. Only your own user\n"
+     "may connect (checked on every connection). --idle exits after that long without\n"
+     "requests (e.g. 15m; 0, the default, never). Stops on SIGINT/SIGTERM; VMs stay up.",
+     0,
+     0,
+     {ARG_NONE},
+     {{0, "socket", "PATH", "listen on PATH instead"},
+      {0, "idle", "DURATION", "exit after this long without requests (0: never)"}},
+     cmd_serve},
     {"reset",
      "state",
      "<name> [-y]",
