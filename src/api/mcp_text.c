@@ -1,65 +1,8 @@
-/* Base64 and UTF-8 clean-up for `bluebox mcp` (mcp_text.h). */
+/* UTF-8 clean-up for `bluebox mcp` (mcp_text.h). */
 #include "api/mcp_text.h"
 
 #include <stdint.h>
 #include <string.h>
-
-static const char b64_alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-char *b64_encode(const char *data, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)data;
-    char *out = xmalloc((len + 2) / 3 * 4 + 1);
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16;
-        if (i + 1 < len)
-            v |= (uint32_t)p[i + 1] << 8;
-        if (i + 2 < len)
-            v |= p[i + 2];
-        out[o++] = b64_alphabet[(v >> 18) & 63];
-        out[o++] = b64_alphabet[(v >> 12) & 63];
-        out[o++] = i + 1 < len ? b64_alphabet[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < len ? b64_alphabet[v & 63] : '=';
-    }
-    out[o] = '\0';
-    return out;
-}
-
-static int b64_value(char c)
-{
-    const char *p = c ? strchr(b64_alphabet, c) : NULL;
-    return p ? (int)(p - b64_alphabet) : -1;
-}
-
-char *b64_decode(const char *s, size_t len, size_t *ret_len)
-{
-    while (len > 0 && s[len - 1] == '=')
-        len--;
-    if (len % 4 == 1)
-        return NULL;
-    char *out = xmalloc(len / 4 * 3 + 3);
-    size_t o = 0;
-    uint32_t acc = 0;
-    unsigned bits = 0;
-    for (size_t i = 0; i < len; i++) {
-        int v = b64_value(s[i]);
-        if (v < 0) {
-            free(out);
-            return NULL;
-        }
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (char)((acc >> bits) & 0xff);
-        }
-    }
-    out[o] = '\0';
-    *ret_len = o;
-    return out;
-}
 
 /* The length of the valid UTF-8 character at p (at most n bytes), or 0 when it is not one:
  * overlong forms, surrogates and code points past U+10FFFF are not. */

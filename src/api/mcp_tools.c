@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "api/b64.h"
 #include "api/mcp_text.h"
 #include "util/json.h"
 #include "util/xalloc.h"
@@ -87,6 +88,17 @@ static json_t *ask(const mcp_server *s, const char *method, const char *path, js
 
 /* ---------------------------------------------------------------- argument access */
 
+/* The bytes of a base64 string member of the API's answer (malloc'd), or NULL. */
+static char *b64_member(json_t *r, const char *key, size_t *ret_len)
+{
+    json_t *v = json_object_get(r, key);
+    unsigned char *bytes = NULL;
+    if (!json_is_string(v) ||
+        !b64_decode(json_string_value(v), json_string_length(v), &bytes, ret_len))
+        return NULL;
+    return (char *)bytes;
+}
+
 static const char *arg_str(json_t *args, const char *key)
 {
     return json_string_value(json_object_get(args, key));
@@ -146,9 +158,8 @@ static json_t *tool_down(const mcp_server *s, json_t *args)
 static void output_section(strbuf *b, const char *label, json_t *r)
 {
     sb_printf(b, "%s:\n", label);
-    const char *b64 = json_string_value(json_object_get(r, label));
     size_t len = 0;
-    _cleanup_free_ char *bytes = b64 ? b64_decode(b64, strlen(b64), &len) : NULL;
+    _cleanup_free_ char *bytes = b64_member(r, label, &len);
     if (!bytes) {
         sb_puts(b, "[not given]\n");
         return;
@@ -183,7 +194,7 @@ static json_t *command(const mcp_server *s, json_t *args, const char *route)
     json_t *stdin_text = json_object_get(args, "stdin");
     if (stdin_text) {
         _cleanup_free_ char *b64 =
-            b64_encode(json_string_value(stdin_text), json_string_length(stdin_text));
+            b64_encode(json_string_value(stdin_text), json_string_length(stdin_text), NULL);
         json_object_set_new(body, "stdin", json_string(b64));
     }
     json_t *timeout = json_object_get(args, "timeout_seconds");
@@ -212,7 +223,8 @@ static json_t *tool_write_file(const mcp_server *s, json_t *args)
 {
     _cleanup_free_ char *path = sandbox_path(arg_str(args, "sandbox"), "files/write");
     json_t *content = json_object_get(args, "content");
-    _cleanup_free_ char *b64 = b64_encode(json_string_value(content), json_string_length(content));
+    _cleanup_free_ char *b64 =
+        b64_encode(json_string_value(content), json_string_length(content), NULL);
     _cleanup_json_ json_t *body =
         json_pack("{s:O,s:s}", "path", json_object_get(args, "path"), "content", b64);
     json_t *result = NULL;
@@ -232,9 +244,8 @@ static json_t *tool_read_file(const mcp_server *s, json_t *args)
     _cleanup_json_ json_t *r = ask(s, "POST", path, body, &result);
     if (!r)
         return result;
-    const char *b64 = json_string_value(json_object_get(r, "content"));
     size_t len = 0;
-    _cleanup_free_ char *bytes = b64 ? b64_decode(b64, strlen(b64), &len) : NULL;
+    _cleanup_free_ char *bytes = b64_member(r, "content", &len);
     if (!bytes)
         return error_result("bluebox's answer held no readable content (internal)");
     _cleanup_sb_ strbuf b = {0};
