@@ -382,3 +382,20 @@ def test_the_readme_client_configuration_starts_a_working_server(bb, tmp_path):
 def test_completion_knows_mcp_and_its_flag(bb):
     assert "mcp" in bb.run("__complete", "m").out.split()
     assert bb.run("__complete", "mcp", "--").out.split() == ["--allow-restore", "--help"]
+
+
+def test_what_the_server_starts_cannot_reach_the_protocol_stream(mcp):
+    """Once serving, the process's fd 0 is /dev/null and fd 1 is its stderr, so no command,
+    podman or VM it starts can read a client's message or write into the replies; the
+    protocol's own pipes are kept on close-on-exec descriptors."""
+    assert mcp.request("ping")["result"] == {}
+    fds = f"/proc/{mcp.p.pid}/fd"
+    assert os.readlink(f"{fds}/0") == "/dev/null"
+    assert os.readlink(f"{fds}/1") == os.readlink(f"{fds}/2")
+    ours = {os.readlink(f"/proc/self/fd/{f.fileno()}") for f in (mcp.p.stdin, mcp.p.stdout)}
+    held = [n for n in os.listdir(fds) if int(n) > 2 and os.readlink(f"{fds}/{n}") in ours]
+    assert len(held) == 2, held
+    for n in held:
+        flags = int(dict(line.split(":\t") for line in
+                         open(f"/proc/{mcp.p.pid}/fdinfo/{n}").read().splitlines())["flags"], 8)
+        assert flags & os.O_CLOEXEC, n
