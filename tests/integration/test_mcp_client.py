@@ -89,6 +89,8 @@ def report(env, bluebox_bin, tmp_path_factory):  # noqa: F811
         rep["name"] = name
         rep["stderr"] = p.stderr.decode()
         rep["left"] = containers_of(name)
+        log = h.dir / "home" / "logs" / f"{name}.log"
+        rep["log"] = log.read_text(errors="replace") if log.exists() else ""
         yield rep
     finally:
         h("down", name)
@@ -196,3 +198,7 @@ def test_nothing_but_protocol_on_stdout(report):
     # the SDK's transport would have failed the session on a stray stdout line; stderr holds
     # no protocol either
     assert '"jsonrpc"' not in report["stderr"]
+
+
+def test_calls_go_through_the_api_handler_and_are_logged_as_mcp(report):
+    assert "exec (mcp)" in report["log"] and "run (mcp)" in report["log"], report["log"]
