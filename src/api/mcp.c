@@ -34,14 +34,21 @@ static char *reply_line(json_t *reply)
     return line;
 }
 
+static char *error_reply(json_t *id, int code, const char *fmt, ...) _printf_(3, 4);
+
 static char *result_reply(json_t *id, json_t *result)
 {
+    /* json_pack steals result, also when it fails (a NULL result: a text that was not UTF-8,
+     * which mcp_text keeps from happening) */
     _cleanup_json_ json_t *r =
         json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "result", result);
+    if (!r)
+        return error_reply(id, MCP_INTERNAL_ERROR,
+                           "internal error: the result could not be "
+                           "encoded");
     return reply_line(r);
 }
 
-static char *error_reply(json_t *id, int code, const char *fmt, ...) _printf_(3, 4);
 static char *error_reply(json_t *id, int code, const char *fmt, ...)
 {
     va_list ap;
@@ -155,9 +162,9 @@ char *mcp_handle(const mcp_server *s, const char *line, size_t len)
 /* ---------------------------------------------------------------- the stdio loop */
 
 /* Write one reply line. Returns 1 when the reader has gone, 0 when written, -1 on error. */
-static int send_line(int fd, char *line, bb_error **err)
+static int send_line(int fd, char *reply, bb_error **err)
 {
-    _cleanup_free_ char *owned = line;
+    _cleanup_free_ char *line = reply;
     if (!line)
         return 0;
     size_t n = strlen(line);

@@ -22,6 +22,7 @@ enum {
     MCP_INVALID_REQUEST = -32600,
     MCP_METHOD_NOT_FOUND = -32601,
     MCP_INVALID_PARAMS = -32602,
+    MCP_INTERNAL_ERROR = -32603,
 };
 
 /* An API reply: the HTTP status and the JSON body (malloc'd, may be NULL when empty). */

@@ -72,10 +72,9 @@ static json_t *ask(const mcp_server *s, const char *method, const char *path, js
         return NULL;
     }
     _cleanup_free_ char *raw = reply.body;
-    json_t *j = raw ? json_loadb(raw, reply.len, 0, NULL) : NULL;
+    _cleanup_json_ json_t *j = raw ? json_loadb(raw, reply.len, 0, NULL) : NULL;
     if (reply.status >= 200 && reply.status < 300 && j)
-        return j;
-    _cleanup_json_ json_t *owned = j;
+        return steal_pointer(&j);
     const char *msg = json_string_value(json_object_get(j, "error"));
     const char *code = json_string_value(json_object_get(j, "code"));
     _cleanup_free_ char *m =
