@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -288,7 +289,15 @@ static json_t *exec_child(void *arg)
     agent_io io = {.forward_stdin = k->has_in, .timeout_seconds = h.timeout_seconds};
     _cleanup_agent_conn_ agent_conn c = {.fd = -1};
     _cleanup_free_ char *kernel = NULL;
+    /* The agent keeps few unauthenticated connections and drops the oldest: fifty execs
+     * at once would lose some of their hellos. The API's execs say hello one at a time
+     * (a lock on the state file, held for the handshake only), then run side by side. */
+    _cleanup_close_ int hello = open(sb->run, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (hello >= 0)
+        flock(hello, LOCK_EX);
     int r = agent_open(s.addr, s.token, &h, &c, &kernel, &e);
+    if (hello >= 0)
+        flock(hello, LOCK_UN);
     explicit_bzero(s.token, strlen(s.token));
     if (r < 0)
         return child_error(e, "internal");

@@ -8,12 +8,13 @@
  *
  * Who may talk: the socket is created under umask 077 in a directory that is ours and not
  * group/world writable, and every connection's SO_PEERCRED uid is checked against ours
- * before evhttp sees a byte of it (a filter bufferevent under evhttp), and again for every
+ * before evhttp reads a byte of it (new_bev), and again for every
  * request. */
 #include "server.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,8 @@
 
 typedef struct worker worker;
 
+static struct rlimit nofile0; /* RLIMIT_NOFILE as serve was started (raise_nofile) */
+
 typedef struct server {
     struct event_base *base;
     struct evhttp *http;
@@ -55,8 +58,6 @@ typedef struct server {
     api_ctx ctx;
     uid_t uid;
     char *path;
-    int nconn;
-    bool paused; /* the listener, at MAX_CONNECTIONS */
     worker *workers;
     int nworkers;
     int64_t idle_ms, last_ms;
@@ -218,81 +219,44 @@ static bool peer_ok(server *s, int fd)
 #endif
 }
 
-typedef struct conn {
+/* Each connection's peer is checked before evhttp reads a byte of it. libevent 2.1's evhttp
+ * has no accept hook, but it asks us for each connection's bufferevent (evhttp_set_bevcb)
+ * and then sets the accepted fd on it before returning to the loop; an event made active
+ * here runs before the loop polls that fd, so the check comes first. A refused peer's
+ * socket is shut down: evhttp reads its end and drops the connection unanswered. */
+typedef struct pending {
     server *s;
-    struct bufferevent *raw; /* the socket's bufferevent under the filter */
-    bool checked;
-} conn;
+    struct bufferevent *bev;
+    struct event *ev;
+} pending;
 
-static enum bufferevent_filter_result conn_in(struct evbuffer *src, struct evbuffer *dst,
-                                              ev_ssize_t limit, enum bufferevent_flush_mode mode,
-                                              void *arg)
+static void on_new_conn(evutil_socket_t unused, short what, void *arg)
 {
-    (void)limit;
-    (void)mode;
-    conn *c = arg;
-    if (!c->checked) {
-        int fd = bufferevent_getfd(c->raw);
-        if (!peer_ok(c->s, fd)) {
-            /* nothing reaches evhttp; the socket's end makes it drop the connection */
-            evbuffer_drain(src, evbuffer_get_length(src));
-            shutdown(fd, SHUT_RDWR);
-            return BEV_ERROR;
-        }
-        c->checked = true;
-    }
-    evbuffer_add_buffer(dst, src);
-    return BEV_OK;
+    (void)unused;
+    (void)what;
+    pending *p = arg;
+    int fd = bufferevent_getfd(p->bev);
+    if (fd >= 0 && (!peer_ok(p->s, fd) || fd >= MAX_CONNECTIONS + 64))
+        shutdown(fd, SHUT_RDWR); /* fd numbers count open files: past the cap, refuse */
+    event_free(p->ev);
+    free(p);
 }
 
-static enum bufferevent_filter_result conn_out(struct evbuffer *src, struct evbuffer *dst,
-                                               ev_ssize_t limit, enum bufferevent_flush_mode mode,
-                                               void *arg)
-{
-    (void)limit;
-    (void)mode;
-    (void)arg;
-    evbuffer_add_buffer(dst, src);
-    return BEV_OK;
-}
-
-static void conn_free(void *arg)
-{
-    conn *c = arg;
-    server *s = c->s;
-    s->nconn--;
-    if (s->paused && s->nconn < MAX_CONNECTIONS && !s->stopping) {
-        evconnlistener_enable(s->listener);
-        s->paused = false;
-    }
-    free(c);
-}
-
-/* Each connection's bufferevent: a filter over the socket's, whose input filter checks the
- * peer on the first bytes and refuses the connection before evhttp parses any of them. */
 static struct bufferevent *new_bev(struct event_base *base, void *arg)
 {
-    server *s = arg;
-    struct bufferevent *raw = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-    conn *c = xcalloc(1, sizeof *c);
-    c->s = s;
-    c->raw = raw;
-    struct bufferevent *f =
-        bufferevent_filter_new(raw, conn_in, conn_out, BEV_OPT_CLOSE_ON_FREE, conn_free, c);
-    s->nconn++;
-    if (s->nconn >= MAX_CONNECTIONS && !s->paused) {
-        evconnlistener_disable(s->listener);
-        s->paused = true;
-    }
-    return f;
+    pending *p = xcalloc(1, sizeof *p);
+    p->s = arg;
+    p->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    p->ev = event_new(base, -1, 0, on_new_conn, p);
+    event_active(p->ev, EV_TIMEOUT, 0);
+    return p->bev;
 }
 
 /* The fd under an evhttp connection. */
 static int conn_fd(struct evhttp_connection *evcon)
 {
-    struct bufferevent *f = evhttp_connection_get_bufferevent(evcon);
-    struct bufferevent *raw = f ? bufferevent_get_underlying(f) : NULL;
-    return raw ? bufferevent_getfd(raw) : (f ? bufferevent_getfd(f) : -1);
+    struct bufferevent *b = evhttp_connection_get_bufferevent(evcon);
+    return b ? bufferevent_getfd(b) : -1;
 }
 
 /* ---- workers ----------------------------------------------------------------------------- */
@@ -346,15 +310,6 @@ static void on_client_close(struct evhttp_connection *evcon, void *arg)
     worker_kill(w);
 }
 
-/* Data evhttp queues outside its own callbacks sits in the filter (new_bev) until pushed. */
-static void kick(struct evhttp_request *req)
-{
-    struct evhttp_connection *evcon = req ? evhttp_request_get_connection(req) : NULL;
-    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-    if (bev)
-        bufferevent_flush(bev, EV_WRITE, BEV_FLUSH);
-}
-
 static void json_headers(struct evhttp_request *req, const char *type)
 {
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
@@ -384,7 +339,6 @@ static bool take_status(worker *w, struct evbuffer *in)
     if (w->stream && w->status == 200 && w->req) {
         json_headers(w->req, "application/x-ndjson");
         evhttp_send_reply_start(w->req, 200, "OK");
-        kick(w->req);
         w->started = true;
     }
     return true;
@@ -397,10 +351,8 @@ static void on_pipe_read(struct bufferevent *bev, void *arg)
     if (!w->have_status && !take_status(w, in))
         return;
     if (w->started) {
-        if (w->req && evbuffer_get_length(in)) {
+        if (w->req && evbuffer_get_length(in))
             evhttp_send_reply_chunk(w->req, in);
-            kick(w->req);
-        }
         evbuffer_drain(in, evbuffer_get_length(in));
         return;
     }
@@ -415,8 +367,6 @@ static void on_pipe_event(struct bufferevent *bev, short what, void *arg)
         return;
     on_pipe_read(w->pipe, w);
     if (w->req) {
-        struct evhttp_request *req = w->req;
-        struct bufferevent *cbev = evhttp_connection_get_bufferevent(w->evcon);
         if (w->started)
             evhttp_send_reply_end(w->req);
         else if (!w->have_status || w->status < 200)
@@ -428,8 +378,6 @@ static void on_pipe_event(struct bufferevent *bev, short what, void *arg)
             evhttp_send_reply(w->req, w->status, w->status == 200 ? "OK" : "Error", w->acc);
             (void)n;
         }
-        (void)req;
-        bufferevent_flush(cbev, EV_WRITE, BEV_FLUSH);
     }
     worker_free(w);
 }
@@ -479,6 +427,8 @@ _noreturn_ static void worker_main(server *s, int pipe_w, const char *method, co
         _exit(1);
     /* stderr stays the server's: a worker's warnings belong with the server's own */
     close_range(4, ~0U, 0);
+    if (nofile0.rlim_max)
+        setrlimit(RLIMIT_NOFILE, &nofile0);
     signal(SIGPIPE, SIG_IGN);
     api_reply out = {0};
     int st = api_handle_stream(&s->ctx, method, path, body, len, on_line, NULL, &out);
@@ -660,6 +610,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     }
     if (s->workers)
         return;
+    malloc_trim(0); /* a large body or reply freed: give the memory back while idle */
     int64_t idle = now_mono_ms() - s->last_ms;
     if (s->idle_ms > 0 && idle >= s->idle_ms) {
         fprintf(stderr, "bluebox: serve: idle, stopping\n");
@@ -670,10 +621,15 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* The server's own limit on open files goes up for its connections; workers put back the
+ * one it was started with (podman passes it on to containers, whose runtime refuses one
+ * above the host's default hard limit). */
 static void raise_nofile(void)
 {
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        nofile0 = rl;
+    if (rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
@@ -706,7 +662,6 @@ int api_serve(const api_serve_opts *o, bb_error **err)
     evhttp_set_timeout(s.http, HEADER_TIMEOUT);
     evhttp_set_allowed_methods(s.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH);
-    evhttp_set_flags(s.http, EVHTTP_SERVER_LINGERING_CLOSE);
     evhttp_set_default_content_type(s.http, "application/json");
     evhttp_set_bevcb(s.http, new_bev, &s);
     evhttp_set_gencb(s.http, on_request, &s);

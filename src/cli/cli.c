@@ -172,7 +172,7 @@ const cli_command cli_commands[] = {
      cmd_down},
     {"serve",
      "run",
-     "[--socket PATH] [--idle DURATION]",
+     "[--socket PATH] [--idle DUR]",
      "serve the local API for programs (SDKs, mcp)",
      "HTTP/1.1 + JSON on the Unix socket ~/.bluebox/bluebox.sock (docs/API.md): list, up,\n"
      "down, exec, run (also streamed), files in the guest, snapshots. Only your own user\n"
@@ -182,7 +182,7 @@ const cli_command cli_commands[] = {
      0,
      {ARG_NONE},
      {{0, "socket", "PATH", "listen on PATH instead"},
-      {0, "idle", "DURATION", "exit after this long without requests (0: never)"}},
+      {0, "idle", "DUR", "exit after this long without requests (0: never)"}},
      cmd_serve},
     {"reset",
      "state",
