@@ -29,6 +29,29 @@ static int take_stdio(int *ret_in, int *ret_out, bb_error **err)
     return 0;
 }
 
+/* A client stops its server with SIGTERM (or SIGINT, SIGHUP) to the server's pid alone. The
+ * command a tool is running lives in a child of the API's handler; pass the signal on to the
+ * server's process group, as a terminal's Ctrl-C reaches a CLI command and its children, then
+ * die of it: the agent session ends and the agent kills the command in the guest. */
+static void stop_group(int sig)
+{
+    signal(sig, SIG_DFL);
+    kill(0, sig); /* this process too: it dies of sig once the handler returns */
+}
+
+/* Lead a process group of our own, so that stop_group reaches only what this server started,
+ * never the client that started it. Not when the client is a terminal: a background group
+ * could not read it. */
+static void take_group(int in)
+{
+    if (isatty(in) || (getpgrp() != getpid() && setpgid(0, 0) < 0))
+        return;
+    struct sigaction sa = {.sa_handler = stop_group};
+    sigemptyset(&sa.sa_mask);
+    for (const int *sig = (const int[]){SIGTERM, SIGINT, SIGHUP, 0}; *sig; sig++)
+        sigaction(*sig, &sa, NULL);
+}
+
 int cmd_mcp(cli_args *a, bb_error **err)
 {
     /* A client that goes away closes the pipe: end quietly rather than die of SIGPIPE. */
@@ -36,6 +59,7 @@ int cmd_mcp(cli_args *a, bb_error **err)
     _cleanup_close_ int in = -1, out = -1;
     if (take_stdio(&in, &out, err) < 0)
         return -1;
+    take_group(in);
     mcp_server s = {
         .api = mcp_api_inprocess,
         .api_ctx = (void *)a->root,

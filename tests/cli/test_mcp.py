@@ -399,3 +399,12 @@ def test_what_the_server_starts_cannot_reach_the_protocol_stream(mcp):
         flags = int(dict(line.split(":\t") for line in
                          open(f"/proc/{mcp.p.pid}/fdinfo/{n}").read().splitlines())["flags"], 8)
         assert flags & os.O_CLOEXEC, n
+
+
+def test_the_server_leads_its_own_process_group(mcp):
+    """So that passing its client's SIGTERM on to what it started (tests/integration/
+    test_mcp_client.py) never reaches the client."""
+    assert mcp.request("ping")["result"] == {}
+    assert os.getpgid(mcp.p.pid) == mcp.p.pid != os.getpgid(0)
+    mcp.p.terminate()
+    assert mcp.p.wait(timeout=10) == -15

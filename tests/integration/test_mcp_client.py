@@ -8,6 +8,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -202,3 +203,38 @@ def test_nothing_but_protocol_on_stdout(report):
 
 def test_calls_go_through_the_api_handler_and_are_logged_as_mcp(report):
     assert "exec (mcp)" in report["log"] and "run (mcp)" in report["log"], report["log"]
+
+
+def test_a_server_stopped_by_its_client_mid_exec_stops_the_command(env, bluebox_bin):  # noqa: F811
+    """MCP clients stop a stdio server with SIGTERM to its pid. The running command (in a child
+    of the API's handler, in the guest through the agent) stops with it rather than running
+    on to its timeout."""
+    h = Home(bluebox_bin)
+    name = h.sandbox(f"mcp-term-{os.getpid()}", bluefile())
+    try:
+        assert h("build", name).returncode == 0
+        assert h("up", name).returncode == 0
+        p = subprocess.Popen([h.bin, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, env=h.env)
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "exec", "arguments": {
+                    "sandbox": name, "command": "sleep 25; echo done"}}}
+        p.stdin.write(json.dumps(call).encode() + b"\n")
+        p.stdin.flush()
+        deadline = time.monotonic() + 20
+        while b"sleep 25" not in h("exec", name, "--", "ps").stdout:
+            assert time.monotonic() < deadline, "the exec never started"
+            time.sleep(0.2)
+        kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
+                              text=True).stdout.split()
+        assert kids, "the API's handler runs the exec in a child"
+        p.terminate()
+        assert p.wait(timeout=10) == -15
+        deadline = time.monotonic() + 10
+        while any(Path(f"/proc/{k}").exists() for k in kids) or \
+                b"sleep 25" in h("exec", name, "--", "ps").stdout:
+            assert time.monotonic() < deadline, "the command ran on after its server was stopped"
+            time.sleep(0.2)
+    finally:
+        h("down", name)
+        h.close()
