@@ -75,13 +75,21 @@ static json_t *ask(const mcp_server *s, const char *method, const char *path, js
     _cleanup_json_ json_t *j = raw ? json_loadb(raw, reply.len, 0, NULL) : NULL;
     if (reply.status >= 200 && reply.status < 300 && j)
         return steal_pointer(&j);
-    const char *msg = json_string_value(json_object_get(j, "error"));
+    json_t *msg = json_object_get(j, "error");
     const char *code = json_string_value(json_object_get(j, "code"));
-    _cleanup_free_ char *m =
-        msg ? xasprintf("%s (%s)", msg, code ? code : "error")
-            : xasprintf("bluebox answered %s %s with HTTP %d and no error message", method, path,
-                        reply.status);
-    *ret_result = error_result(m);
+    _cleanup_sb_ strbuf m = {0};
+    if (json_is_string(msg)) {
+        /* it may quote the guest (a file that cannot be read): clipped like output */
+        size_t rest = text_append_clipped(&m, json_string_value(msg), json_string_length(msg),
+                                          MCP_OUTPUT_CLIP);
+        if (rest)
+            sb_printf(&m, " [... %zu more bytes not shown]", rest);
+        sb_printf(&m, " (%s)", code ? code : "error");
+    } else {
+        sb_printf(&m, "bluebox answered %s %s with HTTP %d and no error message", method, path,
+                  reply.status);
+    }
+    *ret_result = error_result(m.s);
     return NULL;
 }
 

@@ -174,6 +174,18 @@ static void api_errors_are_tool_errors(void **s)
     answer(500, "not json");
     _cleanup_json_ json_t *r2 = call("down", "{\"sandbox\":\"box\"}");
     assert_contains(text_of(r2, true), "HTTP 500");
+    /* a message that quotes a chatty guest is clipped like output */
+    size_t n = MCP_OUTPUT_CLIP + 10;
+    _cleanup_free_ char *long_msg = xmalloc(n + 1);
+    memset(long_msg, 'e', n);
+    long_msg[n] = '\0';
+    _cleanup_free_ char *json = xasprintf("{\"error\":\"%s\",\"code\":\"not_found\"}", long_msg);
+    answer(404, json);
+    _cleanup_json_ json_t *r3 = call("read_file", "{\"sandbox\":\"box\",\"path\":\"/x\"}");
+    const char *t = text_of(r3, true);
+    assert_int_equal(strlen(t),
+                     MCP_OUTPUT_CLIP + strlen(" [... 10 more bytes not shown] (not_found)"));
+    assert_contains(t, "e [... 10 more bytes not shown] (not_found)");
 }
 
 static void names_are_one_path_segment(void **s)
