@@ -217,7 +217,7 @@ int agent_open(const char *addr, const char *token, const agent_hello *h, agent_
         r = agent_connect(addr, c, err);
         if (r == 0)
             r = agent_handshake(c, token, h, ret_kernel, err);
-        if (r == 0 || (*err)->status != ECONNRESET)
+        if (r == 0 || !err || !*err || (*err)->status != ECONNRESET)
             break;
     }
     return r;

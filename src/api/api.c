@@ -219,7 +219,7 @@ static int parse_argv(json_t *o, command *k, api_reply *out)
             return fail(out, "bad_request", "\"argv\" must be a non-empty array of strings"), -1;
         strv_add(&k->argv, json_string_value(v));
     }
-    if (!*k->argv.v[0])
+    if (!k->argv.n || !*k->argv.v[0])
         return fail(out, "bad_request", "\"argv\"[0] is empty"), -1;
     return 0;
 }

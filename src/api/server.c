@@ -430,6 +430,9 @@ _noreturn_ static void worker_main(server *s, int pipe_w, const char *method, co
     if (nofile0.rlim_max)
         setrlimit(RLIMIT_NOFILE, &nofile0);
     signal(SIGPIPE, SIG_IGN);
+    /* SIGTERM to the group is for the command (its job child passes it to the guest): the
+     * worker lives on to send the final line. SIGKILL still ends it. */
+    signal(SIGTERM, SIG_IGN);
     api_reply out = {0};
     int st = api_handle_stream(&s->ctx, method, path, body, len, on_line, NULL, &out);
     if (!said_status) {
@@ -690,8 +693,10 @@ int api_serve(const api_serve_opts *o, bb_error **err)
     struct stat st;
     if (!s.stopping && lstat(s.path, &st) == 0 && S_ISSOCK(st.st_mode))
         unlink(s.path);
-    while (s.workers)
-        worker_free(s.workers);
+    for (worker *w = s.workers, *next; w; w = next) {
+        next = w->next;
+        worker_free(w);
+    }
     event_free(ev_int);
     event_free(ev_term);
     event_free(ev_chld);
