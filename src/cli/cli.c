@@ -252,6 +252,20 @@ const cli_command cli_commands[] = {
      {ARG_NONE},
      {{0}},
      cmd_doctor},
+    {"mcp",
+     "run",
+     "[--allow-restore]",
+     "serve MCP tools to an agent on stdin/stdout",
+     "A Model Context Protocol server for coding agents and assistants: JSON-RPC 2.0, one\n"
+     "message per line, protocol 2025-06-18. Tools: list_sandboxes, up, down, exec, run,\n"
+     "write_file, read_file and snapshot; restore only with --allow-restore. Each tool is a\n"
+     "request to the same handler as bluebox serve's API; sandboxes are made with the CLI.\n"
+     "Logs go to stderr. An MCP client starts it as the command: bluebox mcp",
+     0,
+     0,
+     {ARG_NONE},
+     {{0, "allow-restore", NULL, "also offer the restore tool (replaces a sandbox's /data)"}},
+     cmd_mcp},
     {"completion",
      "shell",
      "bash|zsh|fish",
