@@ -44,6 +44,7 @@
 #define MAX_HEADERS     (64 << 10)
 #define HEADER_TIMEOUT  10 /* s: reading a request, and a kept-alive connection's idleness */
 #define MAX_CONNECTIONS 2048
+#define MAX_WORKERS     256 /* requests being answered at once; more wait as 503 busy */
 #define KILL_GRACE_S    5
 #define STOP_GRACE_S    10
 
@@ -532,6 +533,11 @@ static void on_request(struct evhttp_request *req, void *arg)
         int st = api_handle(&s->ctx, method, path, body, len, &out);
         send_json(req, st, out.body, out.len);
         api_reply_clear(&out);
+        return;
+    }
+    if (s->nworkers >= MAX_WORKERS) {
+        const char *m = "{\"error\":\"too many requests at once; try again\",\"code\":\"busy\"}";
+        send_json(req, 503, m, strlen(m));
         return;
     }
     start_worker(s, req, method, path, body, len);
