@@ -605,6 +605,106 @@ print(n, size >> 20, tok, hd)
 EOF
 }
 
+# ask_socket SOCK [USER]: GET /v1/version on the API socket (as USER when given); prints
+# ANSWERED when an HTTP answer came back, REFUSED when the connection was taken and closed
+# unanswered, NOCONNECT when it could not connect at all.
+ask_socket() {
+    local py
+    py=$(command -v /usr/bin/python3 || command -v python3)
+    local code='
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print("NOCONNECT (%s)" % e)
+    sys.exit()
+try:
+    s.sendall(b"GET /v1/version HTTP/1.1\r\nHost: x\r\n\r\n")
+    got = s.recv(100)
+    print("ANSWERED" if got.startswith(b"HTTP/") else "REFUSED (closed)")
+except OSError as e:
+    print("REFUSED (%s)" % e.__class__.__name__)
+'
+    if [ $# -gt 1 ]; then
+        setpriv --reuid="$2" --regid="$2" --clear-groups "$py" -c "$code" "$1" 2>&1
+    else
+        "$py" -c "$code" "$1" 2>&1
+    fi
+}
+
+# sdk-socket: bluebox serve's socket is owner-only from the start (mode, directory), a
+# connection from another UID is refused by the SO_PEERCRED check even when the socket has
+# been opened up by mistake (chmod 0666, directory o+x), and a symlink planted at the socket
+# path is never followed.
+check_sdk_socket() {
+    if ! have serve; then
+        skip sdk-socket "serve not available"
+        return
+    fi
+    local sock=$BLUEBOX_HOME/bluebox.sock dir=$BLUEBOX_HOME mode dmode other="" out
+    "$BIN" serve --idle 0 2>"$WORK/serve.err" &
+    SERVER_PID=$!
+    for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
+    if [ ! -S "$sock" ]; then
+        fail sdk-socket "serve did not make its socket: $(tail -n1 "$WORK/serve.err")"
+        return
+    fi
+    mode=$(stat -c %a "$sock")
+    dmode=$(stat -c %a "$dir")
+    if [ "$mode" != 600 ]; then
+        fail sdk-socket "the socket is mode $mode, not 0600"
+    elif [ "$(stat -c %u "$dir")" != "$ME" ] || (((8#$dmode & 8#022) != 0)); then
+        fail sdk-socket "the socket's directory is mode $dmode or not this user's"
+    elif [ "$(ask_socket "$sock")" != ANSWERED ]; then
+        fail sdk-socket "the owner is not answered: $(ask_socket "$sock")"
+    else
+        if [ "$ME" = 0 ] && command -v setpriv >/dev/null; then
+            other=$(id -u nobody 2>/dev/null || echo 65534)
+        fi
+        if [ -z "$other" ]; then
+            warn sdk-socket "socket 0600 in an owner-only directory; another UID not tried (needs root for setpriv)"
+        else
+            chmod 0711 "$dir"
+            chmod 0666 "$sock"
+            out=$(ask_socket "$sock" "$other")
+            chmod 0700 "$dir"
+            chmod 0600 "$sock" 2>/dev/null
+            if [[ $out != REFUSED* ]]; then
+                if [ "$out" = ANSWERED ]; then
+                    fail sdk-socket "uid $other was answered on a socket chmod 0666: SO_PEERCRED is not checked"
+                else
+                    fail sdk-socket "uid $other could not try the socket: $out"
+                fi
+                kill "$SERVER_PID" 2>/dev/null
+                wait "$SERVER_PID" 2>/dev/null
+                SERVER_PID=""
+                return
+            fi
+        fi
+        kill "$SERVER_PID" 2>/dev/null
+        wait "$SERVER_PID" 2>/dev/null
+        SERVER_PID=""
+        # a planted symlink: serve must neither follow it nor bind through it
+        mkdir -m 0700 "$WORK/sockdir"
+        ln -s "$WORK/sock-target" "$WORK/sockdir/api.sock"
+        if "$BIN" serve --socket "$WORK/sockdir/api.sock" --idle 1 >/dev/null 2>&1; then
+            fail sdk-socket "serve started on a socket path that is a symlink"
+        elif [ -e "$WORK/sock-target" ] || [ ! -L "$WORK/sockdir/api.sock" ]; then
+            fail sdk-socket "serve followed or replaced a symlink planted at the socket path"
+        elif [ -n "$other" ]; then
+            pass sdk-socket "socket 0600 in an owner-only directory; uid $other refused after chmod 0666; a planted symlink is not followed"
+        else
+            pass sdk-socket "socket 0600 in an owner-only directory; a planted symlink is not followed"
+        fi
+        return
+    fi
+    kill "$SERVER_PID" 2>/dev/null
+    wait "$SERVER_PID" 2>/dev/null
+    SERVER_PID=""
+}
+
 check_token() {
     if ! have up; then
         skip token "up not available"
@@ -873,14 +973,7 @@ want agent-binary && check_no_hits agent-binary '^WRITABLE' "the guest can open 
 want dev-kvm && check_dev_kvm
 want token && check_token
 
-if want sdk-socket; then
-    # the SDK server's socket is created owner-only and never in a directory the guest sees
-    if have serve; then
-        skip sdk-socket "serve exists but this suite does not start it yet"
-    else
-        skip sdk-socket "serve not available"
-    fi
-fi
+want sdk-socket && check_sdk_socket
 
 # the second boot (or nothing, when up) is done with
 for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null; done

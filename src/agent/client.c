@@ -200,6 +200,29 @@ int agent_ping(const char *addr, const char *token, int timeout_ms, char **ret_k
     return 0;
 }
 
+int agent_open(const char *addr, const char *token, const agent_hello *h, agent_conn *c,
+               char **ret_kernel, bb_error **err)
+{
+    /* The agent keeps at most a few connections waiting for their hello and drops the oldest
+     * beyond that; many execs at once on a loaded host can be the ones dropped. A connection
+     * closed before the ready frame ran nothing, so it is tried again, a few times. */
+    int r = -1;
+    for (int attempt = 0; attempt < 5; attempt++) {
+        if (attempt > 0) {
+            bb_error_clear(err);
+            agent_conn_close(c);
+            *c = (agent_conn){.fd = -1};
+            usleep((useconds_t)(50000 << attempt));
+        }
+        r = agent_connect(addr, c, err);
+        if (r == 0)
+            r = agent_handshake(c, token, h, ret_kernel, err);
+        if (r == 0 || !err || !*err || (*err)->status != ECONNRESET)
+            break;
+    }
+    return r;
+}
+
 /* ---- the session ------------------------------------------------------------------------ */
 
 typedef struct sess {

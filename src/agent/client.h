@@ -30,6 +30,10 @@ static inline void agent_conn_closep(agent_conn *c)
  * agent_kernel_gate. */
 int agent_handshake(agent_conn *c, const char *token, const agent_hello *h, char **ret_kernel,
                     bb_error **err);
+/* agent_connect and agent_handshake, tried again (a few times, backing off) when the
+ * agent dropped the connection before its ready frame: nothing ran then. */
+int agent_open(const char *addr, const char *token, const agent_hello *h, agent_conn *c,
+               char **ret_kernel, bb_error **err);
 /* Refuse an agent that reports this host's own kernel: that is a container, not a VM. */
 int agent_kernel_gate(const char *guest_kernel, bb_error **err);
 /* Hello with an empty argv, and the exit frame that answers it, within timeout_ms. */

@@ -170,6 +170,20 @@ const cli_command cli_commands[] = {
      {ARG_SANDBOX},
      {{0}},
      cmd_down},
+    {"serve",
+     "run",
+     "[--socket PATH] [--idle DUR]",
+     "serve the local API for programs (SDKs, mcp)",
+     "HTTP/1.1 + JSON on the Unix socket ~/.bluebox/bluebox.sock (docs/API.md): list, up,\n"
+     "down, exec, run (also streamed), files in the guest, snapshots. Only your own user\n"
+     "may connect (checked on every connection). --idle exits after that long without\n"
+     "requests (e.g. 15m; 0, the default, never). Stops on SIGINT/SIGTERM; VMs stay up.",
+     0,
+     0,
+     {ARG_NONE},
+     {{0, "socket", "PATH", "listen on PATH instead"},
+      {0, "idle", "DUR", "exit after this long without requests (0: never)"}},
+     cmd_serve},
     {"reset",
      "state",
      "<name> [-y]",
@@ -238,6 +252,20 @@ const cli_command cli_commands[] = {
      {ARG_NONE},
      {{0}},
      cmd_doctor},
+    {"mcp",
+     "run",
+     "[--allow-restore]",
+     "serve MCP tools to an agent on stdin/stdout",
+     "A Model Context Protocol server for coding agents and assistants: JSON-RPC 2.0, one\n"
+     "message per line, protocol 2025-06-18. Tools: list_sandboxes, up, down, exec, run,\n"
+     "write_file, read_file and snapshot; restore only with --allow-restore. Each tool is a\n"
+     "request to the same handler as bluebox serve's API; sandboxes are made with the CLI.\n"
+     "Logs go to stderr. An MCP client starts it as the command: bluebox mcp",
+     0,
+     0,
+     {ARG_NONE},
+     {{0, "allow-restore", NULL, "also offer the restore tool (replaces a sandbox's /data)"}},
+     cmd_mcp},
     {"completion",
      "shell",
      "bash|zsh|fish",

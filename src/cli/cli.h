@@ -104,5 +104,7 @@ int cmd_reset(cli_args *a, bb_error **err);
 int cmd_snapshot(cli_args *a, bb_error **err);
 int cmd_restore(cli_args *a, bb_error **err);
 int cmd_data(cli_args *a, bb_error **err);
+int cmd_serve(cli_args *a, bb_error **err);
+int cmd_mcp(cli_args *a, bb_error **err);
 /* Hidden: `bluebox __complete <words…>` prints completion candidates. */
 int cli_complete(int argc, char **argv);

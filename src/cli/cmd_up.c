@@ -145,23 +145,7 @@ int cmd_exec(cli_args *a, bb_error **err)
 
     _cleanup_agent_conn_ agent_conn c = {.fd = -1};
     _cleanup_free_ char *kernel = NULL;
-    /* The agent keeps at most a few connections waiting for their hello and drops the oldest
-     * beyond that; many execs at once on a loaded host can be the ones dropped. A connection
-     * closed before the ready frame ran nothing, so it is tried again, a few times. */
-    int r = -1;
-    for (int attempt = 0; attempt < 5; attempt++) {
-        if (attempt > 0) {
-            bb_error_clear(err);
-            agent_conn_close(&c);
-            c = (agent_conn){.fd = -1};
-            usleep((useconds_t)(50000 << attempt));
-        }
-        r = agent_connect(s.addr, &c, err);
-        if (r == 0)
-            r = agent_handshake(&c, s.token, &h, &kernel, err);
-        if (r == 0 || (*err)->status != ECONNRESET)
-            break;
-    }
+    int r = agent_open(s.addr, s.token, &h, &c, &kernel, err);
     explicit_bzero(s.token, strlen(s.token)); /* needed for the handshake only */
     if (r < 0) {
         strv_clear(&h.argv);

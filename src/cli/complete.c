@@ -138,6 +138,8 @@ static void complete_args(const cli_command *c, int argc, char **argv)
             examples_names(&ex);
             for (size_t i = 0; i < ex.n; i++)
                 offer(ex.v[i]);
+        } else if (streq(prev, "--socket")) {
+            printf(":files\n");
         }
         return;
     }

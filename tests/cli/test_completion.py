@@ -193,6 +193,9 @@ CASES = [
     ("bluebox new x --from tiny-", examples_tiny),
     ("bluebox data export box ", directories),
     ("bluebox data import box s", directories),
+    ("bluebox serve --", exactly(["--socket", "--idle", "--help"])),
+    ("bluebox serve --socket sub/", files_in_sub),
+    ("bluebox serve --idle ", exactly([])),
 ]
 CASE_IDS = [c[0].replace(" ", "_") for c in CASES]
 

@@ -48,7 +48,8 @@ class Suite:
         for prog in (Path(binary), Path(binary).parent / "bluebox-vmm",
                      Path(binary).parent / "bluebox-xstate.so",
                      Path(binary).parent / "bluebox-uname.so",
-                     Path(binary).parent / "bluebox-vmm-weak", SUITE):
+                     Path(binary).parent / "bluebox-vmm-weak",
+                     Path(binary).parent / "bluebox-weak-peercred", SUITE):
             shutil.copy2(prog, bindir / prog.name)
         bindir.chmod(0o755)
         self.bin = bindir / "bluebox"
@@ -133,7 +134,8 @@ def test_escape_suite_standard_as_root(root_suite):
     for c in ("kernel", "loopback", "host-files", "symlinks", "dotdot", "ro-root", "ro-mount",
               "vmm-fs", "agent-binary", "dev-kvm", "vmm-nnp", "vmm-seccomp", "vmm-caps",
               "vmm-netns", "vmm-limits", "vmm-uid", "fork-bomb", "data-destroy", "root-disk",
-              "hosts", "host-kernel", "data-inuse", "tty-escape", "sparse", "run-log"):
+              "hosts", "host-kernel", "data-inuse", "tty-escape", "sparse", "run-log",
+              "sdk-socket"):
         assert c in results and results[c][0] != "SKIP", r.stdout
     assert results["fork-bomb"][0] == "PASS", r.stdout
     assert not no_leftovers()
@@ -216,3 +218,13 @@ def test_token_check_fails_when_the_guest_holds_the_token(root_suite):
     out = r.stdout + r.stderr
     assert r.returncode == 1 and results.get("token", ("missing",))[0] == "FAIL", out
     assert "guest-memory" in results["token"][1], out
+
+
+def test_sdk_socket_check_fails_without_peercred(root_suite):
+    """serve checks every connection's SO_PEERCRED uid; the build without that check
+    (bluebox-weak-peercred) must fail [sdk-socket]: another UID is answered once the socket
+    has been chmod 0666."""
+    r, results = root_suite("standard", only="sdk-socket", weaken="peercred", weak_bluebox=True)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and results.get("sdk-socket", ("missing",))[0] == "FAIL", out
+    assert "SO_PEERCRED" in results["sdk-socket"][1], out

@@ -1,0 +1,979 @@
+/* The v1 API's routes (api.h, docs/API.md): parse and check the request, do the work in a
+ * child process (job.h) with the same code paths as the CLI, answer JSON. */
+#include "api.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/client.h"
+#include "b64.h"
+#include "cli/cli.h"
+#include "core/home.h"
+#include "core/runlog.h"
+#include "core/sandbox.h"
+#include "data/snapshots.h"
+#include "job.h"
+#include "runtime/boot.h"
+#include "runtime/session.h"
+#include "runtime/up.h"
+#include "util/fs.h"
+#include "util/json.h"
+#include "util/time.h"
+
+#define MAX_TIMEOUT (7 * 24 * 3600)
+
+void api_reply_clear(api_reply *r)
+{
+    free(r->body);
+    r->body = NULL;
+    r->len = 0;
+}
+
+/* ---- replies ----------------------------------------------------------------------------- */
+
+static const struct {
+    const char *code;
+    int status;
+} CODES[] = {
+    {"no_sandbox", 404}, {"not_up", 409},      {"is_up", 409},     {"not_built", 409},
+    {"bad_name", 400},   {"bad_request", 400}, {"too_large", 413}, {"not_found", 404},
+    {"method", 405},     {"internal", 500},
+};
+
+static int code_status(const char *code)
+{
+    for (size_t i = 0; i < ELEMENTSOF(CODES); i++)
+        if (streq(CODES[i].code, code))
+            return CODES[i].status;
+    return 500;
+}
+
+static int reply_json(api_reply *out, int status, json_t *j)
+{
+    out->status = status;
+    out->body = json_dumps(j, JSON_COMPACT);
+    if (!out->body)
+        out->body = xstrdup("{\"error\":\"cannot encode the reply\",\"code\":\"internal\"}");
+    out->len = strlen(out->body);
+    json_decref(j);
+    return status;
+}
+
+static json_t *error_obj(const char *code, const char *msg)
+{
+    return json_pack("{s:s, s:s}", "error", msg, "code", code);
+}
+
+_printf_(3, 4) static int fail(api_reply *out, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    _cleanup_free_ char *msg = xvasprintf(fmt, ap);
+    va_end(ap);
+    return reply_json(out, code_status(code), error_obj(code, msg));
+}
+
+/* A job's result that is {"error","code"}: answered as that error. */
+static int fail_result(api_reply *out, json_t *res)
+{
+    const char *code = json_string_value(json_object_get(res, "code"));
+    const char *msg = json_string_value(json_object_get(res, "error"));
+    return fail(out, code ? code : "internal", "%s", msg ? msg : "failed");
+}
+
+static bool is_error(json_t *res)
+{
+    return json_is_object(res) && json_object_get(res, "error");
+}
+
+/* In a child: a bb_error as {"error","code"}. */
+static json_t *child_error(bb_error *e, const char *code)
+{
+    json_t *j = error_obj(code, bb_error_message(e));
+    bb_error_free(e);
+    return j;
+}
+
+/* ---- requests ---------------------------------------------------------------------------- */
+
+typedef struct req {
+    api_ctx *c;
+    const char *name; /* valid, existing */
+    json_t *body;     /* an object */
+} req;
+
+/* Every key of o is one of `allowed` (NULL-terminated). */
+static int only_keys(json_t *o, const char *const *allowed, api_reply *out)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v)
+    {
+        bool ok = false;
+        for (size_t i = 0; allowed[i] && !ok; i++)
+            ok = streq(allowed[i], k);
+        if (!ok)
+            return fail(out, "bad_request", "unknown field \"%s\"", k), -1;
+    }
+    return 0;
+}
+
+static int want_string(json_t *o, const char *key, bool required, const char **ret, api_reply *out)
+{
+    json_t *v = json_object_get(o, key);
+    *ret = NULL;
+    if (!v)
+        return required ? (fail(out, "bad_request", "\"%s\" is required", key), -1) : 0;
+    if (!json_is_string(v))
+        return fail(out, "bad_request", "\"%s\" must be a string", key), -1;
+    *ret = json_string_value(v);
+    return 0;
+}
+
+static int want_b64(json_t *o, const char *key, unsigned char **ret, size_t *ret_len,
+                    api_reply *out)
+{
+    const char *s;
+    *ret = NULL;
+    *ret_len = 0;
+    if (want_string(o, key, false, &s, out) < 0)
+        return -1;
+    if (s && !b64_decode(s, strlen(s), ret, ret_len))
+        return fail(out, "bad_request", "\"%s\" must be base64", key), -1;
+    return 0;
+}
+
+/* A guest path: absolute, no NUL (jansson refuses NUL in strings already). */
+static int want_path(json_t *o, const char *key, bool required, const char **ret, api_reply *out)
+{
+    if (want_string(o, key, required, ret, out) < 0)
+        return -1;
+    if (*ret && (*ret)[0] != '/')
+        return fail(out, "bad_request", "\"%s\" must be an absolute path", key), -1;
+    return 0;
+}
+
+/* ---- commands (exec, run, files) ----------------------------------------------------------- */
+
+typedef struct command {
+    api_ctx *c;
+    const char *name;
+    bool run;
+    strv argv;
+    strv env; /* K=V */
+    const char *cwd;
+    int timeout; /* 0: the Bluefile's */
+    unsigned char *in;
+    size_t in_len;
+    bool has_in;
+} command;
+
+static void command_clear(command *k)
+{
+    strv_clear(&k->argv);
+    strv_clear(&k->env);
+    free(k->in);
+}
+
+static bool env_key_ok(const char *k)
+{
+    if (!*k || (*k >= '0' && *k <= '9'))
+        return false;
+    for (; *k; k++)
+        if (!((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || (*k >= '0' && *k <= '9') ||
+              *k == '_'))
+            return false;
+    return true;
+}
+
+static int parse_argv(json_t *o, command *k, api_reply *out)
+{
+    json_t *argv = json_object_get(o, "argv");
+    const char *cmd;
+    if (want_string(o, "command", false, &cmd, out) < 0)
+        return -1;
+    if (!argv == !cmd)
+        return fail(out, "bad_request", "give exactly one of \"argv\" and \"command\""), -1;
+    if (cmd) {
+        if (!*cmd)
+            return fail(out, "bad_request", "\"command\" is empty"), -1;
+        strv_add(&k->argv, "sh");
+        strv_add(&k->argv, "-c");
+        strv_add(&k->argv, cmd);
+        return 0;
+    }
+    if (!json_is_array(argv) || json_array_size(argv) == 0)
+        return fail(out, "bad_request", "\"argv\" must be a non-empty array of strings"), -1;
+    size_t i;
+    json_t *v;
+    json_array_foreach(argv, i, v)
+    {
+        if (!json_is_string(v))
+            return fail(out, "bad_request", "\"argv\" must be a non-empty array of strings"), -1;
+        strv_add(&k->argv, json_string_value(v));
+    }
+    if (!k->argv.n || !*k->argv.v[0])
+        return fail(out, "bad_request", "\"argv\"[0] is empty"), -1;
+    return 0;
+}
+
+static int parse_command(json_t *o, command *k, api_reply *out)
+{
+    static const char *const keys[] = {"argv", "command",         "stdin", "env",
+                                       "cwd",  "timeout_seconds", NULL};
+    if (only_keys(o, keys, out) < 0 || parse_argv(o, k, out) < 0)
+        return -1;
+    if (want_b64(o, "stdin", &k->in, &k->in_len, out) < 0)
+        return -1;
+    k->has_in = json_object_get(o, "stdin") != NULL;
+    json_t *env = json_object_get(o, "env");
+    if (env && !json_is_object(env))
+        return fail(out, "bad_request", "\"env\" must be an object of strings"), -1;
+    const char *key;
+    json_t *v;
+    json_object_foreach(env, key, v)
+    {
+        if (!env_key_ok(key))
+            return fail(out, "bad_request", "env name \"%s\" is not [A-Za-z_][A-Za-z0-9_]*", key),
+                   -1;
+        if (!json_is_string(v))
+            return fail(out, "bad_request", "env \"%s\" must be a string", key), -1;
+        strv_push(&k->env, xasprintf("%s=%s", key, json_string_value(v)));
+    }
+    if (want_path(o, "cwd", false, &k->cwd, out) < 0)
+        return -1;
+    json_t *t = json_object_get(o, "timeout_seconds");
+    if (t) {
+        if (!json_is_number(t) || !(json_number_value(t) > 0) || json_number_value(t) > MAX_TIMEOUT)
+            return fail(out, "bad_request", "\"timeout_seconds\" must be a number in (0, %d]",
+                        MAX_TIMEOUT),
+                   -1;
+        k->timeout = (int)ceil(json_number_value(t));
+    }
+    return 0;
+}
+
+static const char *runlog_what(const command *k)
+{
+    bool mcp = k->c->via && streq(k->c->via, "mcp");
+    return k->run ? (mcp ? "run (mcp)" : "run (api)") : (mcp ? "exec (mcp)" : "exec (api)");
+}
+
+/* In the child: exec on the up VM, as cmd_exec does. */
+static json_t *exec_child(void *arg)
+{
+    command *k = arg;
+    bb_error *e = NULL;
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(k->c->root, k->name, &sb, &e) < 0)
+        return child_error(e, "no_sandbox");
+    _cleanup_upstate_ up_state s = {0};
+    int up = upstate_load(k->c->root, k->name, &s, &e);
+    if (up <= 0)
+        return up < 0 ? child_error(e, "internal") : error_obj("not_up", "the sandbox is not up");
+    isolation_state was;
+    isolation_result iso;
+    if (boot_check_cached(sb, &was, &iso, &e) < 0)
+        return child_error(e, "internal");
+    agent_hello h = {.timeout_seconds = k->timeout ? k->timeout : sb->bf->timeout_seconds,
+                     .argv = k->argv,
+                     .env = k->env,
+                     .dir = (char *)k->cwd};
+    agent_io io = {.forward_stdin = k->has_in, .timeout_seconds = h.timeout_seconds};
+    _cleanup_agent_conn_ agent_conn c = {.fd = -1};
+    _cleanup_free_ char *kernel = NULL;
+    /* The agent keeps few unauthenticated connections and drops the oldest: fifty execs
+     * at once would lose some of their hellos. The API's execs say hello one at a time
+     * (a lock on the state file, held for the handshake only), then run side by side. */
+    _cleanup_close_ int hello = open(sb->run, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (hello >= 0)
+        flock(hello, LOCK_EX);
+    int r = agent_open(s.addr, s.token, &h, &c, &kernel, &e);
+    if (hello >= 0)
+        flock(hello, LOCK_UN);
+    explicit_bzero(s.token, strlen(s.token));
+    if (r < 0)
+        return child_error(e, "internal");
+    io.log = runlog_begin(sb->log, runlog_what(k), h.argv.v, NULL);
+    double start = now_mono_s();
+    agent_exit x = {0};
+    r = agent_session(&c, &io, &x, &e);
+    runlog_end(io.log, r < 0 ? -1 : x.code, now_mono_s() - start);
+    if (r < 0)
+        return child_error(e, "internal");
+    if (x.err) {
+        _cleanup_free_ char *line = xasprintf("bluebox: %s\n", x.err);
+        (void)!write(2, line, strlen(line));
+        free(x.err);
+    }
+    return json_pack("{s:i, s:b}", "exit_code", x.code, "timed_out", x.timed_out);
+}
+
+/* run's env and cwd: the command wrapped in the guest's sh. */
+static void wrap_run(command *k, strv *ret)
+{
+    if (!k->cwd && !k->env.n) {
+        for (size_t i = 0; i < k->argv.n; i++)
+            strv_add(ret, k->argv.v[i]);
+        return;
+    }
+    strv_add(ret, "/bin/sh");
+    strv_add(ret, "-c");
+    strv_add(ret, "cd \"$1\" || exit 125; n=$2; shift 2; while [ \"$n\" -gt 0 ]; do export \"$1\"; "
+                  "shift; n=$((n-1)); done; exec \"$@\"");
+    strv_add(ret, "sh");
+    strv_add(ret, k->cwd ? k->cwd : ".");
+    strv_push(ret, xasprintf("%zu", k->env.n));
+    for (size_t i = 0; i < k->env.n; i++)
+        strv_add(ret, k->env.v[i]);
+    for (size_t i = 0; i < k->argv.n; i++)
+        strv_add(ret, k->argv.v[i]);
+}
+
+/* In the child: a fresh VM, as cmd_run does. What boot_prepare says goes nowhere; only the
+ * command's own output reaches the pipes. */
+static json_t *run_child(void *arg)
+{
+    command *k = arg;
+    bb_error *e = NULL;
+    int out = dup(1), errfd = dup(2), null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(k->c->root, k->name, &sb, &e) < 0)
+        return child_error(e, "no_sandbox");
+    if (sandbox_bluefile(sb, &e) < 0)
+        return child_error(e, "internal");
+    if (k->timeout)
+        sb->bf->timeout_seconds = k->timeout;
+    _cleanup_(boot_done) boot b = {0};
+    if (boot_prepare(sb, BOOT_CACHED, "run", &b, &e) < 0)
+        return child_error(e, path_exists(sb->image_id) ? "internal" : "not_built");
+    _cleanup_strv_ strv cmd = {0};
+    wrap_run(k, &cmd);
+    b.l.cmd = cmd.v;
+    b.l.mode = LAUNCH_RUN;
+    b.l.interactive = k->has_in;
+    _cleanup_strv_ strv argv = {0};
+    if (launch_argv(b.b, &b.l, &argv, &e) < 0)
+        return child_error(e, "internal");
+    dup2(out, 1);
+    dup2(errfd, 2);
+    runlog *rl = runlog_begin(sb->log, runlog_what(k), cmd.v, NULL);
+    session s = {.argv = argv.v,
+                 .container = b.container,
+                 .timeout_seconds = b.bf->timeout_seconds,
+                 .log = rl};
+    session_result res;
+    int r = session_run(&s, &res, &e);
+    runlog_end(rl, r < 0 ? -1 : res.code, res.seconds);
+    if (r < 0)
+        return child_error(e, "internal");
+    int code = boot_exit_code(&b, res.code, &e);
+    if (code < 0)
+        return child_error(e, "internal");
+    return json_pack("{s:i, s:b}", "exit_code", code, "timed_out", res.timed_out);
+}
+
+/* The sandbox exists (404 no_sandbox) and, for an exec, is up (409 not_up). */
+static int need_up(req *r, api_reply *out)
+{
+    _cleanup_upstate_ up_state s = {0};
+    _cleanup_error_ bb_error *e = NULL;
+    int up = upstate_load(r->c->root, r->name, &s, &e);
+    if (up < 0)
+        return fail(out, "internal", "%s", bb_error_message(e)), -1;
+    if (up == 0)
+        return fail(out, "not_up", "%s is not up; start it: POST /v1/sandboxes/%s/up", r->name,
+                    r->name),
+               -1;
+    return 0;
+}
+
+/* Run the command and collect it: a Result. */
+static int command_result(command *k, api_reply *out, api_job_out *jo)
+{
+    double start = now_mono_s();
+    api_job_io io = {.stdin_data = k->has_in ? (k->in ? k->in : (unsigned char *)"") : NULL,
+                     .stdin_len = k->in_len};
+    if (api_job_run(k->run ? run_child : exec_child, k, &io, jo) < 0)
+        return fail(out, "internal", "cannot start the command: %s", strerror(errno));
+    if (!jo->result)
+        return fail(out, "internal", "the command's worker died");
+    if (is_error(jo->result))
+        return fail_result(out, jo->result);
+    (void)start;
+    return 200;
+}
+
+static json_t *result_json(const api_job_out *jo, int64_t ms)
+{
+    size_t n;
+    json_t *j = json_object();
+    json_object_set(j, "exit_code", json_object_get(jo->result, "exit_code"));
+    char *o = b64_encode(jo->out.s ? jo->out.s : "", jo->out.len, &n);
+    json_object_set_new(j, "stdout", json_stringn(o, n));
+    free(o);
+    o = b64_encode(jo->err.s ? jo->err.s : "", jo->err.len, &n);
+    json_object_set_new(j, "stderr", json_stringn(o, n));
+    free(o);
+    json_object_set_new(j, "duration_ms", json_integer(ms));
+    json_object_set(j, "timed_out", json_object_get(jo->result, "timed_out"));
+    json_object_set_new(j, "truncated", json_boolean(jo->truncated));
+    return j;
+}
+
+static int do_command(req *r, bool run, api_chunk_fn on_line, void *opaque, api_reply *out)
+{
+    command k = {.c = r->c, .name = r->name, .run = run};
+    int st = parse_command(r->body, &k, out);
+    if (st == 0 && !run)
+        st = need_up(r, out);
+    if (st < 0) {
+        command_clear(&k);
+        return out->status;
+    }
+    int64_t start = now_mono_ms();
+    api_job_out jo = {0};
+    api_job_io io = {.stdin_data = k.has_in ? (k.in ? k.in : (unsigned char *)"") : NULL,
+                     .stdin_len = k.in_len,
+                     .on_line = on_line,
+                     .opaque = opaque};
+    if (!on_line) {
+        int s = command_result(&k, out, &jo);
+        if (s == 200)
+            reply_json(out, 200, result_json(&jo, mono_ms_since(start)));
+        api_job_out_clear(&jo);
+        command_clear(&k);
+        return out->status;
+    }
+    int jr = api_job_run(run ? run_child : exec_child, &k, &io, &jo);
+    json_t *last;
+    if (jr < 0 || !jo.result)
+        last = error_obj("internal", jr < 0 ? "cannot start the command" : "the worker died");
+    else if (is_error(jo.result))
+        last = json_incref(jo.result);
+    else
+        last = json_pack("{s:O, s:I, s:O}", "exit_code", json_object_get(jo.result, "exit_code"),
+                         "duration_ms", (json_int_t)mono_ms_since(start), "timed_out",
+                         json_object_get(jo.result, "timed_out"));
+    if (!jo.cancelled) {
+        _cleanup_free_ char *s = json_dumps(last, JSON_COMPACT);
+        if (s)
+            on_line(opaque, s, strlen(s));
+    }
+    json_decref(last);
+    api_job_out_clear(&jo);
+    command_clear(&k);
+    out->status = 200;
+    return 200;
+}
+
+/* ---- files: a fixed sh script run in the guest, the path its argument -------------------- */
+
+static const char WRITE_SH[] =
+    "d=$(dirname -- \"$1\"); [ -d \"$d\" ] || { echo \"no such directory: $d\" >&2; exit 2; }; "
+    "cat > \"$1\" || exit 3; chmod \"$2\" \"$1\" || exit 3";
+static const char READ_SH[] =
+    "[ -d \"$1\" ] && { echo \"$1 is a directory\" >&2; exit 3; }; "
+    "[ -e \"$1\" ] || { echo \"no such file: $1\" >&2; exit 2; }; exec cat -- \"$1\"";
+static const char LIST_SH[] =
+    "[ -d \"$1\" ] || { [ -e \"$1\" ] && { echo \"$1 is not a directory\" >&2; exit 3; }; "
+    "echo \"no such directory: $1\" >&2; exit 2; }; cd -- \"$1\" || exit 3; "
+    "for f in .* *; do case $f in .|..) continue;; esac; "
+    "[ -e \"$f\" ] || [ -L \"$f\" ] || continue; "
+    "stat -c '%f %s' -- \"$f\" || exit 3; printf '%s\\0' \"$f\"; done";
+
+/* Run a script in the guest; 200 with the output in *jo, or an error reply. */
+static int guest_script(req *r, const char *script, const char *path, const char *arg2,
+                        const unsigned char *in, size_t in_len, api_reply *out, api_job_out *jo)
+{
+    if (need_up(r, out) < 0)
+        return out->status;
+    command k = {.c = r->c, .name = r->name, .has_in = in != NULL, .in_len = in_len};
+    strv_add(&k.argv, "sh");
+    strv_add(&k.argv, "-c");
+    strv_add(&k.argv, script);
+    strv_add(&k.argv, "sh");
+    strv_add(&k.argv, path);
+    if (arg2)
+        strv_add(&k.argv, arg2);
+    k.in = in ? xmalloc(in_len + 1) : NULL;
+    if (in)
+        memcpy(k.in, in, in_len);
+    int st = command_result(&k, out, jo);
+    command_clear(&k);
+    if (st != 200)
+        return st;
+    json_int_t code = json_integer_value(json_object_get(jo->result, "exit_code"));
+    if (code == 0)
+        return 200;
+    _cleanup_free_ char *msg = xstrndup(jo->err.s ? jo->err.s : "", jo->err.len);
+    size_t n = strlen(msg);
+    while (n && msg[n - 1] == '\n')
+        msg[--n] = 0;
+    return fail(out, code == 2 ? "not_found" : "bad_request", "%s",
+                *msg ? msg : "the guest command failed");
+}
+
+static bool mode_ok(const char *m)
+{
+    size_t n = strlen(m);
+    if (n < 3 || n > 4)
+        return false;
+    for (const char *p = m; *p; p++)
+        if (*p < '0' || *p > '7')
+            return false;
+    return true;
+}
+
+static int do_write(req *r, api_reply *out)
+{
+    static const char *const keys[] = {"path", "content", "mode", NULL};
+    const char *path, *mode;
+    _cleanup_free_ unsigned char *data = NULL;
+    size_t len;
+    if (only_keys(r->body, keys, out) < 0 || want_path(r->body, "path", true, &path, out) < 0 ||
+        want_string(r->body, "mode", false, &mode, out) < 0)
+        return out->status;
+    if (!json_object_get(r->body, "content"))
+        return fail(out, "bad_request", "\"content\" is required");
+    if (want_b64(r->body, "content", &data, &len, out) < 0)
+        return out->status;
+    if (mode && !mode_ok(mode))
+        return fail(out, "bad_request", "\"mode\" must be octal, like \"0644\"");
+    api_job_out jo = {0};
+    int st = guest_script(r, WRITE_SH, path, mode ? mode : "0644",
+                          data ? data : (const unsigned char *)"", len, out, &jo);
+    api_job_out_clear(&jo);
+    if (st != 200)
+        return st;
+    return reply_json(out, 200, json_pack("{s:s, s:I}", "path", path, "bytes", (json_int_t)len));
+}
+
+static int do_read(req *r, api_reply *out)
+{
+    static const char *const keys[] = {"path", NULL};
+    const char *path;
+    if (only_keys(r->body, keys, out) < 0 || want_path(r->body, "path", true, &path, out) < 0)
+        return out->status;
+    api_job_out jo = {0};
+    int st = guest_script(r, READ_SH, path, NULL, NULL, 0, out, &jo);
+    if (st == 200 && jo.truncated)
+        st = fail(out, "too_large", "%s is larger than %u bytes", path, API_OUTPUT_CAP);
+    if (st == 200) {
+        size_t n;
+        _cleanup_free_ char *b = b64_encode(jo.out.s ? jo.out.s : "", jo.out.len, &n);
+        reply_json(out, 200, json_pack("{s:s, s:s%}", "path", path, "content", b, n));
+    }
+    api_job_out_clear(&jo);
+    return out->status;
+}
+
+static const char *type_of(unsigned long mode)
+{
+    switch (mode & 0170000) {
+    case 0100000:
+        return "file";
+    case 0040000:
+        return "dir";
+    case 0120000:
+        return "link";
+    default:
+        return "other";
+    }
+}
+
+static json_t *parse_listing(const char *s, size_t len)
+{
+    json_t *a = json_array();
+    for (size_t off = 0; off < len;) {
+        const char *rec = s + off, *end = memchr(rec, 0, len - off);
+        if (!end)
+            break;
+        off = (size_t)(end - s) + 1;
+        const char *nl = memchr(rec, '\n', (size_t)(end - rec));
+        if (!nl)
+            continue;
+        unsigned long mode = strtoul(rec, NULL, 16);
+        const char *sp = memchr(rec, ' ', (size_t)(nl - rec));
+        long long size = sp ? strtoll(sp + 1, NULL, 10) : 0;
+        char m[8];
+        snprintf(m, sizeof m, "%04lo", mode & 07777);
+        json_array_append_new(a, json_pack("{s:s%, s:s, s:I, s:s}", "name", nl + 1,
+                                           (size_t)(end - nl - 1), "type", type_of(mode), "size",
+                                           (json_int_t)size, "mode", m));
+    }
+    return a;
+}
+
+static int do_list(req *r, api_reply *out)
+{
+    static const char *const keys[] = {"path", NULL};
+    const char *path;
+    if (only_keys(r->body, keys, out) < 0 || want_path(r->body, "path", true, &path, out) < 0)
+        return out->status;
+    api_job_out jo = {0};
+    int st = guest_script(r, LIST_SH, path, NULL, NULL, 0, out, &jo);
+    if (st == 200)
+        reply_json(out, 200,
+                   json_pack("{s:s, s:o}", "path", path, "entries",
+                             parse_listing(jo.out.s ? jo.out.s : "", jo.out.len)));
+    api_job_out_clear(&jo);
+    return out->status;
+}
+
+/* ---- up, down, list -------------------------------------------------------------------- */
+
+static json_t *up_child(void *arg)
+{
+    req *r = arg;
+    bb_error *e = NULL;
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(r->c->root, r->name, &sb, &e) < 0)
+        return child_error(e, "no_sandbox");
+    _cleanup_upstate_ up_state s = {0};
+    int up = upstate_load(r->c->root, r->name, &s, NULL);
+    _cleanup_free_ char *kernel = NULL;
+    if (up > 0 && agent_ping(s.addr, s.token, 5000, &kernel, NULL) == 0)
+        return json_pack("{s:b, s:b}", "up", 1, "already", 1);
+    if (up != 0 && up_down(r->c->root, r->name, true, NULL, &e) < 0)
+        return child_error(e, "internal");
+    if (sandbox_resolve_backend(sb, &e) < 0)
+        return child_error(e, "internal");
+    if (sb->bf->network == NET_NONE && !sb->backend->agent_offline)
+        return error_obj("bad_request", "up needs a network to reach its agent on this backend; "
+                                        "use run for offline sandboxes");
+    _cleanup_(boot_done) boot b = {0};
+    if (boot_prepare(sb, BOOT_CACHED, "up", &b, &e) < 0)
+        return child_error(e, path_exists(sb->image_id) ? "internal" : "not_built");
+    _cleanup_upstate_ up_state st = {0};
+    _cleanup_free_ char *log = NULL;
+    double secs = 0;
+    if (up_start(&b, &st, &secs, &log, &e) < 0)
+        return child_error(e, "internal");
+    return json_pack("{s:b, s:I}", "up", 1, "ready_ms", (json_int_t)(secs * 1000));
+}
+
+static json_t *down_child(void *arg)
+{
+    req *r = arg;
+    bb_error *e = NULL;
+    if (up_down(r->c->root, r->name, true, NULL, &e) < 0)
+        return child_error(e, "internal");
+    return json_pack("{s:b}", "up", 0);
+}
+
+static json_t *list_child(void *arg)
+{
+    api_ctx *c = arg;
+    bb_error *e = NULL;
+    _cleanup_strv_ strv names = {0};
+    if (home_list(c->root, &names, &e) < 0)
+        return child_error(e, "internal");
+    json_t *a = json_array();
+    for (size_t i = 0; i < names.n; i++) {
+        _cleanup_sandbox_ sandbox *sb = NULL;
+        if (sandbox_open(c->root, names.v[i], &sb, &e) < 0) {
+            bb_error_clear(&e);
+            continue;
+        }
+        _cleanup_upstate_ up_state s = {0};
+        bool up = upstate_load(c->root, sb->name, &s, NULL) > 0 && up_alive(c->root, sb->name, &s);
+        json_t *o = json_pack("{s:s, s:b, s:b}", "name", sb->name, "up", up, "warm", 0);
+        if (sandbox_bluefile(sb, &e) < 0) {
+            json_object_set_new(o, "error", json_string(bb_error_message(e)));
+            bb_error_clear(&e);
+        } else {
+            const char *be = backend_env();
+            json_object_set_new(o, "warm_target", json_integer(sb->bf->warm));
+            json_object_set_new(o, "network", json_string(bf_network_name(sb->bf->network)));
+            json_object_set_new(o, "backend",
+                                json_string(be ? be : bf_backend_name(sb->bf->backend)));
+            json_object_set_new(o, "base", json_string(sb->bf->base ? sb->bf->base : ""));
+        }
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+/* A job whose output does not matter: its result is the reply. */
+static int quiet_job(api_job_fn fn, void *arg, api_reply *out)
+{
+    api_job_io io = {0};
+    api_job_out jo = {0};
+    if (api_job_run(fn, arg, &io, &jo) < 0)
+        return fail(out, "internal", "cannot start a worker: %s", strerror(errno));
+    int st;
+    if (!jo.result)
+        st = fail(out, "internal", "the worker died");
+    else if (is_error(jo.result))
+        st = fail_result(out, jo.result);
+    else
+        st = reply_json(out, 200, json_incref(jo.result));
+    api_job_out_clear(&jo);
+    return st;
+}
+
+static int empty_body(req *r, api_reply *out)
+{
+    static const char *const none[] = {NULL};
+    return only_keys(r->body, none, out);
+}
+
+static int do_up(req *r, api_reply *out)
+{
+    return empty_body(r, out) < 0 ? out->status : quiet_job(up_child, r, out);
+}
+
+static int do_down(req *r, api_reply *out)
+{
+    return empty_body(r, out) < 0 ? out->status : quiet_job(down_child, r, out);
+}
+
+/* ---- snapshots ------------------------------------------------------------------------- */
+
+static int do_snapshots(req *r, api_reply *out)
+{
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    _cleanup_error_ bb_error *e = NULL;
+    if (sandbox_open(r->c->root, r->name, &sb, &e) < 0)
+        return fail(out, "no_sandbox", "%s", bb_error_message(e));
+    _cleanup_snapshots_ snapshot_list l = {0};
+    if (snapshots_list(sb, &l, &e) < 0)
+        return fail(out, "internal", "%s", bb_error_message(e));
+    json_t *a = json_array();
+    for (size_t i = 0; i < l.n; i++) {
+        char when[32];
+        struct tm tm;
+        gmtime_r(&l.v[i].mtime.tv_sec, &tm);
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        json_array_append_new(a, json_pack("{s:s, s:s, s:I}", "name", l.v[i].label, "created", when,
+                                           "bytes", (json_int_t)l.v[i].size));
+    }
+    return reply_json(out, 200, a);
+}
+
+typedef struct cli_job {
+    api_ctx *c;
+    const char *cmd;
+    char *argv[3];
+} cli_job;
+
+/* In the child: the CLI command itself (its guards, its locks), with --yes; what it prints
+ * goes to the pipes, which nobody reads but the job. */
+static json_t *cli_child(void *arg)
+{
+    cli_job *j = arg;
+    cli_args a = {.cmd = cli_find(j->cmd), .root = j->c->root, .argv = j->argv};
+    while (j->argv[a.argc])
+        a.argc++;
+    for (int i = 0; i < CLI_MAX_OPTS; i++)
+        if (a.cmd->opts[i].long_name && streq(a.cmd->opts[i].long_name, "yes"))
+            a.set[i] = true;
+    bb_error *e = NULL;
+    int r = a.cmd->run(&a, &e);
+    if (r < 0 || e) {
+        const char *m = bb_error_message(e);
+        return child_error(e, strstr(m, " is up") ? "is_up" : "internal");
+    }
+    return json_pack("{}");
+}
+
+static int do_snapshot(req *r, api_reply *out)
+{
+    static const char *const keys[] = {"name", NULL};
+    const char *label;
+    if (only_keys(r->body, keys, out) < 0 || want_string(r->body, "name", false, &label, out) < 0)
+        return out->status;
+    _cleanup_error_ bb_error *e = NULL;
+    _cleanup_free_ char *l = NULL;
+    if (snapshot_label(label, &l, &e) < 0)
+        return fail(out, "bad_name", "%s", bb_error_message(e));
+    cli_job j = {.c = r->c, .cmd = "snapshot", .argv = {(char *)r->name, l, NULL}};
+    api_reply tmp = {0};
+    int st = quiet_job(cli_child, &j, &tmp);
+    if (st != 200) {
+        *out = tmp;
+        return st;
+    }
+    api_reply_clear(&tmp);
+    return reply_json(out, 200, json_pack("{s:s}", "snapshot", l));
+}
+
+static int do_restore(req *r, api_reply *out)
+{
+    static const char *const keys[] = {"snapshot", NULL};
+    const char *label;
+    if (only_keys(r->body, keys, out) < 0 ||
+        want_string(r->body, "snapshot", true, &label, out) < 0)
+        return out->status;
+    _cleanup_error_ bb_error *e = NULL;
+    /* a label only: snapshot_resolve would take a path with a '/' */
+    if (name_check(label, "snapshot name", &e) < 0)
+        return fail(out, "bad_name", "%s", bb_error_message(e));
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(r->c->root, r->name, &sb, &e) < 0)
+        return fail(out, "no_sandbox", "%s", bb_error_message(e));
+    if (sandbox_refuse_up(r->c->root, r->name, &e) < 0)
+        return fail(out, "is_up", "%s", bb_error_message(e));
+    _cleanup_free_ char *archive = NULL;
+    if (snapshot_resolve(sb, label, &archive, &e) < 0)
+        return fail(out, "not_found", "%s", bb_error_message(e));
+    cli_job j = {.c = r->c, .cmd = "restore", .argv = {(char *)r->name, (char *)label, NULL}};
+    api_reply tmp = {0};
+    int st = quiet_job(cli_child, &j, &tmp);
+    if (st != 200) {
+        *out = tmp;
+        return st;
+    }
+    api_reply_clear(&tmp);
+    return reply_json(out, 200, json_pack("{s:s}", "restored", label));
+}
+
+/* ---- routing --------------------------------------------------------------------------- */
+
+typedef struct route {
+    const char *method;
+    const char *action; /* after /v1/sandboxes/<name>/ */
+    int (*fn)(req *r, api_reply *out);
+    int stream; /* 0: no; 1: exec/stream; 2: run/stream */
+} route;
+
+static int do_exec(req *r, api_reply *out)
+{
+    return do_command(r, false, NULL, NULL, out);
+}
+
+static int do_run(req *r, api_reply *out)
+{
+    return do_command(r, true, NULL, NULL, out);
+}
+
+static const route ROUTES[] = {
+    {"POST", "up", do_up, 0},
+    {"POST", "down", do_down, 0},
+    {"POST", "exec", do_exec, 0},
+    {"POST", "run", do_run, 0},
+    {"POST", "exec/stream", NULL, 1},
+    {"POST", "run/stream", NULL, 2},
+    {"POST", "files/write", do_write, 0},
+    {"POST", "files/read", do_read, 0},
+    {"POST", "files/list", do_list, 0},
+    {"GET", "snapshots", do_snapshots, 0},
+    {"POST", "snapshots", do_snapshot, 0},
+    {"POST", "restore", do_restore, 0},
+};
+
+#define PREFIX "/v1/sandboxes/"
+
+/* The route of a path under PREFIX; *ret_name is the name part (malloc'd). NULL: none;
+ * *ret_method_only: the action exists with another method. */
+static const route *find_route(const char *method, const char *path, char **ret_name,
+                               bool *ret_other_method)
+{
+    *ret_name = NULL;
+    *ret_other_method = false;
+    if (strncmp(path, PREFIX, strlen(PREFIX)) != 0)
+        return NULL;
+    const char *name = path + strlen(PREFIX), *slash = strchr(name, '/');
+    if (!slash)
+        return NULL;
+    const route *hit = NULL;
+    for (size_t i = 0; i < ELEMENTSOF(ROUTES); i++) {
+        if (!streq(ROUTES[i].action, slash + 1))
+            continue;
+        if (streq(ROUTES[i].method, method))
+            hit = &ROUTES[i];
+        else
+            *ret_other_method = true;
+    }
+    *ret_name = xstrndup(name, (size_t)(slash - name));
+    return hit;
+}
+
+bool api_is_stream(const char *method, const char *path)
+{
+    _cleanup_free_ char *name = NULL;
+    bool other;
+    const route *rt = find_route(method, path, &name, &other);
+    return rt && rt->stream;
+}
+
+static int parse_body(const char *body, size_t len, json_t **ret, api_reply *out)
+{
+    *ret = NULL;
+    size_t i = 0;
+    while (i < len && (body[i] == ' ' || body[i] == '\n' || body[i] == '\r' || body[i] == '\t'))
+        i++;
+    if (i == len) {
+        *ret = json_object();
+        return 0;
+    }
+    json_error_t je;
+    json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!j)
+        return fail(out, "bad_request", "invalid JSON: %s", je.text), -1;
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return fail(out, "bad_request", "the body must be a JSON object"), -1;
+    }
+    *ret = j;
+    return 0;
+}
+
+static int handle(api_ctx *c, const char *method, const char *path, const char *body, size_t len,
+                  api_chunk_fn on_line, void *opaque, api_reply *out)
+{
+    *out = (api_reply){0};
+    if (streq(path, "/v1/version"))
+        return streq(method, "GET")
+                   ? reply_json(out, 200,
+                                json_pack("{s:s, s:s}", "version", BLUEBOX_VERSION, "api", "v1"))
+                   : fail(out, "method", "%s takes GET", path);
+    if (streq(path, "/v1/sandboxes"))
+        return streq(method, "GET") ? quiet_job(list_child, c, out)
+                                    : fail(out, "method", "%s takes GET", path);
+    _cleanup_free_ char *name = NULL;
+    bool other;
+    const route *rt = find_route(method, path, &name, &other);
+    if (!rt && other)
+        return fail(out, "method", "%s does not take %s", path, method);
+    if (!rt)
+        return fail(out, "not_found", "no such route: %s %s", method, path);
+    if (!name_valid(name))
+        return fail(out, "bad_name",
+                    "invalid sandbox name: use letters, digits, '.', '_' or '-' (max 64, starting "
+                    "with a letter or digit)");
+    _cleanup_error_ bb_error *e = NULL;
+    if (home_require(c->root, name, &e) < 0)
+        return fail(out, "no_sandbox", "%s", bb_error_message(e));
+    _cleanup_json_ json_t *j = NULL;
+    if (parse_body(body ? body : "", len, &j, out) < 0)
+        return out->status;
+    req r = {.c = c, .name = name, .body = j};
+    if (rt->stream && !on_line)
+        return fail(out, "bad_request", "%s streams: use api_handle_stream", path);
+    if (rt->stream)
+        return do_command(&r, rt->stream == 2, on_line, opaque, out);
+    return rt->fn(&r, out);
+}
+
+int api_handle(api_ctx *c, const char *method, const char *path, const char *body, size_t len,
+               api_reply *out)
+{
+    return handle(c, method, path, body, len, NULL, NULL, out);
+}
+
+int api_handle_stream(api_ctx *c, const char *method, const char *path, const char *body,
+                      size_t len, api_chunk_fn on_line, void *opaque, api_reply *out)
+{
+    return handle(c, method, path, body, len, on_line, opaque, out);
+}

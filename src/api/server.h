@@ -1,0 +1,20 @@
+/* `bluebox serve`: the v1 API (api.h) over HTTP/1.1 on an owner-only Unix socket, with
+ * libevent's evhttp. */
+#pragma once
+
+#include <stdint.h>
+
+#include "util/err.h"
+
+typedef struct api_serve_opts {
+    const char *root;   /* BLUEBOX_HOME */
+    const char *socket; /* NULL: api_socket_path() */
+    int64_t idle_ms;    /* exit after this long without a request; 0: never */
+} api_serve_opts;
+
+/* The default socket: <root>/bluebox.sock, or when that is too long for sun_path,
+ * $XDG_RUNTIME_DIR/bluebox-<12 hex of sha256(root)>.sock; never /tmp. */
+int api_socket_path(const char *root, char **ret, bb_error **err);
+/* Serve until SIGINT/SIGTERM, --idle, or this executable changing on disk. Prints one line
+ * to stderr when it listens ("serving on PATH") and on refusals. */
+int api_serve(const api_serve_opts *o, bb_error **err);
