@@ -316,8 +316,10 @@ int vu_dev_handle(vu_dev *d)
         if (!(q = ring_of(d, p.state.index)) || p.state.num == 0 || p.state.num > VIRTQ_MAX ||
             (p.state.num & (p.state.num - 1)))
             r = -1;
-        else
+        else {
             q->num = p.state.num;
+            ring_start(d, q); /* addresses given before are checked again for this size */
+        }
         break;
     case VU_SET_VRING_BASE:
         if (!(q = ring_of(d, p.state.index)))

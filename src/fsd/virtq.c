@@ -64,6 +64,7 @@ int virtq_map(virtq *q, const guest_mem *m)
     q->desc = NULL;
     q->avail = NULL;
     q->used = NULL;
+    q->mapped_num = 0;
     if (q->num == 0 || q->num > VIRTQ_MAX || (q->num & (q->num - 1)))
         return -1;
     q->desc = guest_mem_user(m, q->desc_ua, (uint64_t)q->num * sizeof(struct vring_desc));
@@ -76,12 +77,13 @@ int virtq_map(virtq *q, const guest_mem *m)
     if (!q->desc || !q->avail || !q->used || ((uintptr_t)q->desc & 15) ||
         ((uintptr_t)q->avail & 1) || ((uintptr_t)q->used & 3))
         return -1;
+    q->mapped_num = q->num;
     return 0;
 }
 
 bool virtq_ready(const virtq *q)
 {
-    return q->enabled && !q->broken && q->desc && q->avail && q->used;
+    return q->enabled && !q->broken && q->desc && q->avail && q->used && q->mapped_num == q->num;
 }
 
 typedef struct chain {

@@ -224,6 +224,24 @@ static void ring_outside_memory_is_refused(void **state)
     assert_int_equal(virtq_map(&f->q, &f->gm), -1);
 }
 
+/* vhost-user's SET_VRING_NUM can come after SET_VRING_ADDR: a ring checked against memory
+ * for 8 entries must not then be served as 1024 (reads and writes past what was checked). */
+static void size_changed_after_map_is_not_served(void **state)
+{
+    fixture *f = *state;
+    f->q.desc_ua = GPA + MEM - NUM * sizeof(struct vring_desc);
+    assert_int_equal(virtq_map(&f->q, &f->gm), 0);
+    f->q.num = VIRTQ_MAX;
+    avail(f)->ring[0] = VIRTQ_MAX - 1; /* its descriptor lies 16 KiB past the guest's memory */
+    avail(f)->idx = 1;
+    assert_false(virtq_ready(&f->q));
+    assert_int_equal(serve(f), 0);
+    assert_int_equal(f->calls, 0);
+    /* Mapped again at the new size, it is checked again (and refused: it does not fit). */
+    assert_int_equal(virtq_map(&f->q, &f->gm), -1);
+    assert_false(virtq_ready(&f->q));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -238,6 +256,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(avail_index_far_ahead_breaks, setup, teardown),
         cmocka_unit_test_setup_teardown(oversized_request_gets_no_reply_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(ring_outside_memory_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(size_changed_after_map_is_not_served, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
