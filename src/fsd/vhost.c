@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/xalloc.h"
@@ -197,6 +198,10 @@ static int set_mem_table(vu_dev *d, const vu_hdr *h, const vu_payload *p, int *f
             r->mmap_offset > (1ull << 40))
             return -1;
         size_t len = (size_t)(r->mmap_offset + r->size);
+        /* Memory past the end of its file would fault (SIGBUS) when a ring touches it. */
+        struct stat st;
+        if (fstat(fds[i], &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < len)
+            return -1;
         void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fds[i], 0);
         close(fds[i]);
         fds[i] = -1;

@@ -3,6 +3,9 @@
  * writable, an avail index far ahead. Each breaks the ring without touching memory outside
  * the guest's; a well-formed chain is served and its reply scattered. */
 #include <linux/virtio_ring.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "fsd/vhost.h"
 #include "fsd/virtq.h"
 
 #define NUM     8
@@ -242,6 +246,48 @@ static void size_changed_after_map_is_not_served(void **state)
     assert_false(virtq_ready(&f->q));
 }
 
+/* SET_MEM_TABLE with one region of `size` bytes backed by a memfd of `fd_size` bytes; what
+ * vu_dev_handle() makes of it. */
+static int mem_table(uint64_t size, off_t fd_size)
+{
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    int mfd = memfd_create("guest", MFD_CLOEXEC);
+    assert_true(mfd >= 0);
+    assert_int_equal(ftruncate(mfd, fd_size), 0);
+    struct {
+        uint32_t request, flags, len;
+        uint32_t n, pad;
+        uint64_t gpa, size, uaddr, mmap_offset;
+    } __attribute__((packed)) msg = {5, 1, 40, 1, 0, 0, size, 0x7f0000000000ull, 0};
+    char cbuf[CMSG_SPACE(sizeof(int))] = {0};
+    struct iovec iov = {&msg, sizeof msg};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &mfd, sizeof mfd);
+    assert_int_equal(sendmsg(sv[0], &m, 0), (ssize_t)sizeof msg);
+    close(mfd);
+    vu_dev d;
+    vu_dev_init(&d, sv[1], "t");
+    int rc = vu_dev_handle(&d);
+    vu_dev_clear(&d);
+    close(sv[0]);
+    return rc;
+}
+
+/* Guest memory larger than the file behind it would fault (SIGBUS) on the first ring or
+ * buffer the guest places past the file's end: the table is refused. */
+static void memory_past_its_file_is_refused(void **state)
+{
+    (void)state;
+    assert_int_equal(mem_table(1 << 20, 4096), -1);
+    assert_int_equal(mem_table(1 << 20, 1 << 20), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -257,6 +303,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(oversized_request_gets_no_reply_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(ring_outside_memory_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(size_changed_after_map_is_not_served, setup, teardown),
+        cmocka_unit_test(memory_past_its_file_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
