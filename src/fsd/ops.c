@@ -1260,25 +1260,28 @@ static int op_removexattr(req *r)
 typedef struct op {
     int (*fn)(req *r);
     bool writes; /* refused with EROFS on a read-only export */
+    /* The reply's fixed size: a request whose buffer cannot hold it is refused before it
+     * acts, so nothing is made, counted or opened that the guest is never told of. */
+    size_t out;
 } op;
 
 static const op ops[] = {
-    [FUSE_LOOKUP] = {op_lookup, false},
+    [FUSE_LOOKUP] = {op_lookup, false, sizeof(struct fuse_entry_out)},
     [FUSE_FORGET] = {op_forget, false},
-    [FUSE_GETATTR] = {op_getattr, false},
-    [FUSE_SETATTR] = {op_setattr, true},
+    [FUSE_GETATTR] = {op_getattr, false, sizeof(struct fuse_attr_out)},
+    [FUSE_SETATTR] = {op_setattr, true, sizeof(struct fuse_attr_out)},
     [FUSE_READLINK] = {op_readlink, false},
-    [FUSE_SYMLINK] = {op_symlink, true},
-    [FUSE_MKNOD] = {op_mknod, true},
-    [FUSE_MKDIR] = {op_mkdir, true},
+    [FUSE_SYMLINK] = {op_symlink, true, sizeof(struct fuse_entry_out)},
+    [FUSE_MKNOD] = {op_mknod, true, sizeof(struct fuse_entry_out)},
+    [FUSE_MKDIR] = {op_mkdir, true, sizeof(struct fuse_entry_out)},
     [FUSE_UNLINK] = {op_unlink, true},
     [FUSE_RMDIR] = {op_rmdir, true},
     [FUSE_RENAME] = {op_rename, true},
-    [FUSE_LINK] = {op_link, true},
-    [FUSE_OPEN] = {op_open, false},
+    [FUSE_LINK] = {op_link, true, sizeof(struct fuse_entry_out)},
+    [FUSE_OPEN] = {op_open, false, sizeof(struct fuse_open_out)},
     [FUSE_READ] = {op_read, false},
-    [FUSE_WRITE] = {op_write, true},
-    [FUSE_STATFS] = {op_statfs, false},
+    [FUSE_WRITE] = {op_write, true, sizeof(struct fuse_write_out)},
+    [FUSE_STATFS] = {op_statfs, false, sizeof(struct fuse_kstatfs)},
     [FUSE_RELEASE] = {op_release, false},
     [FUSE_FSYNC] = {op_fsync, false},
     [FUSE_SETXATTR] = {op_setxattr, true},
@@ -1286,20 +1289,20 @@ static const op ops[] = {
     [FUSE_LISTXATTR] = {op_listxattr, false},
     [FUSE_REMOVEXATTR] = {op_removexattr, true},
     [FUSE_FLUSH] = {op_flush, false},
-    [FUSE_INIT] = {op_init, false},
-    [FUSE_OPENDIR] = {op_opendir, false},
+    [FUSE_INIT] = {op_init, false, sizeof(struct fuse_init_out)},
+    [FUSE_OPENDIR] = {op_opendir, false, sizeof(struct fuse_open_out)},
     [FUSE_READDIR] = {op_readdir, false},
     [FUSE_READDIRPLUS] = {op_readdirplus, false},
     [FUSE_RELEASEDIR] = {op_releasedir, false},
     [FUSE_FSYNCDIR] = {op_fsyncdir, false},
     [FUSE_ACCESS] = {op_access, false},
-    [FUSE_CREATE] = {op_create, true},
+    [FUSE_CREATE] = {op_create, true, sizeof(struct fuse_entry_out) + sizeof(struct fuse_open_out)},
     [FUSE_INTERRUPT] = {op_interrupt, false},
     [FUSE_DESTROY] = {op_destroy, false},
     [FUSE_BATCH_FORGET] = {op_batch_forget, false},
     [FUSE_FALLOCATE] = {op_fallocate, true},
     [FUSE_RENAME2] = {op_rename2, true},
-    [FUSE_LSEEK] = {op_lseek, false},
+    [FUSE_LSEEK] = {op_lseek, false, sizeof(struct fuse_lseek_out)},
 };
 
 static size_t reply(void *out, uint64_t unique, int error, size_t payload)
@@ -1340,6 +1343,8 @@ size_t fsd_handle(fsd *fs, const void *in, size_t len, void *out, size_t cap)
                  : -EIO;
     else if (o->writes && fs->read_only)
         rc = -EROFS;
+    else if (r.ocap < o->out)
+        rc = -EIO;
     else
         rc = o->fn(&r);
     if (rc == NO_REPLY)

@@ -601,6 +601,76 @@ static void fd_cap(void **s)
     assert_int_equal(call_name(FUSE_LOOKUP, 1, NULL, 0, "cap79", NULL), 0);
 }
 
+/* A request whose reply buffer cannot hold its answer (a hostile guest kernel's choice)
+ * changes nothing and holds nothing: no file made, no lookup counted, no handle kept that
+ * the guest was never told of; and nothing is read back from past the buffer. */
+static void small_reply_buffers_take_nothing(void **s)
+{
+    teardown(s); /* a fresh export and server: the cap below counts every fd */
+    setup(s);
+    const size_t cap = sizeof(struct fuse_out_header) + 8;
+    uint8_t *out = malloc(cap);
+    char path[160];
+    snprintf(path, sizeof(path), "%s/there", E.dir);
+    close(open(path, O_CREAT | O_WRONLY, 0644));
+    uint64_t there = lookup(1, "there", NULL);
+    for (int k = 0; k < 100; k++) {
+        struct {
+            struct fuse_in_header h;
+            union {
+                struct fuse_create_in c;
+                struct fuse_open_in o;
+                struct fuse_mkdir_in m;
+            } a;
+            char name[8];
+        } req = {.h = {.unique = 7, .uid = 1000, .gid = 1000}};
+        size_t arg = 0;
+        switch (k % 4) {
+        case 0:
+            req.h.opcode = FUSE_CREATE, req.h.nodeid = 1, arg = sizeof(req.a.c);
+            req.a.c = (struct fuse_create_in){.flags = O_RDWR, .mode = 0644};
+            break;
+        case 1:
+            req.h.opcode = FUSE_LOOKUP, req.h.nodeid = 1;
+            break;
+        case 2:
+            req.h.opcode = FUSE_OPEN, req.h.nodeid = there, arg = sizeof(req.a.o);
+            break;
+        case 3:
+            req.h.opcode = FUSE_MKDIR, req.h.nodeid = 1, arg = sizeof(req.a.m);
+            req.a.m = (struct fuse_mkdir_in){.mode = 0755};
+            break;
+        }
+        uint8_t in[sizeof(req)];
+        memcpy(in, &req.h, sizeof(req.h));
+        memcpy(in + sizeof(req.h), &req.a, arg);
+        size_t nl = (size_t)snprintf((char *)in + sizeof(req.h) + arg, 8, "%s",
+                                     k % 4 == 1   ? "there"
+                                     : k % 4 == 0 ? "new"
+                                                  : "dir") +
+                    1;
+        uint32_t len = (uint32_t)(sizeof(req.h) + arg + (k % 4 == 2 ? 0 : nl));
+        memcpy(in, &len, sizeof(len));
+        size_t r = fsd_handle(E.fs, in, len, out, cap);
+        struct fuse_out_header oh;
+        assert_int_equal(r, sizeof(oh));
+        memcpy(&oh, out, sizeof(oh));
+        assert_true(oh.error < 0);
+    }
+    free(out);
+    snprintf(path, sizeof(path), "%s/new", E.dir);
+    assert_int_equal(access(path, F_OK), -1);
+    snprintf(path, sizeof(path), "%s/dir", E.dir);
+    assert_int_equal(access(path, F_OK), -1);
+    /* Still room for the cap's worth of lookups (max_fds 64: the root, "there", 60 more). */
+    for (int k = 0; k < 60; k++) {
+        snprintf(path, sizeof(path), "%s/f%02d", E.dir, k);
+        close(open(path, O_CREAT | O_WRONLY, 0644));
+        snprintf(path, sizeof(path), "f%02d", k);
+        assert_int_equal(call_name(FUSE_LOOKUP, 1, NULL, 0, path, NULL), 0);
+    }
+}
+
 static void record_codec(void **s)
 {
     (void)s;
@@ -663,13 +733,21 @@ static void read_only_export(void **s)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(init_negotiates),  cmocka_unit_test(malformed_headers),
-        cmocka_unit_test(unknown_opcodes),  cmocka_unit_test(invented_nodeids),
-        cmocka_unit_test(bad_names),        cmocka_unit_test(symlinks_are_not_followed),
-        cmocka_unit_test(io_bounds),        cmocka_unit_test(mapped_ownership),
-        cmocka_unit_test(guest_xattrs),     cmocka_unit_test(readdirplus_entries),
-        cmocka_unit_test(readdir_offsets),  cmocka_unit_test(record_codec),
-        cmocka_unit_test(read_only_export), cmocka_unit_test(fd_cap),
+        cmocka_unit_test(init_negotiates),
+        cmocka_unit_test(malformed_headers),
+        cmocka_unit_test(unknown_opcodes),
+        cmocka_unit_test(invented_nodeids),
+        cmocka_unit_test(bad_names),
+        cmocka_unit_test(symlinks_are_not_followed),
+        cmocka_unit_test(io_bounds),
+        cmocka_unit_test(mapped_ownership),
+        cmocka_unit_test(guest_xattrs),
+        cmocka_unit_test(readdirplus_entries),
+        cmocka_unit_test(readdir_offsets),
+        cmocka_unit_test(record_codec),
+        cmocka_unit_test(read_only_export),
+        cmocka_unit_test(fd_cap),
+        cmocka_unit_test(small_reply_buffers_take_nothing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
