@@ -526,10 +526,13 @@ static void no_record_view(const fsd *fs, fsd_own *o)
     }
 }
 
-/* Set a new object's host mode exactly, unless the process umask left it so already. */
+/* Set a new object's host mode exactly, unless the process umask left it so already. A
+ * directory is checked, since one made in a host setgid directory is setgid too (mkdir(2)). */
 static int fix_mode(const fsd *fs, int fd, mode_t want)
 {
-    if (!(want & fs->umask))
+    struct stat st;
+    if (!(want & fs->umask) &&
+        (!S_ISDIR(want) || (fstat(fd, &st) == 0 && (st.st_mode & 07777) == (want & 0777))))
         return 0;
     char path[32];
     fsd_proc_path(path, sizeof(path), fd);

@@ -671,6 +671,31 @@ static void small_reply_buffers_take_nothing(void **s)
     }
 }
 
+/* A host directory made setgid by its owner passes the bit to every directory made in it
+ * (mkdir(2)); the server's never keep it: no host file it makes carries setgid. */
+static void host_setgid_is_not_inherited(void **s)
+{
+    (void)s;
+    char path[160];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/sgid", E.dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    assert_int_equal(chmod(path, 02775), 0);
+    assert_int_equal(stat(path, &st), 0);
+    if (!(st.st_mode & S_ISGID))
+        skip(); /* this filesystem or group does not let us set it */
+    uint64_t sg = lookup(1, "sgid", NULL);
+    struct fuse_mkdir_in mi = {.mode = 0755};
+    assert_int_equal(call_name(FUSE_MKDIR, sg, &mi, sizeof(mi), "d", NULL), 0);
+    snprintf(path, sizeof(path), "%s/sgid/d", E.dir);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0755);
+    /* The guest still sees its own view: a plain 0755 directory (the record holds no bit). */
+    struct fuse_entry_out e;
+    memcpy(&e, E.out + sizeof(struct fuse_out_header), sizeof(e));
+    assert_int_equal(e.attr.mode, S_IFDIR | 0755);
+}
+
 static void record_codec(void **s)
 {
     (void)s;
@@ -747,6 +772,7 @@ int main(void)
         cmocka_unit_test(record_codec),
         cmocka_unit_test(read_only_export),
         cmocka_unit_test(fd_cap),
+        cmocka_unit_test(host_setgid_is_not_inherited),
         cmocka_unit_test(small_reply_buffers_take_nothing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
