@@ -234,6 +234,11 @@ static int set_ring_fd(vu_dev *d, const vu_payload *p, int *fds, unsigned n_fds,
     bool nofd = p->u64 & VU_VRING_NOFD;
     if (!q || (nofd ? n_fds != 0 : n_fds != 1))
         return -1;
+    /* An eventfd or a pipe: a file or device (/dev/zero) would read as a kick forever. */
+    struct stat st;
+    if (!nofd && (fstat(fds[0], &st) < 0 || (st.st_mode & S_IFMT) == S_IFREG ||
+                  S_ISDIR(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
+        return -1;
     int *slot = kick ? &q->kick_fd : &q->call_fd;
     if (*slot >= 0)
         close(*slot);

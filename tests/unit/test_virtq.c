@@ -3,6 +3,8 @@
  * writable, an avail index far ahead. Each breaks the ring without touching memory outside
  * the guest's; a well-formed chain is served and its reply scattered. */
 #include <linux/virtio_ring.h>
+#include <fcntl.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -288,6 +290,48 @@ static void memory_past_its_file_is_refused(void **state)
     assert_int_equal(mem_table(1 << 20, 1 << 20), 0);
 }
 
+/* SET_VRING_KICK for ring 1 with `fd`; what vu_dev_handle() makes of it. */
+static int set_kick(int fd)
+{
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    struct {
+        uint32_t request, flags, len;
+        uint64_t index;
+    } __attribute__((packed)) msg = {12, 1, 8, 1};
+    char cbuf[CMSG_SPACE(sizeof(int))] = {0};
+    struct iovec iov = {&msg, sizeof msg};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    assert_int_equal(sendmsg(sv[0], &m, 0), (ssize_t)sizeof msg);
+    close(fd);
+    vu_dev d;
+    vu_dev_init(&d, sv[1], "t");
+    int rc = vu_dev_handle(&d);
+    vu_dev_clear(&d);
+    close(sv[0]);
+    return rc;
+}
+
+/* A kick fd that always reads (a file, /dev/zero) would keep the server draining it
+ * forever: refused; an eventfd (UML's) and a pipe are taken. */
+static void kick_that_never_drains_is_refused(void **state)
+{
+    (void)state;
+    assert_int_equal(set_kick(open("/dev/zero", O_RDONLY | O_CLOEXEC)), -1);
+    assert_int_equal(set_kick(memfd_create("k", MFD_CLOEXEC)), -1);
+    assert_int_equal(set_kick(eventfd(0, EFD_CLOEXEC)), 0);
+    int p[2];
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    close(p[1]);
+    assert_int_equal(set_kick(p[0]), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -304,6 +348,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(ring_outside_memory_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(size_changed_after_map_is_not_served, setup, teardown),
         cmocka_unit_test(memory_past_its_file_is_refused),
+        cmocka_unit_test(kick_that_never_drains_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
