@@ -248,12 +248,35 @@ static void size_changed_after_map_is_not_served(void **state)
     assert_false(virtq_ready(&f->q));
 }
 
-/* SET_MEM_TABLE with one region of `size` bytes backed by a memfd of `fd_size` bytes; what
- * vu_dev_handle() makes of it. */
-static int mem_table(uint64_t size, off_t fd_size)
+/* One vhost-user message (`msg`, `len` bytes) carrying `fd` (closed here) to a fresh
+ * device; what vu_dev_handle() makes of it. */
+static int vu_send(const void *msg, size_t len, int fd)
 {
     int sv[2];
+    assert_true(fd >= 0);
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    char cbuf[CMSG_SPACE(sizeof(int))] = {0};
+    struct iovec iov = {(void *)msg, len};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    assert_int_equal(sendmsg(sv[0], &m, 0), (ssize_t)len);
+    close(fd);
+    vu_dev d;
+    vu_dev_init(&d, sv[1], "t");
+    int rc = vu_dev_handle(&d);
+    vu_dev_clear(&d);
+    close(sv[0]);
+    return rc;
+}
+
+/* SET_MEM_TABLE with one region of `size` bytes backed by a memfd of `fd_size` bytes. */
+static int mem_table(uint64_t size, off_t fd_size)
+{
     int mfd = memfd_create("guest", MFD_CLOEXEC);
     assert_true(mfd >= 0);
     assert_int_equal(ftruncate(mfd, fd_size), 0);
@@ -262,23 +285,7 @@ static int mem_table(uint64_t size, off_t fd_size)
         uint32_t n, pad;
         uint64_t gpa, size, uaddr, mmap_offset;
     } __attribute__((packed)) msg = {5, 1, 40, 1, 0, 0, size, 0x7f0000000000ull, 0};
-    char cbuf[CMSG_SPACE(sizeof(int))] = {0};
-    struct iovec iov = {&msg, sizeof msg};
-    struct msghdr m = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &mfd, sizeof mfd);
-    assert_int_equal(sendmsg(sv[0], &m, 0), (ssize_t)sizeof msg);
-    close(mfd);
-    vu_dev d;
-    vu_dev_init(&d, sv[1], "t");
-    int rc = vu_dev_handle(&d);
-    vu_dev_clear(&d);
-    close(sv[0]);
-    return rc;
+    return vu_send(&msg, sizeof msg, mfd);
 }
 
 /* Guest memory larger than the file behind it would fault (SIGBUS) on the first ring or
@@ -290,32 +297,14 @@ static void memory_past_its_file_is_refused(void **state)
     assert_int_equal(mem_table(1 << 20, 1 << 20), 0);
 }
 
-/* SET_VRING_KICK for ring 1 with `fd`; what vu_dev_handle() makes of it. */
+/* SET_VRING_KICK for ring 1 with `fd`. */
 static int set_kick(int fd)
 {
-    int sv[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     struct {
         uint32_t request, flags, len;
         uint64_t index;
     } __attribute__((packed)) msg = {12, 1, 8, 1};
-    char cbuf[CMSG_SPACE(sizeof(int))] = {0};
-    struct iovec iov = {&msg, sizeof msg};
-    struct msghdr m = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    assert_int_equal(sendmsg(sv[0], &m, 0), (ssize_t)sizeof msg);
-    close(fd);
-    vu_dev d;
-    vu_dev_init(&d, sv[1], "t");
-    int rc = vu_dev_handle(&d);
-    vu_dev_clear(&d);
-    close(sv[0]);
-    return rc;
+    return vu_send(&msg, sizeof msg, fd);
 }
 
 /* A kick fd that always reads (a file, /dev/zero) would keep the server draining it
