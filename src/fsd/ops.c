@@ -227,6 +227,21 @@ static fsd_inode *dir_inode(req *r)
     return i && i->host_type == S_IFDIR ? i : NULL;
 }
 
+/* The start of every request about a name in the directory r->h.nodeid: its fixed
+ * arguments (`n` bytes into `args`; none when n is 0), then the name. 0, or the error to
+ * reply: EINVAL for short arguments or a name that is not one path component, ENOTDIR
+ * for a nodeid that is not a directory. */
+static int take_dir_name(req *r, void *args, size_t n, fsd_inode **ret_dir, const char **ret_name)
+{
+    if (n && !take(r, args, n))
+        return -EINVAL;
+    *ret_dir = dir_inode(r);
+    *ret_name = take_name(r);
+    if (!*ret_dir)
+        return -ENOTDIR;
+    return *ret_name ? 0 : -EINVAL;
+}
+
 static bool is_file_or_dir(const fsd_inode *i)
 {
     return i->host_type == S_IFREG || i->host_type == S_IFDIR;
@@ -319,14 +334,12 @@ static int op_interrupt(req *r)
 
 static int op_lookup(req *r)
 {
-    fsd_inode *dir = dir_inode(r), *i = NULL;
-    const char *name = take_name(r);
+    fsd_inode *dir, *i = NULL;
+    const char *name;
     struct stat st;
-    if (!dir)
-        return -ENOTDIR;
-    if (!name)
-        return -EINVAL;
-    int rc = lookup_name(r->fs, dir, name, &st, &i);
+    int rc = take_dir_name(r, NULL, 0, &dir, &name);
+    if (rc == 0)
+        rc = lookup_name(r->fs, dir, name, &st, &i);
     if (rc < 0 || !i)
         return rc < 0 ? rc : -EIO;
     put_entry(r, i, &st);
@@ -541,14 +554,13 @@ static int fix_mode(const fsd *fs, int fd, mode_t want)
 
 static int op_mknod(req *r)
 {
-    fsd_inode *dir = dir_inode(r);
+    fsd_inode *dir;
     struct fuse_mknod_in in;
-    if (!take(r, &in, sizeof(in)))
-        return -EINVAL;
-    const char *name = take_name(r);
-    if (!dir)
-        return -ENOTDIR;
-    if (!name || (in.mode & ~(uint32_t)(S_IFMT | 07777)))
+    const char *name;
+    int rc = take_dir_name(r, &in, sizeof(in), &dir, &name);
+    if (rc < 0)
+        return rc;
+    if (in.mode & ~(uint32_t)(S_IFMT | 07777))
         return -EINVAL;
     uint32_t type = in.mode & S_IFMT;
     if (type != S_IFREG && type != S_IFCHR && type != S_IFBLK && type != S_IFIFO &&
@@ -564,7 +576,7 @@ static int op_mknod(req *r)
         openat(dir->fd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, host & 0777);
     if (fd < 0)
         return neg_errno();
-    int rc = fix_mode(r->fs, fd, host);
+    rc = fix_mode(r->fs, fd, host);
     close(fd);
     if (rc < 0) {
         unlinkat(dir->fd, name, 0);
@@ -575,15 +587,12 @@ static int op_mknod(req *r)
 
 static int op_mkdir(req *r)
 {
-    fsd_inode *dir = dir_inode(r);
+    fsd_inode *dir;
     struct fuse_mkdir_in in;
-    if (!take(r, &in, sizeof(in)))
-        return -EINVAL;
-    const char *name = take_name(r);
-    if (!dir)
-        return -ENOTDIR;
-    if (!name)
-        return -EINVAL;
+    const char *name;
+    int rc = take_dir_name(r, &in, sizeof(in), &dir, &name);
+    if (rc < 0)
+        return rc;
     fsd_own o = new_own(r, dir, S_IFDIR | (in.mode & 07777), 0);
     no_record_view(r->fs, &o);
     mode_t host = host_mode(r->fs, o.mode);
@@ -591,7 +600,7 @@ static int op_mkdir(req *r)
         return neg_errno();
     int fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
-        int rc = fix_mode(r->fs, fd, host);
+        rc = fix_mode(r->fs, fd, host);
         if (rc < 0) {
             close(fd);
             unlinkat(dir->fd, name, AT_REMOVEDIR);
@@ -603,12 +612,13 @@ static int op_mkdir(req *r)
 
 static int op_symlink(req *r)
 {
-    fsd_inode *dir = dir_inode(r);
-    const char *name = take_name(r);
-    const char *target = take_str(r, PATH_MAX - 1);
-    if (!dir)
-        return -ENOTDIR;
-    if (!name || !target || !*target)
+    fsd_inode *dir;
+    const char *name, *target;
+    int rc = take_dir_name(r, NULL, 0, &dir, &name);
+    if (rc < 0)
+        return rc;
+    target = take_str(r, PATH_MAX - 1);
+    if (!target || !*target)
         return -EINVAL;
     if (symlinkat(target, dir->fd, name) < 0)
         return neg_errno();
@@ -650,15 +660,12 @@ static int create_existing(req *r, fsd_inode *dir, const char *name, int flags)
 
 static int op_create(req *r)
 {
-    fsd_inode *dir = dir_inode(r);
+    fsd_inode *dir;
     struct fuse_create_in in;
-    if (!take(r, &in, sizeof(in)))
-        return -EINVAL;
-    const char *name = take_name(r);
-    if (!dir)
-        return -ENOTDIR;
-    if (!name)
-        return -EINVAL;
+    const char *name;
+    int rc = take_dir_name(r, &in, sizeof(in), &dir, &name);
+    if (rc < 0)
+        return rc;
     fsd_own o = new_own(r, dir, S_IFREG | (in.mode & 07777), 0);
     no_record_view(r->fs, &o);
     int flags = (int)in.flags & (O_ACCMODE | O_APPEND | O_TRUNC | O_SYNC | O_DSYNC | O_NOATIME);
@@ -670,19 +677,14 @@ static int op_create(req *r)
         return create_existing(r, dir, name, flags);
     if (fd < 0)
         return neg_errno();
-    int rc0 = fix_mode(r->fs, fd, host);
-    if (rc0 < 0) {
-        close(fd);
-        unlinkat(dir->fd, name, 0);
-        return rc0;
-    }
-    uint64_t fh = fsd_handle_add(&r->fs->t, fd, false, 0);
+    rc = fix_mode(r->fs, fd, host);
+    uint64_t fh = rc < 0 ? 0 : fsd_handle_add(&r->fs->t, fd, false, 0);
     if (!fh) {
         close(fd);
         unlinkat(dir->fd, name, 0);
-        return -EMFILE;
+        return rc < 0 ? rc : -EMFILE;
     }
-    int rc = finish_new(r, dir, name, -1, &o, false);
+    rc = finish_new(r, dir, name, -1, &o, false);
     if (rc < 0) {
         fsd_handle_close(&r->fs->t, fh, false);
         return rc;
@@ -698,12 +700,11 @@ static int op_create(req *r)
 
 static int op_unlink_common(req *r, int flags)
 {
-    fsd_inode *dir = dir_inode(r);
-    const char *name = take_name(r);
-    if (!dir)
-        return -ENOTDIR;
-    if (!name)
-        return -EINVAL;
+    fsd_inode *dir;
+    const char *name;
+    int rc = take_dir_name(r, NULL, 0, &dir, &name);
+    if (rc < 0)
+        return rc;
     struct stat st;
     bool known = fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
     if (unlinkat(dir->fd, name, flags) < 0)
@@ -725,13 +726,16 @@ static int op_rmdir(req *r)
 
 static int do_rename(req *r, uint64_t newdir, uint32_t flags)
 {
-    fsd_inode *od = dir_inode(r);
-    const char *oname = take_name(r);
+    fsd_inode *od;
+    const char *oname;
+    int rc = take_dir_name(r, NULL, 0, &od, &oname);
+    if (rc < 0)
+        return rc;
     const char *nname = take_name(r);
     fsd_inode *nd = fsd_inode_get(&r->fs->t, newdir);
-    if (!od || !nd || nd->host_type != S_IFDIR)
+    if (!nd || nd->host_type != S_IFDIR)
         return -ENOTDIR;
-    if (!oname || !nname || (flags & ~(uint32_t)(RENAME_NOREPLACE | RENAME_EXCHANGE)))
+    if (!nname || (flags & ~(uint32_t)(RENAME_NOREPLACE | RENAME_EXCHANGE)))
         return -EINVAL;
     struct stat st;
     bool known =
@@ -761,16 +765,13 @@ static int op_rename2(req *r)
 
 static int op_link(req *r)
 {
-    fsd_inode *dir = dir_inode(r);
+    fsd_inode *dir;
     struct fuse_link_in in;
-    if (!take(r, &in, sizeof(in)))
-        return -EINVAL;
-    const char *name = take_name(r);
+    const char *name;
+    int rc = take_dir_name(r, &in, sizeof(in), &dir, &name);
+    if (rc < 0)
+        return rc;
     fsd_inode *i = fsd_inode_get(&r->fs->t, in.oldnodeid);
-    if (!dir)
-        return -ENOTDIR;
-    if (!name)
-        return -EINVAL;
     if (!i)
         return -ESTALE;
     if (i->host_type == S_IFDIR)
