@@ -703,7 +703,11 @@ static void record_codec(void **s)
     uint8_t rec[FSD_OWN_RECORD_LEN];
     fsd_own_encode(&o, rec);
     assert_int_equal(fsd_own_decode(rec, sizeof(rec), S_IFREG, &back), 0);
-    assert_memory_equal(&o, &back, sizeof(o));
+    /* Field by field: the struct's padding is not part of the record. */
+    assert_int_equal(back.uid, o.uid);
+    assert_int_equal(back.gid, o.gid);
+    assert_int_equal(back.mode, o.mode);
+    assert_int_equal(back.rdev, o.rdev);
     /* A character device cannot be a host directory; bad lengths, versions and bits fail. */
     assert_int_equal(fsd_own_decode(rec, sizeof(rec), S_IFDIR, &back), -EINVAL);
     assert_int_equal(fsd_own_decode(rec, sizeof(rec) - 1, S_IFREG, &back), -EINVAL);
