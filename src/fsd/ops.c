@@ -1010,9 +1010,9 @@ static void plus_entry(req *r, fsd_inode *dir, const char *name, size_t namelen,
     *e = (struct fuse_entry_out){0};
     if ((namelen == 1 && name[0] == '.') || (namelen == 2 && name[0] == '.' && name[1] == '.'))
         return;
-    fsd_inode *i;
+    fsd_inode *i = NULL;
     struct stat st;
-    if (!dir || lookup_name(r->fs, dir, name, &st, &i) < 0)
+    if (!dir || lookup_name(r->fs, dir, name, &st, &i) < 0 || !i)
         return;
     e->nodeid = fsd_inode_id(&r->fs->t, i);
     e->entry_valid = TIMEOUT_S;

@@ -281,7 +281,7 @@ static void ring_start(vu_dev *d, virtq *q)
 
 int vu_dev_handle(vu_dev *d)
 {
-    vu_hdr h;
+    vu_hdr h = {0};
     vu_payload p;
     int fds[VU_MAX_FDS];
     unsigned n_fds;

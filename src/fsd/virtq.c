@@ -125,7 +125,7 @@ static int chain_gather(virtq *q, const guest_mem *m, uint16_t head, uint8_t *in
             return -1; /* readable after writable: not a virtio chain */
         } else if (d.len > in_cap - c->in_len) {
             too_big = true;
-        } else {
+        } else if (p) { /* a zero-length descriptor has no address to copy from */
             memcpy(in + c->in_len, p, d.len);
             c->in_len += d.len;
         }
@@ -145,7 +145,8 @@ static void chain_scatter(const chain *c, const uint8_t *out, size_t len)
     size_t off = 0;
     for (unsigned k = 0; k < c->n_out && off < len; k++) {
         size_t n = c->out[k].len < len - off ? c->out[k].len : len - off;
-        memcpy(c->out[k].p, out + off, n);
+        if (n)
+            memcpy(c->out[k].p, out + off, n);
         off += n;
     }
 }
