@@ -296,6 +296,32 @@ static void symlinks_are_not_followed(void **s)
     size_t n;
     assert_int_equal(call(FUSE_READLINK, id, NULL, 0, NULL, 0, &n), 0);
     assert_int_equal(n, strlen(outside));
+    /* A hard link of a symlink to a file outside (LINK goes through /proc/self/fd with
+     * AT_SYMLINK_FOLLOW) links the symlink itself, never the file it names; SETATTR and
+     * xattrs on it reach nothing either. */
+    snprintf(link, sizeof(link), "%s/to-secret", E.dir);
+    assert_int_equal(symlink(secret, link), 0);
+    uint64_t ts = lookup(1, "to-secret", NULL);
+    struct fuse_link_in li = {.oldnodeid = ts};
+    assert_int_equal(call_name(FUSE_LINK, 1, &li, sizeof(li), "hard", NULL), 0);
+    struct stat st, sst;
+    snprintf(link, sizeof(link), "%s/hard", E.dir);
+    assert_int_equal(lstat(link, &st), 0);
+    assert_int_equal(stat(secret, &sst), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_true(st.st_ino != sst.st_ino);
+    assert_int_equal(sst.st_nlink, 1);
+    struct fuse_setattr_in sa = {.valid = FATTR_MODE | FATTR_SIZE, .mode = 04777, .size = 0};
+    assert_true(call(FUSE_SETATTR, ts, &sa, sizeof(sa), NULL, 0, NULL) < 0);
+    sa = (struct fuse_setattr_in){.valid = FATTR_MODE | FATTR_UID, .mode = 04777, .uid = 0};
+    assert_int_equal(call(FUSE_SETATTR, ts, &sa, sizeof(sa), NULL, 0, NULL), 0);
+    struct fuse_setxattr_in sx = {.size = 1};
+    char xa[16] = "user.a\0v";
+    assert_int_equal(call(FUSE_SETXATTR, ts, &sx, FUSE_COMPAT_SETXATTR_IN_SIZE, xa, 9, NULL),
+                     -EPERM);
+    assert_int_equal(stat(secret, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0644);
+    assert_int_equal(listxattr(secret, NULL, 0), 0);
     rmtree(outside);
 }
 
