@@ -246,6 +246,21 @@ static fsd_inode *dir_inode(req *r)
     return i && i->host_type == S_IFDIR ? i : NULL;
 }
 
+/* The start of every request about a name in the directory r->h.nodeid: its fixed
+ * arguments (`n` bytes into `args`; none when n is 0), then the name. 0, or the error to
+ * reply: EINVAL for short arguments or a name that is not one path component, ENOTDIR
+ * for a nodeid that is not a directory. */
+static int take_dir_name(req *r, void *args, size_t n, fsd_inode **ret_dir, const char **ret_name)
+{
+    if (n && !take(r, args, n))
+        return -EINVAL;
+    *ret_dir = dir_inode(r);
+    *ret_name = take_name(r);
+    if (!*ret_dir)
+        return -ENOTDIR;
+    return *ret_name ? 0 : -EINVAL;
+}
+
 static bool is_file_or_dir(const fsd_inode *i)
 {
     return i->host_type == S_IFREG || i->host_type == S_IFDIR;
@@ -338,14 +353,12 @@ static int op_interrupt(req *r)
 
 static int op_lookup(req *r)
 {
-    fsd_inode *dir = dir_inode(r), *i = NULL;
-    const char *name = take_name(r);
+    fsd_inode *dir, *i = NULL;
+    const char *name;
     struct stat st;
-    if (!dir)
-        return -ENOTDIR;
-    if (!name)
-        return -EINVAL;
-    int rc = lookup_name(r->fs, dir, name, &st, &i);
+    int rc = take_dir_name(r, NULL, 0, &dir, &name);
+    if (rc == 0)
+        rc = lookup_name(r->fs, dir, name, &st, &i);
     if (rc < 0 || !i)
         return rc < 0 ? rc : -EIO;
     put_entry(r, i, &st);
@@ -551,10 +564,13 @@ static void no_record_view(const fsd *fs, fsd_own *o)
     }
 }
 
-/* Set a new object's host mode exactly, unless the process umask left it so already. */
+/* Set a new object's host mode exactly, unless the process umask left it so already. A
+ * directory is checked, since one made in a host setgid directory is setgid too (mkdir(2)). */
 static int fix_mode(const fsd *fs, int fd, mode_t want)
 {
-    if (!(want & fs->umask))
+    struct stat st;
+    if (!(want & fs->umask) &&
+        (!S_ISDIR(want) || (fstat(fd, &st) == 0 && (st.st_mode & 07777) == (want & 0777))))
         return 0;
     char path[32];
     fsd_proc_path(path, sizeof(path), fd);
@@ -563,14 +579,13 @@ static int fix_mode(const fsd *fs, int fd, mode_t want)
 
 static int op_mknod(req *r)
 {
-    fsd_inode *dir = dir_inode(r);
+    fsd_inode *dir;
     struct fuse_mknod_in in;
-    if (!take(r, &in, sizeof(in)))
-        return -EINVAL;
-    const char *name = take_name(r);
-    if (!dir)
-        return -ENOTDIR;
-    if (!name || (in.mode & ~(uint32_t)(S_IFMT | 07777)))
+    const char *name;
+    int rc = take_dir_name(r, &in, sizeof(in), &dir, &name);
+    if (rc < 0)
+        return rc;
+    if (in.mode & ~(uint32_t)(S_IFMT | 07777))
         return -EINVAL;
     uint32_t type = in.mode & S_IFMT;
     if (type != S_IFREG && type != S_IFCHR && type != S_IFBLK && type != S_IFIFO &&
@@ -586,7 +601,7 @@ static int op_mknod(req *r)
         openat(dir->fd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, host & 0777);
     if (fd < 0)
         return neg_errno();
-    int rc = fix_mode(r->fs, fd, host);
+    rc = fix_mode(r->fs, fd, host);
     close(fd);
     if (rc < 0) {
         unlinkat(dir->fd, name, 0);
@@ -597,15 +612,12 @@ static int op_mknod(req *r)
 
 static int op_mkdir(req *r)
 {
-    fsd_inode *dir = dir_inode(r);
+    fsd_inode *dir;
     struct fuse_mkdir_in in;
-    if (!take(r, &in, sizeof(in)))
-        return -EINVAL;
-    const char *name = take_name(r);
-    if (!dir)
-        return -ENOTDIR;
-    if (!name)
-        return -EINVAL;
+    const char *name;
+    int rc = take_dir_name(r, &in, sizeof(in), &dir, &name);
+    if (rc < 0)
+        return rc;
     fsd_own o = new_own(r, dir, S_IFDIR | (in.mode & 07777), 0);
     no_record_view(r->fs, &o);
     mode_t host = host_mode(r->fs, o.mode);
@@ -613,7 +625,7 @@ static int op_mkdir(req *r)
         return neg_errno();
     int fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
-        int rc = fix_mode(r->fs, fd, host);
+        rc = fix_mode(r->fs, fd, host);
         if (rc < 0) {
             close(fd);
             unlinkat(dir->fd, name, AT_REMOVEDIR);
@@ -625,12 +637,13 @@ static int op_mkdir(req *r)
 
 static int op_symlink(req *r)
 {
-    fsd_inode *dir = dir_inode(r);
-    const char *name = take_name(r);
-    const char *target = take_str(r, PATH_MAX - 1);
-    if (!dir)
-        return -ENOTDIR;
-    if (!name || !target || !*target)
+    fsd_inode *dir;
+    const char *name, *target;
+    int rc = take_dir_name(r, NULL, 0, &dir, &name);
+    if (rc < 0)
+        return rc;
+    target = take_str(r, PATH_MAX - 1);
+    if (!target || !*target)
         return -EINVAL;
     if (symlinkat(target, dir->fd, name) < 0)
         return neg_errno();
@@ -672,15 +685,12 @@ static int create_existing(req *r, fsd_inode *dir, const char *name, int flags)
 
 static int op_create(req *r)
 {
-    fsd_inode *dir = dir_inode(r);
+    fsd_inode *dir;
     struct fuse_create_in in;
-    if (!take(r, &in, sizeof(in)))
-        return -EINVAL;
-    const char *name = take_name(r);
-    if (!dir)
-        return -ENOTDIR;
-    if (!name)
-        return -EINVAL;
+    const char *name;
+    int rc = take_dir_name(r, &in, sizeof(in), &dir, &name);
+    if (rc < 0)
+        return rc;
     fsd_own o = new_own(r, dir, S_IFREG | (in.mode & 07777), 0);
     no_record_view(r->fs, &o);
     int flags = (int)in.flags & (O_ACCMODE | O_APPEND | O_TRUNC | O_SYNC | O_DSYNC | O_NOATIME);
@@ -692,19 +702,14 @@ static int op_create(req *r)
         return create_existing(r, dir, name, flags);
     if (fd < 0)
         return neg_errno();
-    int rc0 = fix_mode(r->fs, fd, host);
-    if (rc0 < 0) {
-        close(fd);
-        unlinkat(dir->fd, name, 0);
-        return rc0;
-    }
-    uint64_t fh = fsd_handle_add(&r->fs->t, fd, false, 0);
+    rc = fix_mode(r->fs, fd, host);
+    uint64_t fh = rc < 0 ? 0 : fsd_handle_add(&r->fs->t, fd, false, 0);
     if (!fh) {
         close(fd);
         unlinkat(dir->fd, name, 0);
-        return -EMFILE;
+        return rc < 0 ? rc : -EMFILE;
     }
-    int rc = finish_new(r, dir, name, -1, &o, false);
+    rc = finish_new(r, dir, name, -1, &o, false);
     if (rc < 0) {
         fsd_handle_close(&r->fs->t, fh, false);
         return rc;
@@ -720,12 +725,11 @@ static int op_create(req *r)
 
 static int op_unlink_common(req *r, int flags)
 {
-    fsd_inode *dir = dir_inode(r);
-    const char *name = take_name(r);
-    if (!dir)
-        return -ENOTDIR;
-    if (!name)
-        return -EINVAL;
+    fsd_inode *dir;
+    const char *name;
+    int rc = take_dir_name(r, NULL, 0, &dir, &name);
+    if (rc < 0)
+        return rc;
     struct stat st;
     bool known = fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
     /* The guest may still hold the inode (an open file): keep its fd, the name goes. */
@@ -751,13 +755,16 @@ static int op_rmdir(req *r)
 
 static int do_rename(req *r, uint64_t newdir, uint32_t flags)
 {
-    fsd_inode *od = dir_inode(r);
-    const char *oname = take_name(r);
+    fsd_inode *od;
+    const char *oname;
+    int rc = take_dir_name(r, NULL, 0, &od, &oname);
+    if (rc < 0)
+        return rc;
     const char *nname = take_name(r);
     fsd_inode *nd = fsd_inode_use(&r->fs->t, newdir);
-    if (!od || !nd || nd->host_type != S_IFDIR)
+    if (!nd || nd->host_type != S_IFDIR)
         return -ENOTDIR;
-    if (!oname || !nname || (flags & ~(uint32_t)(RENAME_NOREPLACE | RENAME_EXCHANGE)))
+    if (!nname || (flags & ~(uint32_t)(RENAME_NOREPLACE | RENAME_EXCHANGE)))
         return -EINVAL;
     struct stat st, src;
     fsd_tables *t = &r->fs->t;
@@ -798,16 +805,13 @@ static int op_rename2(req *r)
 
 static int op_link(req *r)
 {
-    fsd_inode *dir = dir_inode(r);
+    fsd_inode *dir;
     struct fuse_link_in in;
-    if (!take(r, &in, sizeof(in)))
-        return -EINVAL;
-    const char *name = take_name(r);
+    const char *name;
+    int rc = take_dir_name(r, &in, sizeof(in), &dir, &name);
+    if (rc < 0)
+        return rc;
     fsd_inode *i = fsd_inode_use(&r->fs->t, in.oldnodeid);
-    if (!dir)
-        return -ENOTDIR;
-    if (!name)
-        return -EINVAL;
     if (!i)
         return -ESTALE;
     if (i->host_type == S_IFDIR)
@@ -1048,9 +1052,9 @@ static void plus_entry(req *r, fsd_inode *dir, const char *name, size_t namelen,
     *e = (struct fuse_entry_out){0};
     if ((namelen == 1 && name[0] == '.') || (namelen == 2 && name[0] == '.' && name[1] == '.'))
         return;
-    fsd_inode *i;
+    fsd_inode *i = NULL;
     struct stat st;
-    if (!dir || lookup_name(r->fs, dir, name, &st, &i) < 0)
+    if (!dir || lookup_name(r->fs, dir, name, &st, &i) < 0 || !i)
         return;
     e->nodeid = fsd_inode_id(&r->fs->t, i);
     e->entry_valid = TIMEOUT_S;
@@ -1306,25 +1310,28 @@ static int op_removexattr(req *r)
 typedef struct op {
     int (*fn)(req *r);
     bool writes; /* refused with EROFS on a read-only export */
+    /* The reply's fixed size: a request whose buffer cannot hold it is refused before it
+     * acts, so nothing is made, counted or opened that the guest is never told of. */
+    size_t out;
 } op;
 
 static const op ops[] = {
-    [FUSE_LOOKUP] = {op_lookup, false},
+    [FUSE_LOOKUP] = {op_lookup, false, sizeof(struct fuse_entry_out)},
     [FUSE_FORGET] = {op_forget, false},
-    [FUSE_GETATTR] = {op_getattr, false},
-    [FUSE_SETATTR] = {op_setattr, true},
+    [FUSE_GETATTR] = {op_getattr, false, sizeof(struct fuse_attr_out)},
+    [FUSE_SETATTR] = {op_setattr, true, sizeof(struct fuse_attr_out)},
     [FUSE_READLINK] = {op_readlink, false},
-    [FUSE_SYMLINK] = {op_symlink, true},
-    [FUSE_MKNOD] = {op_mknod, true},
-    [FUSE_MKDIR] = {op_mkdir, true},
+    [FUSE_SYMLINK] = {op_symlink, true, sizeof(struct fuse_entry_out)},
+    [FUSE_MKNOD] = {op_mknod, true, sizeof(struct fuse_entry_out)},
+    [FUSE_MKDIR] = {op_mkdir, true, sizeof(struct fuse_entry_out)},
     [FUSE_UNLINK] = {op_unlink, true},
     [FUSE_RMDIR] = {op_rmdir, true},
     [FUSE_RENAME] = {op_rename, true},
-    [FUSE_LINK] = {op_link, true},
-    [FUSE_OPEN] = {op_open, false},
+    [FUSE_LINK] = {op_link, true, sizeof(struct fuse_entry_out)},
+    [FUSE_OPEN] = {op_open, false, sizeof(struct fuse_open_out)},
     [FUSE_READ] = {op_read, false},
-    [FUSE_WRITE] = {op_write, true},
-    [FUSE_STATFS] = {op_statfs, false},
+    [FUSE_WRITE] = {op_write, true, sizeof(struct fuse_write_out)},
+    [FUSE_STATFS] = {op_statfs, false, sizeof(struct fuse_kstatfs)},
     [FUSE_RELEASE] = {op_release, false},
     [FUSE_FSYNC] = {op_fsync, false},
     [FUSE_SETXATTR] = {op_setxattr, true},
@@ -1332,20 +1339,20 @@ static const op ops[] = {
     [FUSE_LISTXATTR] = {op_listxattr, false},
     [FUSE_REMOVEXATTR] = {op_removexattr, true},
     [FUSE_FLUSH] = {op_flush, false},
-    [FUSE_INIT] = {op_init, false},
-    [FUSE_OPENDIR] = {op_opendir, false},
+    [FUSE_INIT] = {op_init, false, sizeof(struct fuse_init_out)},
+    [FUSE_OPENDIR] = {op_opendir, false, sizeof(struct fuse_open_out)},
     [FUSE_READDIR] = {op_readdir, false},
     [FUSE_READDIRPLUS] = {op_readdirplus, false},
     [FUSE_RELEASEDIR] = {op_releasedir, false},
     [FUSE_FSYNCDIR] = {op_fsyncdir, false},
     [FUSE_ACCESS] = {op_access, false},
-    [FUSE_CREATE] = {op_create, true},
+    [FUSE_CREATE] = {op_create, true, sizeof(struct fuse_entry_out) + sizeof(struct fuse_open_out)},
     [FUSE_INTERRUPT] = {op_interrupt, false},
     [FUSE_DESTROY] = {op_destroy, false},
     [FUSE_BATCH_FORGET] = {op_batch_forget, false},
     [FUSE_FALLOCATE] = {op_fallocate, true},
     [FUSE_RENAME2] = {op_rename2, true},
-    [FUSE_LSEEK] = {op_lseek, false},
+    [FUSE_LSEEK] = {op_lseek, false, sizeof(struct fuse_lseek_out)},
 };
 
 static size_t reply(void *out, uint64_t unique, int error, size_t payload)
@@ -1392,6 +1399,8 @@ size_t fsd_handle(fsd *fs, const void *in, size_t len, void *out, size_t cap)
                  : -EIO;
     else if (o->writes && fs->read_only)
         rc = -EROFS;
+    else if (r.ocap < o->out)
+        rc = -EIO;
     else
         rc = o->fn(&r);
     if (rc == NO_REPLY)

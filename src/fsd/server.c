@@ -83,9 +83,15 @@ static void serve_rings(served *s, uint8_t *in, uint8_t *out)
     for (unsigned i = 0; i < VU_QUEUES; i++) {
         virtq *q = &s->dev.q[i];
         uint64_t v;
-        if (q->kick_fd >= 0)
-            while (read(q->kick_fd, &v, sizeof v) == (ssize_t)sizeof v)
-                ;
+        ssize_t got = 1;
+        /* Bounded: a kick is a counter or a few bytes, never an endless stream. */
+        for (int k = 0; k < 64 && q->kick_fd >= 0 && got > 0; k++)
+            got = read(q->kick_fd, &v, sizeof v);
+        if (got == 0) {
+            /* A kick pipe with no writer left: it would poll as ready forever. */
+            close(q->kick_fd);
+            q->kick_fd = -1;
+        }
         (void)virtq_serve(q, &s->dev.mem, handle, s->fs, in, out, FSD_BUF_MAX);
     }
 }

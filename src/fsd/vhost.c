@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/xalloc.h"
@@ -197,6 +198,10 @@ static int set_mem_table(vu_dev *d, const vu_hdr *h, const vu_payload *p, int *f
             r->mmap_offset > (1ull << 40))
             return -1;
         size_t len = (size_t)(r->mmap_offset + r->size);
+        /* Memory past the end of its file would fault (SIGBUS) when a ring touches it. */
+        struct stat st;
+        if (fstat(fds[i], &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < len)
+            return -1;
         void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fds[i], 0);
         close(fds[i]);
         fds[i] = -1;
@@ -228,6 +233,11 @@ static int set_ring_fd(vu_dev *d, const vu_payload *p, int *fds, unsigned n_fds,
     virtq *q = ring_of(d, p->u64);
     bool nofd = p->u64 & VU_VRING_NOFD;
     if (!q || (nofd ? n_fds != 0 : n_fds != 1))
+        return -1;
+    /* An eventfd or a pipe: a file or device (/dev/zero) would read as a kick forever. */
+    struct stat st;
+    if (!nofd && (fstat(fds[0], &st) < 0 || (st.st_mode & S_IFMT) == S_IFREG ||
+                  S_ISDIR(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
         return -1;
     int *slot = kick ? &q->kick_fd : &q->call_fd;
     if (*slot >= 0)
@@ -271,7 +281,7 @@ static void ring_start(vu_dev *d, virtq *q)
 
 int vu_dev_handle(vu_dev *d)
 {
-    vu_hdr h;
+    vu_hdr h = {0};
     vu_payload p;
     int fds[VU_MAX_FDS];
     unsigned n_fds;
@@ -316,8 +326,10 @@ int vu_dev_handle(vu_dev *d)
         if (!(q = ring_of(d, p.state.index)) || p.state.num == 0 || p.state.num > VIRTQ_MAX ||
             (p.state.num & (p.state.num - 1)))
             r = -1;
-        else
+        else {
             q->num = p.state.num;
+            ring_start(d, q); /* addresses given before are checked again for this size */
+        }
         break;
     case VU_SET_VRING_BASE:
         if (!(q = ring_of(d, p.state.index)))

@@ -64,6 +64,7 @@ int virtq_map(virtq *q, const guest_mem *m)
     q->desc = NULL;
     q->avail = NULL;
     q->used = NULL;
+    q->mapped_num = 0;
     if (q->num == 0 || q->num > VIRTQ_MAX || (q->num & (q->num - 1)))
         return -1;
     q->desc = guest_mem_user(m, q->desc_ua, (uint64_t)q->num * sizeof(struct vring_desc));
@@ -76,12 +77,13 @@ int virtq_map(virtq *q, const guest_mem *m)
     if (!q->desc || !q->avail || !q->used || ((uintptr_t)q->desc & 15) ||
         ((uintptr_t)q->avail & 1) || ((uintptr_t)q->used & 3))
         return -1;
+    q->mapped_num = q->num;
     return 0;
 }
 
 bool virtq_ready(const virtq *q)
 {
-    return q->enabled && !q->broken && q->desc && q->avail && q->used;
+    return q->enabled && !q->broken && q->desc && q->avail && q->used && q->mapped_num == q->num;
 }
 
 typedef struct chain {
@@ -123,7 +125,7 @@ static int chain_gather(virtq *q, const guest_mem *m, uint16_t head, uint8_t *in
             return -1; /* readable after writable: not a virtio chain */
         } else if (d.len > in_cap - c->in_len) {
             too_big = true;
-        } else {
+        } else if (p) { /* a zero-length descriptor has no address to copy from */
             memcpy(in + c->in_len, p, d.len);
             c->in_len += d.len;
         }
@@ -143,7 +145,8 @@ static void chain_scatter(const chain *c, const uint8_t *out, size_t len)
     size_t off = 0;
     for (unsigned k = 0; k < c->n_out && off < len; k++) {
         size_t n = c->out[k].len < len - off ? c->out[k].len : len - off;
-        memcpy(c->out[k].p, out + off, n);
+        if (n)
+            memcpy(c->out[k].p, out + off, n);
         off += n;
     }
 }

@@ -32,7 +32,8 @@ void *guest_mem_at(const guest_mem *m, uint64_t gpa, uint64_t len);
 void *guest_mem_user(const guest_mem *m, uint64_t uaddr, uint64_t len);
 
 typedef struct virtq {
-    unsigned num; /* ring size, a power of two ≤ VIRTQ_MAX */
+    unsigned num;        /* ring size, a power of two ≤ VIRTQ_MAX */
+    unsigned mapped_num; /* the size the addresses were checked for (0: not mapped) */
     uint64_t desc_ua, avail_ua, used_ua;
     struct vring_desc *desc;
     struct vring_avail *avail;
@@ -47,7 +48,8 @@ typedef struct virtq {
 
 void virtq_init(virtq *q);
 void virtq_reset(virtq *q); /* closes the fds */
-/* Resolve the ring's addresses against the guest's memory: 0, or -1 (ring unusable). */
+/* Resolve the ring's addresses against the guest's memory: 0, or -1 (ring unusable). A
+ * ring whose size changes afterwards is not served until it is mapped again. */
 int virtq_map(virtq *q, const guest_mem *m);
 bool virtq_ready(const virtq *q);
 

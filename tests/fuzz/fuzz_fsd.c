@@ -4,7 +4,10 @@
  * INIT over a scratch export. Checks: every reply fits the buffer, its header says its own
  * length and the request's unique, its error is 0 or a negative errno, and nothing reaches
  * outside the export (ASan/UBSan catch the rest). The export is wiped between inputs; file
- * sizes are capped with RLIMIT_FSIZE so FALLOCATE and WRITE cannot fill the disk. */
+ * sizes are capped with RLIMIT_FSIZE so FALLOCATE and WRITE cannot fill the disk. A small
+ * reply buffer is allocated at its exact size, and every descriptor the server took is given
+ * back by fsd_free(). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -28,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
     } while (0)
 
 static char dir[64];
-static uint8_t *out;
+static uint8_t *big;
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
 {
@@ -41,19 +44,39 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 
 static void setup(void)
 {
-    if (out)
+    if (big)
         return;
     strcpy(dir, "/tmp/bluebox-fuzz-fsd-XXXXXX");
     CHECK(mkdtemp(dir));
-    out = malloc(FSD_BUF_MAX);
+    big = malloc(FSD_BUF_MAX);
     struct rlimit rl = {1 << 20, 1 << 20};
     setrlimit(RLIMIT_FSIZE, &rl);
     signal(SIGXFSZ, SIG_IGN);
 }
 
+/* Descriptors open now: a session must give back every one it took. */
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    CHECK(d);
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
 static void serve(fsd *fs, const uint8_t *in, size_t len, size_t cap)
 {
+    /* A small reply buffer of exactly its size, so ASan sees any byte read or written
+     * past it. */
+    uint8_t *small = cap < FSD_BUF_MAX ? malloc(cap ? cap : 1) : NULL;
+    uint8_t *out = small ? small : big;
     size_t r = fsd_handle(fs, in, len, out, cap);
+    if (r == 0) {
+        free(small);
+        return;
+    }
     if (r == 0)
         return;
     struct fuse_out_header oh;
@@ -68,11 +91,13 @@ static void serve(fsd *fs, const uint8_t *in, size_t len, size_t cap)
         if (h.len >= sizeof(h) && h.len <= len)
             CHECK(oh.unique == h.unique);
     }
+    free(small);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     setup();
+    int fds = open_fds();
     int root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     CHECK(root >= 0);
     fsd *fs;
@@ -107,6 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size -= n;
     }
     fsd_free(fs);
+    CHECK(open_fds() == fds);
     nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return 0;
 }

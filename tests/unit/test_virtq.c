@@ -3,6 +3,11 @@
  * writable, an avail index far ahead. Each breaks the ring without touching memory outside
  * the guest's; a well-formed chain is served and its reply scattered. */
 #include <linux/virtio_ring.h>
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "fsd/vhost.h"
 #include "fsd/virtq.h"
 
 #define NUM     8
@@ -224,6 +230,97 @@ static void ring_outside_memory_is_refused(void **state)
     assert_int_equal(virtq_map(&f->q, &f->gm), -1);
 }
 
+/* vhost-user's SET_VRING_NUM can come after SET_VRING_ADDR: a ring checked against memory
+ * for 8 entries must not then be served as 1024 (reads and writes past what was checked). */
+static void size_changed_after_map_is_not_served(void **state)
+{
+    fixture *f = *state;
+    f->q.desc_ua = GPA + MEM - NUM * sizeof(struct vring_desc);
+    assert_int_equal(virtq_map(&f->q, &f->gm), 0);
+    f->q.num = VIRTQ_MAX;
+    avail(f)->ring[0] = VIRTQ_MAX - 1; /* its descriptor lies 16 KiB past the guest's memory */
+    avail(f)->idx = 1;
+    assert_false(virtq_ready(&f->q));
+    assert_int_equal(serve(f), 0);
+    assert_int_equal(f->calls, 0);
+    /* Mapped again at the new size, it is checked again (and refused: it does not fit). */
+    assert_int_equal(virtq_map(&f->q, &f->gm), -1);
+    assert_false(virtq_ready(&f->q));
+}
+
+/* One vhost-user message (`msg`, `len` bytes) carrying `fd` (closed here) to a fresh
+ * device; what vu_dev_handle() makes of it. */
+static int vu_send(const void *msg, size_t len, int fd)
+{
+    int sv[2];
+    assert_true(fd >= 0);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    char cbuf[CMSG_SPACE(sizeof(int))] = {0};
+    struct iovec iov = {(void *)msg, len};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    assert_int_equal(sendmsg(sv[0], &m, 0), (ssize_t)len);
+    close(fd);
+    vu_dev d;
+    vu_dev_init(&d, sv[1], "t");
+    int rc = vu_dev_handle(&d);
+    vu_dev_clear(&d);
+    close(sv[0]);
+    return rc;
+}
+
+/* SET_MEM_TABLE with one region of `size` bytes backed by a memfd of `fd_size` bytes. */
+static int mem_table(uint64_t size, off_t fd_size)
+{
+    int mfd = memfd_create("guest", MFD_CLOEXEC);
+    assert_true(mfd >= 0);
+    assert_int_equal(ftruncate(mfd, fd_size), 0);
+    struct {
+        uint32_t request, flags, len;
+        uint32_t n, pad;
+        uint64_t gpa, size, uaddr, mmap_offset;
+    } __attribute__((packed)) msg = {5, 1, 40, 1, 0, 0, size, 0x7f0000000000ull, 0};
+    return vu_send(&msg, sizeof msg, mfd);
+}
+
+/* Guest memory larger than the file behind it would fault (SIGBUS) on the first ring or
+ * buffer the guest places past the file's end: the table is refused. */
+static void memory_past_its_file_is_refused(void **state)
+{
+    (void)state;
+    assert_int_equal(mem_table(1 << 20, 4096), -1);
+    assert_int_equal(mem_table(1 << 20, 1 << 20), 0);
+}
+
+/* SET_VRING_KICK for ring 1 with `fd`. */
+static int set_kick(int fd)
+{
+    struct {
+        uint32_t request, flags, len;
+        uint64_t index;
+    } __attribute__((packed)) msg = {12, 1, 8, 1};
+    return vu_send(&msg, sizeof msg, fd);
+}
+
+/* A kick fd that always reads (a file, /dev/zero) would keep the server draining it
+ * forever: refused; an eventfd (UML's) and a pipe are taken. */
+static void kick_that_never_drains_is_refused(void **state)
+{
+    (void)state;
+    assert_int_equal(set_kick(open("/dev/zero", O_RDONLY | O_CLOEXEC)), -1);
+    assert_int_equal(set_kick(memfd_create("k", MFD_CLOEXEC)), -1);
+    assert_int_equal(set_kick(eventfd(0, EFD_CLOEXEC)), 0);
+    int p[2];
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    close(p[1]);
+    assert_int_equal(set_kick(p[0]), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -238,6 +335,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(avail_index_far_ahead_breaks, setup, teardown),
         cmocka_unit_test_setup_teardown(oversized_request_gets_no_reply_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(ring_outside_memory_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(size_changed_after_map_is_not_served, setup, teardown),
+        cmocka_unit_test(memory_past_its_file_is_refused),
+        cmocka_unit_test(kick_that_never_drains_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
