@@ -63,15 +63,16 @@ NAMES=()
 BG_PIDS=()
 SERVER_PID=""
 NET_SERVER_PID=""
+API_PID="" # bluebox serve, while sdk-socket runs
 UP=0
 # shellcheck disable=SC2317  # reached through the EXIT trap
 cleanup() {
     local p n ids
     trap '' INT TERM
-    for p in "${BG_PIDS[@]}" $SERVER_PID $NET_SERVER_PID; do
+    for p in "${BG_PIDS[@]}" $SERVER_PID $NET_SERVER_PID $API_PID; do
         kill "$p" 2>/dev/null
     done
-    for p in "${BG_PIDS[@]}" $SERVER_PID $NET_SERVER_PID; do
+    for p in "${BG_PIDS[@]}" $SERVER_PID $NET_SERVER_PID $API_PID; do
         wait "$p" 2>/dev/null
     done
     for n in "${NAMES[@]}"; do
@@ -644,8 +645,8 @@ check_sdk_socket() {
         return
     fi
     local sock=$BLUEBOX_HOME/bluebox.sock dir=$BLUEBOX_HOME mode dmode other="" out
-    "$BIN" serve --idle 0 2>"$WORK/serve.err" &
-    SERVER_PID=$!
+    "$BIN" serve --idle 0 >/dev/null 2>"$WORK/serve.err" &
+    API_PID=$!
     for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
     if [ ! -S "$sock" ]; then
         fail sdk-socket "serve did not make its socket: $(tail -n1 "$WORK/serve.err")"
@@ -677,15 +678,15 @@ check_sdk_socket() {
                 else
                     fail sdk-socket "uid $other could not try the socket: $out"
                 fi
-                kill "$SERVER_PID" 2>/dev/null
-                wait "$SERVER_PID" 2>/dev/null
-                SERVER_PID=""
+                kill "$API_PID" 2>/dev/null
+                wait "$API_PID" 2>/dev/null
+                API_PID=""
                 return
             fi
         fi
-        kill "$SERVER_PID" 2>/dev/null
-        wait "$SERVER_PID" 2>/dev/null
-        SERVER_PID=""
+        kill "$API_PID" 2>/dev/null
+        wait "$API_PID" 2>/dev/null
+        API_PID=""
         # a planted symlink: serve must neither follow it nor bind through it
         mkdir -m 0700 "$WORK/sockdir"
         ln -s "$WORK/sock-target" "$WORK/sockdir/api.sock"
@@ -700,9 +701,9 @@ check_sdk_socket() {
         fi
         return
     fi
-    kill "$SERVER_PID" 2>/dev/null
-    wait "$SERVER_PID" 2>/dev/null
-    SERVER_PID=""
+    kill "$API_PID" 2>/dev/null
+    wait "$API_PID" 2>/dev/null
+    API_PID=""
 }
 
 check_token() {
