@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BLUEBOX_BIN
 
+# Not imported from conftest: with tests/integration in the same run, "conftest" is theirs.
+BLUEBOX_BIN = os.environ.get("BLUEBOX_BIN") or str(
+    Path(__file__).resolve().parents[2] / "build" / "bluebox")
 HARNESS = Path(BLUEBOX_BIN).parent / "fsd_fuse_host"
 OWN = "user.bluebox.own"
 USER = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups"]

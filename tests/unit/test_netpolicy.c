@@ -91,7 +91,8 @@ static frame ip6(const char *dst, uint8_t first, const uint8_t *ext, size_t n_ex
     ip[6] = first, ip[7] = 64;
     inet_pton(AF_INET6, "fec0::15", ip + 8);
     assert_int_equal(inet_pton(AF_INET6, dst, ip + 24), 1);
-    memcpy(ip + 40, ext, n_ext);
+    if (n_ext)
+        memcpy(ip + 40, ext, n_ext);
     uint8_t *t = ip + 40 + n_ext;
     t[2] = 0x01, t[3] = 0xbb, t[12] = 5 << 4, t[13] = 0x02;
     f.len = 14 + 40 + plen;
