@@ -289,7 +289,8 @@ def test_ai_agent_example_works_for_its_agent_user(env, bluebox_bin, rootless): 
             "HOME=/data/home LANG=C.UTF-8", "path-ok", "git-ok", "npm-ok 42",
             "venv-ok /data/home/venv", "0", "agent 644", "agent 644", "agent 755"], out
         r = h("run", name, "--", "sh", "-c", as_user(
-            "agent", "cd /data/home/proj && git log --format=%s && echo more >> f && "
+            "agent", "export HOME=/data/home\n"
+            "cd /data/home/proj && git log --format=%s && echo more >> f && "
             "git commit -qam second && git log --format=%s | wc -l && "
             "stat -c '%U %G %a' /data/home .git/HEAD node_modules/tiny/index.js\n"))
         assert r.returncode == 0, r
