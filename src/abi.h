@@ -35,6 +35,22 @@
 #define ABI_ENV_DATA_DISK  "BLUEBOX_DATA_DISK"  /* ABI_DATA_DISK, when /data has a disk */
 #define ABI_ENV_AGENT_HEAD "BLUEBOX_AGENT_HEAD" /* up: the hash chain's head (agent/chain.h) */
 
+/* Egress by name (issue 17). ABI_ENV_NET_ALLOW present (even empty) = allowlist mode: the
+ * normalized Bluefile `allow:` list, comma-separated entries HOST[:PORT]; HOST is a lower-case
+ * DNS name, "*.suffix" (any name below suffix, not suffix itself) or a CIDR; no PORT = 80 and
+ * 443 for names, any port for a CIDR. ABI_ENV_NET_LOG: the connection log inside the
+ * container (a bind mount of logs/<name>.net.log), one JSON line per decision.
+ * ABI_ENV_SECRETS_FD: the number of an inherited fd (memfd) holding the secrets as one JSON
+ * array [{"name","placeholder","value","hosts":[...]}]; the VMM reads it and closes it before
+ * the guest boots. ABI_ENV_SANDBOX: the sandbox's name, for the log. */
+#define ABI_ENV_NET_ALLOW  "BLUEBOX_NET_ALLOW"
+#define ABI_ENV_NET_LOG    "BLUEBOX_NET_LOG"
+#define ABI_NET_LOG        "/.bluebox/net.log"
+#define ABI_ENV_SECRETS_FD "BLUEBOX_SECRETS_FD"
+#define ABI_ENV_SANDBOX    "BLUEBOX_SANDBOX"
+/* Placeholders the guest sees instead of a secret's value: this prefix and 32 hex digits. */
+#define ABI_SECRET_PREFIX  "BLUEBOX_SECRET_"
+
 /* A uml run's stdin in bulk. UML's serial line reads its input one byte per host read()
  * (about 2 MB/s), so bluebox-vmm writes stdin into a ring file on the exec tmpfs instead,
  * which the kernel has as a read-only block device without COW header (ubd1, the guest's
