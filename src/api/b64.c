@@ -8,11 +8,10 @@
 
 static const char ALPHA[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-char *b64_encode(const void *data, size_t n, size_t *ret_len)
+size_t b64_encode_to(char *dst, const void *data, size_t n)
 {
     const unsigned char *p = data;
-    size_t len = (n + 2) / 3 * 4;
-    char *out = xmalloc(len + 1), *o = out;
+    char *o = dst;
     size_t i = 0;
     for (; i + 3 <= n; i += 3) {
         uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
@@ -28,7 +27,14 @@ char *b64_encode(const void *data, size_t n, size_t *ret_len)
         *o++ = i + 1 < n ? ALPHA[v >> 6 & 63] : '=';
         *o++ = '=';
     }
-    *o = 0;
+    return (size_t)(o - dst);
+}
+
+char *b64_encode(const void *data, size_t n, size_t *ret_len)
+{
+    char *out = xmalloc(B64_LEN(n) + 1);
+    size_t len = b64_encode_to(out, data, n);
+    out[len] = 0;
     if (ret_len)
         *ret_len = len;
     return out;

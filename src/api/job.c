@@ -15,8 +15,8 @@
 #include "util/macro.h"
 #include "util/time.h"
 
-#define CHUNK      (64 * 1024)
-#define KILL_GRACE 5000 /* ms from SIGTERM to SIGKILL when a stream's client went away */
+#define CHUNK      (256 * 1024) /* a stream's line holds at most this much output */
+#define KILL_GRACE 5000         /* ms from SIGTERM to SIGKILL when a stream's client went away */
 
 void api_job_out_clear(api_job_out *o)
 {
@@ -80,10 +80,15 @@ static void take(api_job_out *o, const api_job_io *io, bool is_err, const char *
     if (io->on_line) {
         if (o->cancelled)
             return;
-        size_t len;
-        _cleanup_free_ char *b = b64_encode(buf, n, &len);
-        _cleanup_free_ char *line = xasprintf("{\"%s\":\"%s\"}", is_err ? "stderr" : "stdout", b);
-        if (io->on_line(io->opaque, line, strlen(line)) < 0)
+        /* {"stdout":"<base64>"}, encoded in place: a stream moves every byte through here */
+        const char *head = is_err ? "{\"stderr\":\"" : "{\"stdout\":\"";
+        size_t hl = strlen(head);
+        _cleanup_free_ char *line = xmalloc(hl + B64_LEN(n) + 2);
+        memcpy(line, head, hl);
+        size_t len = hl + b64_encode_to(line + hl, buf, n);
+        line[len++] = '"';
+        line[len++] = '}';
+        if (io->on_line(io->opaque, line, len) < 0)
             o->cancelled = true;
         return;
     }
@@ -151,6 +156,8 @@ int api_job_run(api_job_fn fn, void *arg, const api_job_io *io, api_job_out *out
     bool ok = in >= 0;
     for (int i = 0; ok && i < 3; i++)
         ok = pipe2(p[i], O_CLOEXEC) == 0;
+    if (ok && io->on_line) /* a stream's reads come in lines of up to CHUNK: fewer wakeups */
+        (void)fcntl(p[1][0], F_SETPIPE_SZ, CHUNK);
     pid_t pid = ok ? fork() : -1;
     if (pid == 0)
         child(fn, arg, in, p[0][1], p[1][1], p[2][1]);

@@ -23,6 +23,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,6 +48,12 @@
 #define MAX_WORKERS     256 /* requests being answered at once; more wait as 503 busy */
 #define KILL_GRACE_S    5
 #define STOP_GRACE_S    10
+/* A stream's relay: reads and writes this large cost fewer wakeups (libevent's defaults are
+ * 16 KiB); and once this much waits for a slow client, the worker's pipe is not read until it
+ * has drained, so the client's pace reaches the command in the guest and memory stays
+ * bounded. */
+#define STREAM_IO   (256 << 10)
+#define STREAM_HIGH (1 << 20)
 
 typedef struct worker worker;
 
@@ -72,9 +79,11 @@ struct worker {
     pid_t pid;
     struct evhttp_request *req; /* NULL once the client is gone */
     struct evhttp_connection *evcon;
-    struct bufferevent *pipe;
-    struct evbuffer *acc; /* a non-streaming reply, until the worker is done */
-    bool stream, started, have_status, gone;
+    int pipe_fd;           /* the worker's replies */
+    struct event *pipe_ev; /* readable; not armed while a stream's client catches up */
+    struct evbuffer *in;   /* read from the pipe, not yet passed on */
+    struct evbuffer *acc;  /* a non-streaming reply, until the worker is done */
+    bool stream, started, have_status, gone, paused;
     int status;
     struct event *kill_timer;
     worker *next;
@@ -274,8 +283,12 @@ static void worker_free(worker *w)
     s->last_ms = now_mono_ms();
     if (w->evcon)
         evhttp_connection_set_closecb(w->evcon, NULL, NULL);
-    if (w->pipe)
-        bufferevent_free(w->pipe);
+    if (w->pipe_ev)
+        event_free(w->pipe_ev);
+    if (w->pipe_fd >= 0)
+        close(w->pipe_fd);
+    if (w->in)
+        evbuffer_free(w->in);
     if (w->acc)
         evbuffer_free(w->acc);
     if (w->kill_timer)
@@ -308,6 +321,10 @@ static void on_client_close(struct evhttp_connection *evcon, void *arg)
     w->req = NULL;
     w->evcon = NULL;
     w->gone = true;
+    if (w->paused) { /* its pipe must be read again, or the worker's end is never seen */
+        w->paused = false;
+        event_add(w->pipe_ev, NULL);
+    }
     worker_kill(w);
 }
 
@@ -345,28 +362,42 @@ static bool take_status(worker *w, struct evbuffer *in)
     return true;
 }
 
-static void on_pipe_read(struct bufferevent *bev, void *arg)
+/* All a stream has sent so far is out: read the worker's pipe again. */
+static void on_chunk_sent(struct evhttp_connection *evcon, void *arg)
 {
+    (void)evcon;
     worker *w = arg;
-    struct evbuffer *in = bufferevent_get_input(bev);
+    if (w->paused) {
+        w->paused = false;
+        event_add(w->pipe_ev, NULL);
+    }
+}
+
+/* Pass on what the worker wrote: a stream's lines as they come, a reply once whole. */
+static void take_input(worker *w)
+{
+    struct evbuffer *in = w->in;
     if (!w->have_status && !take_status(w, in))
         return;
     if (w->started) {
-        if (w->req && evbuffer_get_length(in))
-            evhttp_send_reply_chunk(w->req, in);
+        if (w->req && evbuffer_get_length(in)) {
+            evhttp_send_reply_chunk_with_cb(w->req, in, on_chunk_sent, w);
+            struct bufferevent *out = w->evcon ? evhttp_connection_get_bufferevent(w->evcon) : NULL;
+            if (out && evbuffer_get_length(bufferevent_get_output(out)) > STREAM_HIGH) {
+                event_del(w->pipe_ev);
+                w->paused = true;
+            }
+        }
         evbuffer_drain(in, evbuffer_get_length(in));
         return;
     }
     evbuffer_add_buffer(w->acc, in);
 }
 
-static void on_pipe_event(struct bufferevent *bev, short what, void *arg)
+/* The worker is done (its end of the pipe closed): answer, if the client is still there. */
+static void worker_done(worker *w)
 {
-    (void)bev;
-    worker *w = arg;
-    if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
-        return;
-    on_pipe_read(w->pipe, w);
+    take_input(w);
     if (w->req) {
         if (w->started)
             evhttp_send_reply_end(w->req);
@@ -374,13 +405,32 @@ static void on_pipe_event(struct bufferevent *bev, short what, void *arg)
             send_json(w->req, 500,
                       "{\"error\":\"the request's worker died\",\"code\":\"internal\"}", 56);
         else {
-            size_t n = evbuffer_get_length(w->acc);
             json_headers(w->req, "application/json");
             evhttp_send_reply(w->req, w->status, w->status == 200 ? "OK" : "Error", w->acc);
-            (void)n;
         }
     }
     worker_free(w);
+}
+
+/* One read of up to STREAM_IO straight into the input buffer (libevent's own reads of a
+ * pipe take 4 KiB at a time, which made a stream cost a wakeup per 4 KiB). */
+static void on_pipe(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    worker *w = arg;
+    struct evbuffer_iovec v;
+    if (evbuffer_reserve_space(w->in, STREAM_IO, &v, 1) < 1)
+        return;
+    ssize_t n = read(fd, v.iov_base, v.iov_len < STREAM_IO ? v.iov_len : STREAM_IO);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        worker_done(w);
+        return;
+    }
+    v.iov_len = (size_t)n;
+    evbuffer_commit_space(w->in, &v, 1);
+    take_input(w);
 }
 
 /* In the worker: write all of it to the pipe (fd 3); -1 when the server is gone. */
@@ -407,8 +457,21 @@ static int on_line(void *opaque, const char *line, size_t len)
         if (put("200\n", 4) < 0)
             return -1;
     }
-    if (put(line, len) < 0 || put("\n", 1) < 0)
-        return -1;
+    struct iovec v[2] = {{(void *)line, len}, {(void *)"\n", 1}};
+    while (v[1].iov_len) { /* the line and its newline in one write, as a rule */
+        int first = v[0].iov_len ? 0 : 1;
+        ssize_t r = writev(3, v + first, 2 - first);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        for (int i = first; i < 2 && r > 0; i++) {
+            size_t k = (size_t)r < v[i].iov_len ? (size_t)r : v[i].iov_len;
+            v[i].iov_base = (char *)v[i].iov_base + k;
+            v[i].iov_len -= k;
+            r -= (ssize_t)k;
+        }
+    }
     return 0;
 }
 
@@ -468,6 +531,7 @@ static void start_worker(server *s, struct evhttp_request *req, const char *meth
     worker *w = xcalloc(1, sizeof *w);
     *w = (worker){.s = s,
                   .pid = pid,
+                  .pipe_fd = -1,
                   .req = req,
                   .evcon = evhttp_request_get_connection(req),
                   .acc = evbuffer_new(),
@@ -476,9 +540,16 @@ static void start_worker(server *s, struct evhttp_request *req, const char *meth
     s->workers = w;
     s->nworkers++;
     evutil_make_socket_nonblocking(p[0]);
-    w->pipe = bufferevent_socket_new(s->base, p[0], BEV_OPT_CLOSE_ON_FREE);
-    bufferevent_setcb(w->pipe, on_pipe_read, NULL, on_pipe_event, w);
-    bufferevent_enable(w->pipe, EV_READ);
+    w->pipe_fd = p[0];
+    w->in = evbuffer_new();
+    w->pipe_ev = event_new(s->base, p[0], EV_READ | EV_PERSIST, on_pipe, w);
+    if (w->stream) {
+        (void)fcntl(p[0], F_SETPIPE_SZ, STREAM_IO);
+        struct bufferevent *out = evhttp_connection_get_bufferevent(w->evcon);
+        if (out)
+            bufferevent_set_max_single_write(out, STREAM_IO);
+    }
+    event_add(w->pipe_ev, NULL);
     evhttp_connection_set_closecb(w->evcon, on_client_close, w);
 }
 

@@ -215,6 +215,33 @@ def test_run_stream(box):
     assert {"stdout": b64(b"a\n")} in lines and lines[-1]["exit_code"] == 5, lines
 
 
+def test_a_slow_stream_reader_holds_the_command_back_not_the_servers_memory(box):
+    # A client that reads nothing for a while: the server must stop reading the worker (its
+    # pipe, then the agent's connection, then the command in the guest wait) instead of
+    # keeping the output in memory; then everything still arrives, in order and whole.
+    h, name, s = box
+    mib = 160
+    before = s.rss_kib()
+    c, r = stream(s, name, {"command": f"dd if=/dev/zero bs=1M count={mib} 2>/dev/null"})
+    assert r.status == 200
+    c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+    time.sleep(6)
+    grown = s.rss_kib() - before
+    got, buf, last = 0, b"", None
+    while True:
+        more = r.read1(1 << 20)
+        if not more:
+            break
+        *lines, buf = (buf + more).split(b"\n")
+        for line in lines:
+            d = json.loads(line)
+            got += len(unb64(d.get("stdout", "")))
+            last = d
+    c.close()
+    assert got == mib << 20 and last["exit_code"] == 0, (got, last)
+    assert grown < 32 << 10, f"serve grew by {grown} KiB while its client read nothing"
+
+
 def guest_ps(s, name):
     st, r = exec_(s, name, argv=["ps"])
     return unb64(r["stdout"]).decode()
