@@ -297,6 +297,14 @@ static int copy_dir(copier *c, int src, int dst, bb_error **err)
     return 0;
 }
 
+int copy_bytes(int in, int out, off_t size, const char *name, data_tally *t, bb_error **err)
+{
+    copier c = {.t = t, .buf = xmalloc(CHUNK)};
+    int r = copy_data(&c, in, out, size, name, err);
+    free(c.buf);
+    return r;
+}
+
 int tree_copy(int src_fd, int dst_fd, const copy_opts *o, data_tally *t, bb_error **err)
 {
     copier *c = xmalloc(sizeof *c);
