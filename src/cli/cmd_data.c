@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cmd_data.h"
 #include "core/home.h"
+#include "core/forks.h"
 #include "core/inuse.h"
 #include "core/prompt.h"
 #include "core/sandbox.h"
@@ -30,7 +32,7 @@ static void data_place_donep(data_place *p)
 }
 #define _cleanup_place_ _cleanup_(data_place_donep)
 
-static int run_job(sandbox *sb, data_job *j, data_tally *t, bb_error **err)
+int cli_data_job(sandbox *sb, data_job *j, data_tally *t, bb_error **err)
 {
     _cleanup_place_ data_place p = {0};
     if (data_place_of(sb, &p, err) < 0)
@@ -49,7 +51,7 @@ static bool data_nonempty(const sandbox *sb)
     return r != 0;
 }
 
-static void warn_skipped(const data_tally *t, const char *what)
+void cli_warn_skipped(const data_tally *t, const char *what)
 {
     uint64_t n = tally_skipped(t);
     if (!n)
@@ -89,7 +91,7 @@ static void warn_xattrs(const data_tally *t, const char *from, const char *to)
 
 /* /data is about to be replaced: refuse while an up VM, a run or a shell has it, or the VM
  * of a run whose bluebox was killed still does. Returns the in-use fd to hold till done. */
-static int refuse_busy(const sandbox *sb, bb_error **err)
+int cli_refuse_busy(const sandbox *sb, bb_error **err)
 {
     if (sandbox_refuse_up(sb->root, sb->name, err) < 0)
         return -1;
@@ -100,7 +102,7 @@ static int refuse_busy(const sandbox *sb, bb_error **err)
 }
 
 /* The cheap part of it before asking: no question about a sandbox that is up or in use. */
-static int precheck_busy(sandbox *sb, bb_error **err)
+int cli_precheck_busy(sandbox *sb, bb_error **err)
 {
     if (sandbox_lock(sb, err) < 0)
         return -1;
@@ -117,14 +119,19 @@ int cmd_reset(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
     _cleanup_sandbox_ sandbox *sb = NULL;
-    if (sandbox_open(a->root, name, &sb, err) < 0 || precheck_busy(sb, err) < 0)
+    if (sandbox_open(a->root, name, &sb, err) < 0)
+        return -1;
+    if (sb->parent)
+        return bb_fail(err, EINVAL, "%s is a fork; drop its changes with: bluebox discard %s", name,
+                       name);
+    if (forks_refuse_parent(a->root, name, "reset", err) < 0 || cli_precheck_busy(sb, err) < 0)
         return -1;
     _cleanup_free_ char *q = xasprintf("Delete everything in %s's /data?", name);
     if (data_nonempty(sb) && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
         return -1;
     if (sandbox_lock(sb, err) < 0)
         return -1;
-    _cleanup_close_ int use = refuse_busy(sb, err);
+    _cleanup_close_ int use = cli_refuse_busy(sb, err);
     if (use < 0)
         return -1;
     /* A disk image (data_limit) is deleted, not emptied: the next boot makes a fresh one. */
@@ -132,7 +139,7 @@ int cmd_reset(cli_args *a, bb_error **err)
         return -1;
     data_job j = {.op = "reset", .arg = {sb->data}};
     data_tally t;
-    if (run_job(sb, &j, &t, err) < 0)
+    if (cli_data_job(sb, &j, &t, err) < 0)
         return -1;
     printf("reset %s\n", name);
     return 0;
@@ -208,7 +215,7 @@ static int take_snapshot(sandbox *sb, const char *label, snap_compress c, bb_err
                   .progress = isatty(STDERR_FILENO) ? show_progress : NULL,
                   .ud = &ps};
     data_tally t;
-    int r = run_job(sb, &j, &t, err);
+    int r = cli_data_job(sb, &j, &t, err);
     if (ps.shown)
         fprintf(stderr, "\r\033[K");
     if (r < 0) {
@@ -222,7 +229,7 @@ static int take_snapshot(sandbox *sb, const char *label, snap_compress c, bb_err
         return bb_fail_errno(err, e, "cannot move %s into place", file);
     }
     remove_other_suffixes(sb, label, file);
-    warn_skipped(&t, "archived");
+    cli_warn_skipped(&t, "archived");
     warn_xattrs(&t, NULL, file);
     cli_showf(stdout, "%s\n", file);
     return 0;
@@ -322,7 +329,7 @@ static int disk_import(sandbox *sb, const char *dir, const char *src, bb_error *
         (void)unlink(tmp);
     if (r < 0)
         return -1;
-    warn_skipped(&t, "imported");
+    cli_warn_skipped(&t, "imported");
     printf("imported %s into %s's /data\n", src, sb->name);
     return 0;
 }
@@ -332,6 +339,11 @@ int cmd_snapshot(cli_args *a, bb_error **err)
     _cleanup_sandbox_ sandbox *sb = NULL;
     if (sandbox_open(a->root, a->argv[0], &sb, err) < 0)
         return -1;
+    if (sb->parent)
+        return bb_fail(err, EINVAL,
+                       "%s is a fork; apply it, then snapshot its parent: bluebox apply %s && "
+                       "bluebox snapshot %s",
+                       sb->name, sb->name, sb->parent);
     if (cli_flag(a, "list")) {
         if (a->argc > 1)
             return bb_fail_usage(err, "-l takes no label; see: bluebox snapshot -h");
@@ -355,7 +367,9 @@ int cmd_restore(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
     _cleanup_sandbox_ sandbox *sb = NULL;
-    if (sandbox_open(a->root, name, &sb, err) < 0 || precheck_busy(sb, err) < 0)
+    if (sandbox_open(a->root, name, &sb, err) < 0 ||
+        forks_refuse_fork(a->root, name, "apply or discard it, then restore its parent", err) < 0 ||
+        forks_refuse_parent(a->root, name, "restore", err) < 0 || cli_precheck_busy(sb, err) < 0)
         return -1;
     _cleanup_free_ char *archive = NULL;
     if (snapshot_resolve(sb, a->argc > 1 ? a->argv[1] : NULL, &archive, err) < 0)
@@ -367,7 +381,7 @@ int cmd_restore(cli_args *a, bb_error **err)
         return disk_restore(sb, archive, err);
     if (sandbox_lock(sb, err) < 0)
         return -1;
-    _cleanup_close_ int use = refuse_busy(sb, err);
+    _cleanup_close_ int use = cli_refuse_busy(sb, err);
     if (use < 0)
         return -1;
     /* podman unshare runs from another directory: hand it an absolute path. */
@@ -375,7 +389,7 @@ int cmd_restore(cli_args *a, bb_error **err)
     _cleanup_free_ char *abs = cwd ? path_join(cwd, archive) : xstrdup(archive);
     data_job j = {.op = "restore", .arg = {sb->data, abs}};
     data_tally t;
-    if (run_job(sb, &j, &t, err) < 0)
+    if (cli_data_job(sb, &j, &t, err) < 0)
         return -1;
     warn_xattrs(&t, archive, sb->data);
     cli_showf(stdout, "restored %s from %s\n", name, archive);
@@ -407,9 +421,9 @@ static int data_export(sandbox *sb, const char *dest, bb_error **err)
         return -1;
     data_job j = {.op = "export", .arg = {sb->data, dir}};
     data_tally t;
-    if (run_job(sb, &j, &t, err) < 0)
+    if (cli_data_job(sb, &j, &t, err) < 0)
         return -1;
-    warn_skipped(&t, "exported");
+    cli_warn_skipped(&t, "exported");
     warn_xattrs(&t, NULL, dest);
     cli_showf(stdout, "exported %s's /data to %s\n", sb->name, dest);
     return 0;
@@ -428,9 +442,9 @@ static int data_import(sandbox *sb, const char *src, bb_error **err)
         return bb_fail(err, ENOENT, "%s has no /data at %s", sb->name, sb->data);
     data_job j = {.op = "import", .arg = {dir, sb->data}};
     data_tally t;
-    if (run_job(sb, &j, &t, err) < 0)
+    if (cli_data_job(sb, &j, &t, err) < 0)
         return -1;
-    warn_skipped(&t, "imported");
+    cli_warn_skipped(&t, "imported");
     warn_xattrs(&t, NULL, sb->data);
     cli_showf(stdout, "imported %s into %s's /data\n", src, sb->name);
     return 0;
@@ -445,5 +459,9 @@ int cmd_data(cli_args *a, bb_error **err)
     _cleanup_sandbox_ sandbox *sb = NULL;
     if (sandbox_open(a->root, name, &sb, err) < 0)
         return -1;
+    if (sb->parent)
+        return bb_fail(err, EINVAL, "%s is a fork; apply it, then %s its parent's /data: bluebox "
+                       "apply %s && bluebox data %s %s …",
+                       name, verb, name, verb, sb->parent);
     return streq(verb, "export") ? data_export(sb, dir, err) : data_import(sb, dir, err);
 }
