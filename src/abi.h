@@ -52,7 +52,7 @@
 #define ABI_ENV_SECRETS_FD "BLUEBOX_SECRETS_FD"
 #define ABI_ENV_SANDBOX    "BLUEBOX_SANDBOX"
 /* Placeholders the guest sees instead of a secret's value: this prefix and 32 hex digits. */
-#define ABI_SECRET_PREFIX  "BLUEBOX_SECRET_"
+#define ABI_SECRET_PREFIX "BLUEBOX_SECRET_"
 
 /* A uml run's stdin in bulk. UML's serial line reads its input one byte per host read()
  * (about 2 MB/s), so bluebox-vmm writes stdin into a ring file on the exec tmpfs instead,

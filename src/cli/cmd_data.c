@@ -460,7 +460,8 @@ int cmd_data(cli_args *a, bb_error **err)
     if (sandbox_open(a->root, name, &sb, err) < 0)
         return -1;
     if (sb->parent)
-        return bb_fail(err, EINVAL, "%s is a fork; apply it, then %s its parent's /data: bluebox "
+        return bb_fail(err, EINVAL,
+                       "%s is a fork; apply it, then %s its parent's /data: bluebox "
                        "apply %s && bluebox data %s %s …",
                        name, verb, name, verb, sb->parent);
     return streq(verb, "export") ? data_export(sb, dir, err) : data_import(sb, dir, err);

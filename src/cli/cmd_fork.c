@@ -47,8 +47,8 @@ static int open_fork(cli_args *a, const char *name, sandbox **ret_fork, sandbox 
 static int forkable(sandbox *p, bb_error **err)
 {
     if (p->parent)
-        return bb_fail(err, EINVAL, "%s is itself a fork; apply or discard it before forking from it",
-                       p->name);
+        return bb_fail(err, EINVAL,
+                       "%s is itself a fork; apply or discard it before forking from it", p->name);
     if (sandbox_bluefile(p, err) < 0 || sandbox_resolve_backend(p, err) < 0)
         return -1;
     if (p->bf->data_limit)
@@ -139,8 +139,7 @@ int cmd_fork(cli_args *a, bb_error **err)
 
 /* ---- diff ---- */
 
-static int fork_changes(sandbox *f, char **ret_text, uint64_t *ret_n, data_tally *t,
-                        bb_error **err)
+static int fork_changes(sandbox *f, char **ret_text, uint64_t *ret_n, data_tally *t, bb_error **err)
 {
     _cleanup_free_ char *upper = path_join(f->data, FORK_UPPER);
     data_job j = {.op = "fork-diff", .arg = {upper, f->parent_data}, .text = ret_text};
@@ -205,8 +204,8 @@ int cmd_apply(cli_args *a, bb_error **err)
     }
     cli_show(stdout, text, strlen(text));
     fflush(stdout);
-    _cleanup_free_ char *q = xasprintf("Apply %" PRIu64 " change%s to %s's /data?", n,
-                                       n == 1 ? "" : "s", p->name);
+    _cleanup_free_ char *q =
+        xasprintf("Apply %" PRIu64 " change%s to %s's /data?", n, n == 1 ? "" : "s", p->name);
     if (prompt_confirm(cli_flag(a, "yes"), q, err) < 0 || lock_both(f, p, err) < 0)
         return -1;
     _cleanup_close_ int use_f = cli_refuse_busy(f, err);
@@ -223,8 +222,9 @@ int cmd_apply(cli_args *a, bb_error **err)
     /* The parent has the changes now; a failure here leaves them in the fork too, and
      * applying again changes nothing more. */
     if (reset_layers(f, err) < 0)
-        return bb_prefix(err, "applied the changes to %s, but could not clear %s (run bluebox "
-                              "discard %s)",
+        return bb_prefix(err,
+                         "applied the changes to %s, but could not clear %s (run bluebox "
+                         "discard %s)",
                          p->name, name, name);
     cli_warn_skipped(&at, "applied");
     printf("applied %" PRIu64 " change%s to %s\n", n, n == 1 ? "" : "s", p->name);

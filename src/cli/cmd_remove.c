@@ -27,8 +27,9 @@ int cmd_rename(cli_args *a, bb_error **err)
     _cleanup_close_ int l2 = streq(old, new) ? -1 : home_lock(a->root, first_old ? new : old, err);
     if (!streq(old, new) && l2 < 0)
         return -1;
-    if (forks_refuse_fork(a->root, old, "a fork keeps its name; apply or discard it, then destroy "
-                                        "it and fork again under the new name",
+    if (forks_refuse_fork(a->root, old,
+                          "a fork keeps its name; apply or discard it, then destroy "
+                          "it and fork again under the new name",
                           err) < 0 ||
         forks_refuse_parent(a->root, old, "rename", err) < 0)
         return -1;

@@ -178,10 +178,12 @@ static const struct {
     int nargs;
     int (*run)(const data_job *j, data_tally *t, bb_error **err);
 } ops[] = {
-    {"snapshot", 3, op_snapshot}, {"restore", 2, op_restore}, {"reset", 1, op_reset},
-    {"export", 2, op_copy},       {"import", 2, op_copy},     {"pack", 2, op_pack},
-    {"unpack", 3, op_unpack},     {"extract", 2, op_extract},   {"fork-diff", 2, op_fork_diff},
-    {"fork-apply", 2, op_fork_apply}, {"fork-reset", 2, op_fork_reset},
+    {"snapshot", 3, op_snapshot},     {"restore", 2, op_restore},
+    {"reset", 1, op_reset},           {"export", 2, op_copy},
+    {"import", 2, op_copy},           {"pack", 2, op_pack},
+    {"unpack", 3, op_unpack},         {"extract", 2, op_extract},
+    {"fork-diff", 2, op_fork_diff},   {"fork-apply", 2, op_fork_apply},
+    {"fork-reset", 2, op_fork_reset},
 };
 
 static int run_here(const data_job *j, data_tally *t, bb_error **err)

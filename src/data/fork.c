@@ -332,8 +332,7 @@ static int merge_file(merger *m, const entry *e, int dst, const char *name, bb_e
     return finish(m, out, e->st.st_mode & 0777, &e->st, name, err);
 }
 
-static int merge_link(merger *m, const entry *e, int up, int dst, const char *name,
-                      bb_error **err)
+static int merge_link(merger *m, const entry *e, int up, int dst, const char *name, bb_error **err)
 {
     _cleanup_free_ char *target = readlink_at(up, name, NULL);
     if (!target) {
@@ -441,12 +440,13 @@ static int farm_dir(walk_path *p, int src, int dst, data_tally *t, bb_error **er
         size_t saved;
         if (!path_push(p, name, &saved))
             return bb_fail(err, ELOOP,
-                           "the parent's /data nests deeper than bluebox can copy (%s/%s)",
-                           p->buf, name);
+                           "the parent's /data nests deeper than bluebox can copy (%s/%s)", p->buf,
+                           name);
         _cleanup_close_ int in = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (in < 0 || mkdirat(dst, name, 0700) < 0)
             return bb_fail_errno(err, errno, "cannot copy the directory %s", p->buf);
-        _cleanup_close_ int out = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int out =
+            openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (out < 0)
             return bb_fail_errno(err, errno, "cannot open %s", p->buf);
         struct timespec ts[2] = {{0, UTIME_OMIT}, st.st_mtim};

@@ -252,8 +252,8 @@ static int fs_mount(const spec_mount *m, size_t k, bb_error **err)
 static int fork_mount(const spec_mount *data, size_t data_k, size_t lower_k, bb_error **err)
 {
     char tag[32];
-    if (mount("tmpfs", SCRATCH_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=16k,mode=0700") <
-            0 ||
+    if (mount("tmpfs", SCRATCH_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "size=16k,mode=0700") < 0 ||
         mkdir(FORK_LOWER, 0700) < 0 || mkdir(FORK_LAYERS, 0700) < 0)
         return bb_fail_errno(err, errno, "cannot prepare the fork's /data");
     snprintf(tag, sizeof tag, SPEC_FS_TAG "%zu", lower_k);
