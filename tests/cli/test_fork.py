@@ -383,7 +383,14 @@ def test_hard_links_are_copied_apart(fork, outside):
         assert os.stat(d / "hostlink").st_ino != os.stat(outside / "secret").st_ino
 
 
-def test_deep_tree(fork):
+@pytest.fixture
+def deep_cleanup(fork):
+    """Python's rmtree (pytest's cleanup of old temp dirs) recurses: remove deep trees here."""
+    yield
+    subprocess.run(["rm", "-rf", str(fork.home / "data")], check=False)
+
+
+def test_deep_tree(fork, deep_cleanup):
     bb = fork
     u = upper(bb)
     fd = os.open(u, os.O_RDONLY | os.O_DIRECTORY)
