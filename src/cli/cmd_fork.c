@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "core/forks.h"
 #include "core/home.h"
 #include "core/prompt.h"
+#include "data/crashpoint.h"
 #include "data/copy.h"
 #include "data/fork.h"
 #include "runtime/backend.h"
@@ -137,6 +139,46 @@ int cmd_fork(cli_args *a, bb_error **err)
     return 0;
 }
 
+/* ---- an interrupted apply ---- */
+
+static char *applying_path(const sandbox *f)
+{
+    return path_join(f->dir, FORK_APPLYING_FILE);
+}
+
+static int reset_layers(sandbox *f, bb_error **err);
+
+/* Finish an apply that was killed (the fork's lock held): when the parent's /data was
+ * swapped already, the layer's changes are in it, and the layer (which may share files with
+ * it) is emptied; otherwise the layer is as it was. */
+static int recover(sandbox *f, bb_error **err)
+{
+    _cleanup_free_ char *marker = applying_path(f);
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    if (read_file(marker, 64, &text, &len, NULL) < 0)
+        return 0;
+    struct stat st;
+    unsigned long long before = strtoull(text, NULL, 10);
+    if (stat(f->parent_data, &st) < 0 || (unsigned long long)st.st_ino != before) {
+        if (reset_layers(f, err) < 0)
+            return bb_prefix(err, "cannot finish the interrupted apply of %s", f->name);
+    }
+    if (unlink(marker) < 0 && errno != ENOENT)
+        return bb_fail_errno(err, errno, "cannot remove %s", marker);
+    return 0;
+}
+
+static int mark_applying(const sandbox *f, bb_error **err)
+{
+    struct stat st;
+    if (stat(f->parent_data, &st) < 0)
+        return bb_fail_errno(err, errno, "cannot stat %s", f->parent_data);
+    _cleanup_free_ char *marker = applying_path(f);
+    _cleanup_free_ char *text = xasprintf("%llu\n", (unsigned long long)st.st_ino);
+    return write_file_atomic(marker, text, strlen(text), 0644, err);
+}
+
 /* ---- diff ---- */
 
 static int fork_changes(sandbox *f, char **ret_text, uint64_t *ret_n, data_tally *t, bb_error **err)
@@ -155,7 +197,8 @@ static int fork_changes(sandbox *f, char **ret_text, uint64_t *ret_n, data_tally
 int cmd_diff(cli_args *a, bb_error **err)
 {
     _cleanup_sandbox_ sandbox *f = NULL, *p = NULL;
-    if (open_fork(a, a->argv[0], &f, &p, err) < 0 || sandbox_lock(f, err) < 0)
+    if (open_fork(a, a->argv[0], &f, &p, err) < 0 || sandbox_lock(f, err) < 0 ||
+        recover(f, err) < 0)
         return -1;
     _cleanup_free_ char *text = NULL;
     uint64_t n;
@@ -190,7 +233,7 @@ int cmd_apply(cli_args *a, bb_error **err)
     const char *name = a->argv[0];
     _cleanup_sandbox_ sandbox *f = NULL, *p = NULL;
     if (open_fork(a, name, &f, &p, err) < 0 || cli_precheck_busy(f, err) < 0 ||
-        cli_precheck_busy(p, err) < 0 || sandbox_lock(f, err) < 0)
+        cli_precheck_busy(p, err) < 0 || sandbox_lock(f, err) < 0 || recover(f, err) < 0)
         return -1;
     _cleanup_free_ char *text = NULL;
     uint64_t n;
@@ -217,15 +260,22 @@ int cmd_apply(cli_args *a, bb_error **err)
     _cleanup_free_ char *upper = path_join(f->data, FORK_UPPER);
     data_job j = {.op = "fork-apply", .arg = {p->data, upper}};
     data_tally at;
-    if (cli_data_job(p, &j, &at, err) < 0)
+    if (mark_applying(f, err) < 0)
+        return -1;
+    if (cli_data_job(p, &j, &at, err) < 0) {
+        (void)recover(f, NULL);
         return bb_prefix(err, "nothing was applied to %s", p->name);
-    /* The parent has the changes now; a failure here leaves them in the fork too, and
-     * applying again changes nothing more. */
+    }
+    CRASH_POINT("apply-before-reset");
+    /* The parent has the changes now (and may share files with the layer): the layer is
+     * emptied before the fork may boot again (recover(), boot.c). */
     if (reset_layers(f, err) < 0)
         return bb_prefix(err,
-                         "applied the changes to %s, but could not clear %s (run bluebox "
-                         "discard %s)",
+                         "applied the changes to %s, but could not empty %s; run bluebox "
+                         "apply %s to finish",
                          p->name, name, name);
+    _cleanup_free_ char *marker = applying_path(f);
+    (void)unlink(marker);
     cli_warn_skipped(&at, "applied");
     printf("applied %" PRIu64 " change%s to %s\n", n, n == 1 ? "" : "s", p->name);
     return 0;
@@ -236,7 +286,7 @@ int cmd_discard(cli_args *a, bb_error **err)
     const char *name = a->argv[0];
     _cleanup_sandbox_ sandbox *f = NULL, *p = NULL;
     if (open_fork(a, name, &f, &p, err) < 0 || cli_precheck_busy(f, err) < 0 ||
-        sandbox_lock(f, err) < 0)
+        sandbox_lock(f, err) < 0 || recover(f, err) < 0)
         return -1;
     _cleanup_free_ char *text = NULL;
     uint64_t n;

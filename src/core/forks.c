@@ -59,3 +59,14 @@ int forks_refuse_fork(const char *root, const char *name, const char *what_to_do
         return 0;
     return bb_fail(err, EINVAL, "%s is a fork of %s; %s", name, parent, what_to_do);
 }
+
+int forks_refuse_interrupted(const char *root, const char *name, const char *parent, bb_error **err)
+{
+    _cleanup_free_ char *dir = home_path_of(root, HP_SANDBOX, name);
+    _cleanup_free_ char *path = path_join(dir, FORK_APPLYING_FILE);
+    if (!path_exists(path))
+        return 0;
+    return bb_fail(err, EBUSY,
+                   "an apply of %s into %s was interrupted; finish it first: bluebox apply %s",
+                   name, parent, name);
+}

@@ -81,8 +81,8 @@ static int copy_in_kernel(copier *c, int in, int out, off_t *from, off_t to, con
         ssize_t n = copy_file_range(in, from, out, &off_out, (size_t)(to - *from), 0);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL ||
-                      errno == EOPNOTSUPP || errno == EBADF))
+        if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP ||
+                      errno == EBADF))
             return 1;
         if (n < 0)
             return bb_fail_errno(err, errno, "cannot copy %s", name);

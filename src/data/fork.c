@@ -317,8 +317,40 @@ static int clear_slot(int dst, const char *name, bb_error **err)
     return rm_rf_at(dst, name, err);
 }
 
+/* A file that is the layer's alone (one name, the sandbox's owner) moves into the staging
+ * copy as a hard link instead of a copy: the layer is emptied right after the swap, and an
+ * apply interrupted in between is finished before the fork boots again (cmd_fork.c), so the
+ * parent never shares an inode with a layer a guest can write. 1: not taken, copy it. */
+static int link_file(merger *m, const entry *e, int dst, const char *name, bb_error **err)
+{
+    uid_t owner = m->chown ? m->uid : geteuid();
+    if (e->st.st_nlink != 1 || e->st.st_uid != owner)
+        return 1;
+    _cleanup_xattrs_ xattr_set x = {0};
+    if (xattrs_read(e->fd, name, &x, m->t, err) < 0)
+        return -1;
+    size_t plen = strlen(FORK_OVL_XATTR);
+    for (size_t i = 0; i < x.n; i++)
+        if (strncmp(x.v[i].name, FORK_OVL_XATTR, plen) == 0 && fremovexattr(e->fd, x.v[i].name) < 0)
+            return 1;
+    if (fchmod(e->fd, e->st.st_mode & 0777) < 0)
+        return 1;
+    if (clear_slot(dst, name, err) < 0)
+        return -1;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", e->fd);
+    if (linkat(AT_FDCWD, path, dst, name, AT_SYMLINK_FOLLOW) < 0)
+        return 1;
+    m->t->entries++;
+    m->t->bytes += (uint64_t)e->st.st_size;
+    return 0;
+}
+
 static int merge_file(merger *m, const entry *e, int dst, const char *name, bb_error **err)
 {
+    int linked = link_file(m, e, dst, name, err);
+    if (linked <= 0)
+        return linked;
     if (clear_slot(dst, name, err) < 0)
         return -1;
     _cleanup_close_ int out =

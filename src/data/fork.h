@@ -35,7 +35,9 @@ int fork_diff(int upper_fd, int lower_fd, char **ret_text, uint64_t *ret_n, data
 /* Merge the upper layer at upper_path into the parent's /data at lower_path, all or nothing:
  * a staging copy of /data (its directories made anew, hard links to its other entries) takes
  * the changes and is swapped in with one rename. With chown, what the merge writes goes to
- * uid:gid. */
+ * uid:gid. A changed file that only the layer holds is hard-linked into the staging copy,
+ * not copied: the caller must empty the layer (fork_layers_reset) before the fork boots
+ * again, also after a crash between the swap and that reset. */
 int fork_apply(const char *lower_path, const char *upper_path, bool chown, uid_t uid, gid_t gid,
                data_tally *t, bb_error **err);
 

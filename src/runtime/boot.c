@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/forks.h"
 #include "core/home.h"
 #include "core/inuse.h"
 #include "core/mounts.h"
@@ -105,6 +106,8 @@ static int fork_prepare(const sandbox *sb, const char *self, bb_error **err)
 {
     if (!sb->parent)
         return 0;
+    if (forks_refuse_interrupted(sb->root, sb->name, sb->parent, err) < 0)
+        return -1;
     _cleanup_sandbox_ sandbox *p = NULL;
     if (sandbox_open(sb->root, sb->parent, &p, err) < 0)
         return bb_prefix(err, "%s is a fork of %s", sb->name, sb->parent);

@@ -252,6 +252,7 @@ def test_diff_apply_discard(fork):
     assert os.listdir(upper(bb)) == [] and bb("diff", "f").out == ""
     assert bb("apply", "f", "-y").out == "f has no changes\n"
     assert [n for n in os.listdir(bb.home / "data") if n.startswith(".")] == []
+    assert not (bb.sandbox_dir("f") / "applying").exists()
     # discard
     (upper(bb) / "junk").write_text("j")
     whiteout(upper(bb) / "keep.txt")
@@ -413,6 +414,7 @@ def test_deep_tree(fork, deep_cleanup):
 @pytest.mark.skipif(not CRASHTEST.exists(), reason="no bluebox-crashtest build")
 @pytest.mark.parametrize("point,committed", [
     ("apply-mid-merge", False), ("restore-before-swap", False), ("restore-after-swap", True),
+    ("apply-before-reset", True),
 ])
 def test_kill_during_apply(fork, point, committed):
     bb = fork
@@ -424,13 +426,24 @@ def test_kill_during_apply(fork, point, committed):
                        capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
     assert p.returncode == -9, p
     after = tree(bb.data("p"))
+    assert (bb.sandbox_dir("f") / "applying").exists()
     if committed:
         assert after[b"mod.txt"] == ("file", b"new\n") and b"del.txt" not in after
+        # The layer may share files with the new /data: the next command on the fork
+        # empties it before anything else (and a boot would refuse until then).
+        r = bb("diff", "f")
+        assert r.rc == 0 and r.out == "", r
+        assert os.listdir(upper(bb)) == []
+        assert os.stat(bb.data("p") / "mod.txt").st_nlink == 1
     else:
         assert after == before
+        assert bb("diff", "f").out == EXPECTED_DIFF
     # Applying again finishes the job and cleans the staging.
     r = bb("apply", "f", "-y")
     assert r.rc == 0, r
     final = tree(bb.data("p"))
     assert final[b"mod.txt"] == ("file", b"new\n") and b"opq/x" not in final
-    assert [n for n in os.listdir(bb.home / "data") if n.startswith(".")] == []
+    # As after a killed restore: the old /data left as staging goes with the next replace.
+    staged = [n for n in os.listdir(bb.home / "data") if n.startswith(".")]
+    assert staged == [] or (committed and staged[0].startswith(".p.restore-")), staged
+    assert not (bb.sandbox_dir("f") / "applying").exists()
