@@ -396,7 +396,7 @@ def test_deep_tree(fork, deep_cleanup):
     u = upper(bb)
     fd = os.open(u, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        for _ in range(5000):
+        for _ in range(100000):
             os.mkdir("d", dir_fd=fd)
             nfd = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
             os.close(fd)
