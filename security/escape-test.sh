@@ -995,6 +995,7 @@ mkdir -p /data/esc-fork-dir && ln -s $OUTSIDE /data/esc-fork-dir/out 2>/dev/null
 for t in bbfs0 bbfs1 bbfs2 bbfs3; do
     mkdir -p /tmp/esc-\$t
     mount -t virtiofs \$t /tmp/esc-\$t 2>/dev/null || continue
+    mount -o remount,rw /tmp/esc-\$t 2>/dev/null # the guest's own read-only flag is no wall
     if [ -d /tmp/esc-\$t/upper ]; then
         ln -s $OUTSIDE /tmp/esc-\$t/upper/esc-up-link
         mkdir -p /tmp/esc-\$t/upper/esc-up-dir && ln -s $OUTSIDE/secret /tmp/esc-\$t/upper/esc-up-dir/s
