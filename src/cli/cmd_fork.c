@@ -21,6 +21,7 @@
 #include "data/fork.h"
 #include "runtime/backend.h"
 #include "runtime/boot.h"
+#include "runtime/image.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
@@ -135,6 +136,11 @@ int cmd_fork(cli_args *a, bb_error **err)
     _cleanup_close_ int lock = home_lock(a->root, fork, err);
     if (lock < 0 || make_fork(p, fork, err) < 0)
         return -1;
+    /* The fork's own tag on the parent's built image now (one podman call), so a rebuild of
+     * the parent, which prunes its old image, leaves the fork's. */
+    _cleanup_error_ bb_error *ie = NULL;
+    if (image_adopt(a->root, fork, &ie) < 0)
+        bb_error_warn_release(&ie);
     printf("%s forked to %s\n", name, fork);
     return 0;
 }
