@@ -101,6 +101,13 @@ def test_fork_change_diff_apply(mode_home):  # noqa: F811
     # The fork now shows the new parent and has no changes of its own.
     assert sh(home, fork, VIEW) == forked
     assert home("diff", fork).stdout == b""
+    # A rebuild of the parent (which prunes its old image) leaves the fork its own.
+    bf = home.dir / "home" / "sandboxes" / parent / "Bluefile"
+    bf.write_text(bf.read_text() + "env:\n  REBUILT: 1\n")
+    r = home("build", parent, timeout=900)
+    assert r.returncode == 0, r
+    assert sh(home, fork, "echo ${REBUILT:-old}") == "old\n"
+    assert sh(home, parent, "echo ${REBUILT:-old}") == "1\n"
 
 
 @UML
