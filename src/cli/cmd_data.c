@@ -11,7 +11,6 @@
 #include "cli.h"
 #include "cmd_data.h"
 #include "core/home.h"
-#include "core/forks.h"
 #include "core/inuse.h"
 #include "core/prompt.h"
 #include "core/sandbox.h"
@@ -32,7 +31,7 @@ static void data_place_donep(data_place *p)
 }
 #define _cleanup_place_ _cleanup_(data_place_donep)
 
-int cli_data_job(sandbox *sb, data_job *j, data_tally *t, bb_error **err)
+static int run_job(sandbox *sb, data_job *j, data_tally *t, bb_error **err)
 {
     _cleanup_place_ data_place p = {0};
     if (data_place_of(sb, &p, err) < 0)
@@ -51,7 +50,7 @@ static bool data_nonempty(const sandbox *sb)
     return r != 0;
 }
 
-void cli_warn_skipped(const data_tally *t, const char *what)
+static void warn_skipped(const data_tally *t, const char *what)
 {
     uint64_t n = tally_skipped(t);
     if (!n)
@@ -91,7 +90,7 @@ static void warn_xattrs(const data_tally *t, const char *from, const char *to)
 
 /* /data is about to be replaced: refuse while an up VM, a run or a shell has it, or the VM
  * of a run whose bluebox was killed still does. Returns the in-use fd to hold till done. */
-int cli_refuse_busy(const sandbox *sb, bb_error **err)
+static int refuse_busy(const sandbox *sb, bb_error **err)
 {
     if (sandbox_refuse_up(sb->root, sb->name, err) < 0)
         return -1;
@@ -102,7 +101,7 @@ int cli_refuse_busy(const sandbox *sb, bb_error **err)
 }
 
 /* The cheap part of it before asking: no question about a sandbox that is up or in use. */
-int cli_precheck_busy(sandbox *sb, bb_error **err)
+static int precheck_busy(sandbox *sb, bb_error **err)
 {
     if (sandbox_lock(sb, err) < 0)
         return -1;
@@ -119,19 +118,16 @@ int cmd_reset(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
     _cleanup_sandbox_ sandbox *sb = NULL;
-    if (sandbox_open(a->root, name, &sb, err) < 0)
+    if (cli_fork_guard(a->root, name, "reset", err) < 0)
         return -1;
-    if (sb->parent)
-        return bb_fail(err, EINVAL, "%s is a fork; drop its changes with: bluebox discard %s", name,
-                       name);
-    if (forks_refuse_parent(a->root, name, "reset", err) < 0 || cli_precheck_busy(sb, err) < 0)
+    if (sandbox_open(a->root, name, &sb, err) < 0 || precheck_busy(sb, err) < 0)
         return -1;
     _cleanup_free_ char *q = xasprintf("Delete everything in %s's /data?", name);
     if (data_nonempty(sb) && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
         return -1;
     if (sandbox_lock(sb, err) < 0)
         return -1;
-    _cleanup_close_ int use = cli_refuse_busy(sb, err);
+    _cleanup_close_ int use = refuse_busy(sb, err);
     if (use < 0)
         return -1;
     /* A disk image (data_limit) is deleted, not emptied: the next boot makes a fresh one. */
@@ -139,7 +135,7 @@ int cmd_reset(cli_args *a, bb_error **err)
         return -1;
     data_job j = {.op = "reset", .arg = {sb->data}};
     data_tally t;
-    if (cli_data_job(sb, &j, &t, err) < 0)
+    if (run_job(sb, &j, &t, err) < 0)
         return -1;
     printf("reset %s\n", name);
     return 0;
@@ -215,7 +211,7 @@ static int take_snapshot(sandbox *sb, const char *label, snap_compress c, bb_err
                   .progress = isatty(STDERR_FILENO) ? show_progress : NULL,
                   .ud = &ps};
     data_tally t;
-    int r = cli_data_job(sb, &j, &t, err);
+    int r = run_job(sb, &j, &t, err);
     if (ps.shown)
         fprintf(stderr, "\r\033[K");
     if (r < 0) {
@@ -229,7 +225,7 @@ static int take_snapshot(sandbox *sb, const char *label, snap_compress c, bb_err
         return bb_fail_errno(err, e, "cannot move %s into place", file);
     }
     remove_other_suffixes(sb, label, file);
-    cli_warn_skipped(&t, "archived");
+    warn_skipped(&t, "archived");
     warn_xattrs(&t, NULL, file);
     cli_showf(stdout, "%s\n", file);
     return 0;
@@ -329,7 +325,7 @@ static int disk_import(sandbox *sb, const char *dir, const char *src, bb_error *
         (void)unlink(tmp);
     if (r < 0)
         return -1;
-    cli_warn_skipped(&t, "imported");
+    warn_skipped(&t, "imported");
     printf("imported %s into %s's /data\n", src, sb->name);
     return 0;
 }
@@ -337,13 +333,10 @@ static int disk_import(sandbox *sb, const char *dir, const char *src, bb_error *
 int cmd_snapshot(cli_args *a, bb_error **err)
 {
     _cleanup_sandbox_ sandbox *sb = NULL;
+    if (cli_fork_guard(a->root, a->argv[0], "snapshot", err) < 0)
+        return -1;
     if (sandbox_open(a->root, a->argv[0], &sb, err) < 0)
         return -1;
-    if (sb->parent)
-        return bb_fail(err, EINVAL,
-                       "%s is a fork; apply it, then snapshot its parent: bluebox apply %s && "
-                       "bluebox snapshot %s",
-                       sb->name, sb->name, sb->parent);
     if (cli_flag(a, "list")) {
         if (a->argc > 1)
             return bb_fail_usage(err, "-l takes no label; see: bluebox snapshot -h");
@@ -367,9 +360,9 @@ int cmd_restore(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
     _cleanup_sandbox_ sandbox *sb = NULL;
-    if (sandbox_open(a->root, name, &sb, err) < 0 ||
-        forks_refuse_fork(a->root, name, "apply or discard it, then restore its parent", err) < 0 ||
-        forks_refuse_parent(a->root, name, "restore", err) < 0 || cli_precheck_busy(sb, err) < 0)
+    if (cli_fork_guard(a->root, name, "restore", err) < 0)
+        return -1;
+    if (sandbox_open(a->root, name, &sb, err) < 0 || precheck_busy(sb, err) < 0)
         return -1;
     _cleanup_free_ char *archive = NULL;
     if (snapshot_resolve(sb, a->argc > 1 ? a->argv[1] : NULL, &archive, err) < 0)
@@ -381,7 +374,7 @@ int cmd_restore(cli_args *a, bb_error **err)
         return disk_restore(sb, archive, err);
     if (sandbox_lock(sb, err) < 0)
         return -1;
-    _cleanup_close_ int use = cli_refuse_busy(sb, err);
+    _cleanup_close_ int use = refuse_busy(sb, err);
     if (use < 0)
         return -1;
     /* podman unshare runs from another directory: hand it an absolute path. */
@@ -389,7 +382,7 @@ int cmd_restore(cli_args *a, bb_error **err)
     _cleanup_free_ char *abs = cwd ? path_join(cwd, archive) : xstrdup(archive);
     data_job j = {.op = "restore", .arg = {sb->data, abs}};
     data_tally t;
-    if (cli_data_job(sb, &j, &t, err) < 0)
+    if (run_job(sb, &j, &t, err) < 0)
         return -1;
     warn_xattrs(&t, archive, sb->data);
     cli_showf(stdout, "restored %s from %s\n", name, archive);
@@ -421,9 +414,9 @@ static int data_export(sandbox *sb, const char *dest, bb_error **err)
         return -1;
     data_job j = {.op = "export", .arg = {sb->data, dir}};
     data_tally t;
-    if (cli_data_job(sb, &j, &t, err) < 0)
+    if (run_job(sb, &j, &t, err) < 0)
         return -1;
-    cli_warn_skipped(&t, "exported");
+    warn_skipped(&t, "exported");
     warn_xattrs(&t, NULL, dest);
     cli_showf(stdout, "exported %s's /data to %s\n", sb->name, dest);
     return 0;
@@ -442,9 +435,9 @@ static int data_import(sandbox *sb, const char *src, bb_error **err)
         return bb_fail(err, ENOENT, "%s has no /data at %s", sb->name, sb->data);
     data_job j = {.op = "import", .arg = {dir, sb->data}};
     data_tally t;
-    if (cli_data_job(sb, &j, &t, err) < 0)
+    if (run_job(sb, &j, &t, err) < 0)
         return -1;
-    cli_warn_skipped(&t, "imported");
+    warn_skipped(&t, "imported");
     warn_xattrs(&t, NULL, sb->data);
     cli_showf(stdout, "imported %s into %s's /data\n", src, sb->name);
     return 0;
@@ -457,12 +450,30 @@ int cmd_data(cli_args *a, bb_error **err)
         return bb_fail_usage(err, "data takes export or import, not \"%s\"; see: bluebox data -h",
                              verb);
     _cleanup_sandbox_ sandbox *sb = NULL;
+    if (cli_fork_guard(a->root, name, verb, err) < 0)
+        return -1;
     if (sandbox_open(a->root, name, &sb, err) < 0)
         return -1;
-    if (sb->parent)
-        return bb_fail(err, EINVAL,
-                       "%s is a fork; apply it, then %s its parent's /data: bluebox "
-                       "apply %s && bluebox data %s %s …",
-                       name, verb, name, verb, sb->parent);
     return streq(verb, "export") ? data_export(sb, dir, err) : data_import(sb, dir, err);
+}
+
+/* For the fork commands (cmd_data.h). */
+int cli_data_job(sandbox *sb, data_job *j, data_tally *t, bb_error **err)
+{
+    return run_job(sb, j, t, err);
+}
+
+void cli_warn_skipped(const data_tally *t, const char *what)
+{
+    warn_skipped(t, what);
+}
+
+int cli_refuse_busy(const sandbox *sb, bb_error **err)
+{
+    return refuse_busy(sb, err);
+}
+
+int cli_precheck_busy(sandbox *sb, bb_error **err)
+{
+    return precheck_busy(sb, err);
 }

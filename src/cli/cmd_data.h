@@ -13,3 +13,7 @@ void cli_warn_skipped(const data_tally *t, const char *what);
 int cli_refuse_busy(const sandbox *sb, bb_error **err);
 /* The cheap part of that, before asking a question (takes and drops the lock). */
 int cli_precheck_busy(sandbox *sb, bb_error **err);
+/* The forks' guards on the /data commands (cmd_fork.c): `doing` is reset, restore, snapshot,
+ * export or import. A fork refuses them all, saying what to do instead; a parent with forks
+ * refuses reset and restore. 0 for a name that is not a sandbox (the command says so). */
+int cli_fork_guard(const char *root, const char *name, const char *doing, bb_error **err);

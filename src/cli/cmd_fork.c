@@ -44,6 +44,35 @@ static int open_fork(cli_args *a, const char *name, sandbox **ret_fork, sandbox 
     return 0;
 }
 
+/* ---- guards on the /data commands ---- */
+
+int cli_fork_guard(const char *root, const char *name, const char *doing, bb_error **err)
+{
+    if (!name_valid(name))
+        return 0;
+    _cleanup_free_ char *parent = forks_parent(root, name);
+    if (!parent)
+        return streq(doing, "reset") || streq(doing, "restore")
+                   ? forks_refuse_parent(root, name, doing, err)
+                   : 0;
+    if (streq(doing, "reset"))
+        return bb_fail(err, EINVAL, "%s is a fork; drop its changes with: bluebox discard %s", name,
+                       name);
+    if (streq(doing, "restore"))
+        return bb_fail(err, EINVAL,
+                       "%s is a fork of %s; apply or discard it, then restore its parent", name,
+                       parent);
+    if (streq(doing, "snapshot"))
+        return bb_fail(err, EINVAL,
+                       "%s is a fork; apply it, then snapshot its parent: bluebox apply %s && "
+                       "bluebox snapshot %s",
+                       name, name, parent);
+    return bb_fail(err, EINVAL,
+                   "%s is a fork; apply it, then %s its parent's /data: bluebox apply %s && "
+                   "bluebox data %s %s …",
+                   name, doing, name, doing, parent);
+}
+
 /* ---- fork ---- */
 
 /* Whether the parent can be forked at all. */
