@@ -18,6 +18,7 @@
 /* A fork's lower layer: the parent's /data, bound read-only there and served read-only by
  * the file server; the guest makes /data an overlay of it (guest/root.c, data/fork.h). */
 #define ABI_FORK_LOWER "/.bluebox-lower"
+
 /* Files of the VMM bundle (in ABI_VMM_DIR) that bluebox-vmm or the guest init open by name. */
 #define ABI_VMM_KERNEL   "linux.uml"         /* the UML kernel, started by bluebox-vmm */
 #define ABI_VMM_XSTATE   "bluebox-xstate.so" /* preloaded into it when present (vmm/xstate.c) */

@@ -49,11 +49,13 @@ void sandbox_close(sandbox *s)
         return;
     sandbox_unlock(s);
     bluefile_free(s->bf);
-    char *paths[] = {s->root,      s->name, s->dir,    s->bluefile_path, s->containerfile,
-                     s->image_id,  s->data, s->disk,   s->snapshots,     s->log,
-                     s->build_log, s->run,  s->parent, s->parent_data};
+    char *paths[] = {s->root,          s->name,     s->dir,       s->bluefile_path,
+                     s->containerfile, s->image_id, s->data,      s->disk,
+                     s->snapshots,     s->log,      s->build_log, s->run};
     for (size_t i = 0; i < ELEMENTSOF(paths); i++)
         free(paths[i]);
+    free(s->parent);
+    free(s->parent_data);
     free(s);
 }
 

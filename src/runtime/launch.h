@@ -26,13 +26,15 @@ struct launch {
     const bluefile *bf;
     const char *container; /* unique container name */
     launch_mode mode;
-    bool interactive;       /* -i */
-    bool tty;               /* -t */
-    const char *image;      /* NULL: the sandbox's own, image_ref() */
-    char *const *cmd;       /* command in the guest, NULL-terminated */
-    const char *self;       /* host path of the static bluebox for the guest (probe, agent, init) */
-    bool guest_root;        /* the command runs as the guest's root whatever the image's USER */
-    const char *fork_lower; /* a fork: the parent's /data (its own is the overlay's layers) */
+    bool interactive;  /* -i */
+    bool tty;          /* -t */
+    const char *image; /* NULL: the sandbox's own, image_ref() */
+    char *const *cmd;  /* command in the guest, NULL-terminated */
+    const char *self;  /* host path of the static bluebox for the guest (probe, agent, init) */
+    bool guest_root;   /* the command runs as the guest's root whatever the image's USER */
+
+    /* A fork: the parent's /data (the fork's own holds the overlay's layers); else NULL. */
+    const char *fork_lower;
 };
 
 /* The capabilities every VMM keeps (--cap-add after --cap-drop=all), launch_n_caps of them. */
