@@ -981,6 +981,63 @@ for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null; done
 for p in "${BG_PIDS[@]}"; do wait "$p" 2>/dev/null; done
 BG_PIDS=()
 
+# ---------------------------------------------------------------- forks
+# A fork of a fresh sandbox: its /data is an overlay its guest makes over the parent's
+# /data, served read-only.
+# Guest root mounts every file-server device by hand and tries to write the parent's, plants
+# symlinks to the host's $OUTSIDE (in the overlay and straight into the upper layer) and a
+# whiteout of its own, then the host applies the fork: $OUTSIDE is untouched, the planted
+# links arrive as links, and the fork's layers stay in BLUEBOX_HOME/data/<fork>.
+fork_script() {
+    cat <<EOF
+ln -s $OUTSIDE/target /data/esc-fork-link 2>/dev/null
+mkdir -p /data/esc-fork-dir && ln -s $OUTSIDE /data/esc-fork-dir/out 2>/dev/null
+for t in bbfs0 bbfs1 bbfs2 bbfs3; do
+    mkdir -p /tmp/esc-\$t
+    mount -t virtiofs \$t /tmp/esc-\$t 2>/dev/null || continue
+    mount -o remount,rw /tmp/esc-\$t 2>/dev/null # the guest's own read-only flag is no wall
+    if [ -d /tmp/esc-\$t/upper ]; then
+        ln -s $OUTSIDE /tmp/esc-\$t/upper/esc-up-link
+        mkdir -p /tmp/esc-\$t/upper/esc-up-dir && ln -s $OUTSIDE/secret /tmp/esc-\$t/upper/esc-up-dir/s
+        mknod /tmp/esc-\$t/upper/esc-up-wh c 0 0
+    else
+        (echo x > /tmp/esc-\$t/esc-fork-wrote) 2>/dev/null && echo "WROTE \$t"
+    fi
+done
+EOF
+}
+check_fork() {
+    local p=$BASE_NAME-fp f=$BASE_NAME-fp-f out data=$BLUEBOX_HOME/data/$BASE_NAME-fp
+    define "$p" "base: $IMAGE
+backend: $BACKEND
+ram_mib: 256
+$ISO"
+    if ! out=$("$BIN" build "$p" 2>&1) || ! out=$("$BIN" fork "$p" "$f" 2>&1); then
+        fail fork "bluebox build/fork $p failed: $(printf '%s' "$out" | tail -n1)"
+        return
+    fi
+    NAMES=("$f" "${NAMES[@]}")
+    out=$("$BIN" run "$f" -- sh -c "$(fork_script)" </dev/null 2>&1)
+    if [[ $out == *WROTE* ]] || [ -e "$data/esc-fork-wrote" ] || [ -e "$data/esc-fork-link" ]; then
+        fail fork "the fork's guest wrote the parent's /data: $(printf '%s' "$out" | grep WROTE | head -n1)"
+        return
+    fi
+    out=$("$BIN" apply "$f" -y 2>&1)
+    if [ "$(outside_state)" != "$OUTSIDE_BEFORE" ]; then
+        fail fork "applying the fork changed $OUTSIDE"
+    elif [ ! -L "$data/esc-fork-link" ] || [ ! -L "$data/esc-up-link" ] || [ ! -L "$data/esc-up-dir/s" ]; then
+        fail fork "the fork's planted links did not arrive as links: $out"
+    elif [ -n "$(find "$BLUEBOX_HOME/data/$f" -mindepth 1 -maxdepth 1 ! -name upper ! -name work)" ]; then
+        fail fork "the fork's layers hold more than upper/ and work/"
+    else
+        pass fork "a fork's guest cannot write its parent's /data; apply of planted links stays inside it"
+    fi
+    "$BIN" destroy "$f" -y >/dev/null 2>&1
+}
+if want fork; then
+    if [ "$BACKEND" = uml ] && have fork; then check_fork; else skip fork "forks need the uml backend"; fi
+fi
+
 # ---------------------------------------------------------------- the root layer
 # Sandbox C has a writable root. What a run writes to it must never reach the host disk: on
 # uml it lives in guest RAM, and guest root mounting hostfs by hand finds the container

@@ -15,6 +15,10 @@
 #define ABI_MEM_DIR      ABI_DIR "/mem"       /* exec tmpfs: UML's memory, the spec */
 #define ABI_SPEC_PATH    ABI_MEM_DIR "/spec"  /* the launch spec (guest/spec.h) */
 #define ABI_DATA_DISK    ABI_DIR "/data.img"  /* /data's disk image, when it has one */
+/* A fork's lower layer: the parent's /data, bound read-only there and served read-only by
+ * the file server; the guest makes /data an overlay of it (guest/root.c, data/fork.h). */
+#define ABI_FORK_LOWER "/.bluebox-lower"
+
 /* Files of the VMM bundle (in ABI_VMM_DIR) that bluebox-vmm or the guest init open by name. */
 #define ABI_VMM_KERNEL   "linux.uml"         /* the UML kernel, started by bluebox-vmm */
 #define ABI_VMM_XSTATE   "bluebox-xstate.so" /* preloaded into it when present (vmm/xstate.c) */

@@ -104,6 +104,10 @@ int cmd_reset(cli_args *a, bb_error **err);
 int cmd_snapshot(cli_args *a, bb_error **err);
 int cmd_restore(cli_args *a, bb_error **err);
 int cmd_data(cli_args *a, bb_error **err);
+int cmd_fork(cli_args *a, bb_error **err);
+int cmd_diff(cli_args *a, bb_error **err);
+int cmd_apply(cli_args *a, bb_error **err);
+int cmd_discard(cli_args *a, bb_error **err);
 int cmd_serve(cli_args *a, bb_error **err);
 int cmd_mcp(cli_args *a, bb_error **err);
 /* Hidden: `bluebox __complete <words…>` prints completion candidates. */

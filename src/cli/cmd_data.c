@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cmd_data.h"
 #include "core/home.h"
 #include "core/inuse.h"
 #include "core/prompt.h"
@@ -117,6 +118,8 @@ int cmd_reset(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
     _cleanup_sandbox_ sandbox *sb = NULL;
+    if (cli_fork_guard(a->root, name, "reset", err) < 0)
+        return -1;
     if (sandbox_open(a->root, name, &sb, err) < 0 || precheck_busy(sb, err) < 0)
         return -1;
     _cleanup_free_ char *q = xasprintf("Delete everything in %s's /data?", name);
@@ -330,6 +333,8 @@ static int disk_import(sandbox *sb, const char *dir, const char *src, bb_error *
 int cmd_snapshot(cli_args *a, bb_error **err)
 {
     _cleanup_sandbox_ sandbox *sb = NULL;
+    if (cli_fork_guard(a->root, a->argv[0], "snapshot", err) < 0)
+        return -1;
     if (sandbox_open(a->root, a->argv[0], &sb, err) < 0)
         return -1;
     if (cli_flag(a, "list")) {
@@ -355,6 +360,8 @@ int cmd_restore(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
     _cleanup_sandbox_ sandbox *sb = NULL;
+    if (cli_fork_guard(a->root, name, "restore", err) < 0)
+        return -1;
     if (sandbox_open(a->root, name, &sb, err) < 0 || precheck_busy(sb, err) < 0)
         return -1;
     _cleanup_free_ char *archive = NULL;
@@ -443,7 +450,30 @@ int cmd_data(cli_args *a, bb_error **err)
         return bb_fail_usage(err, "data takes export or import, not \"%s\"; see: bluebox data -h",
                              verb);
     _cleanup_sandbox_ sandbox *sb = NULL;
+    if (cli_fork_guard(a->root, name, verb, err) < 0)
+        return -1;
     if (sandbox_open(a->root, name, &sb, err) < 0)
         return -1;
     return streq(verb, "export") ? data_export(sb, dir, err) : data_import(sb, dir, err);
+}
+
+/* For the fork commands (cmd_data.h). */
+int cli_data_job(sandbox *sb, data_job *j, data_tally *t, bb_error **err)
+{
+    return run_job(sb, j, t, err);
+}
+
+void cli_warn_skipped(const data_tally *t, const char *what)
+{
+    warn_skipped(t, what);
+}
+
+int cli_refuse_busy(const sandbox *sb, bb_error **err)
+{
+    return refuse_busy(sb, err);
+}
+
+int cli_precheck_busy(sandbox *sb, bb_error **err)
+{
+    return precheck_busy(sb, err);
 }

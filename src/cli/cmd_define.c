@@ -139,8 +139,10 @@ int cmd_build(cli_args *a, bb_error **err)
 #define LS_FORMAT "%-*s%-12s%-8s%-5s%-7s%-7s%-6s%-8s%s\n"
 
 static void print_row(int w, const char *name, const char *state, const char *backend_name,
-                      const bluefile *bf)
+                      const bluefile *bf, const char *parent)
 {
+    _cleanup_free_ char *base =
+        parent ? xasprintf("%s  (fork of %s)", bf->base, parent) : xstrdup(bf->base);
     char ram[32], timeout[32], cpus[16];
     snprintf(cpus, sizeof cpus, "%d", bf->cpus);
     snprintf(ram, sizeof ram, "%dM", bf->ram_mib);
@@ -149,7 +151,7 @@ static void print_row(int w, const char *name, const char *state, const char *ba
     else
         strcpy(timeout, "-");
     cli_showf(stdout, LS_FORMAT, w, name, state, backend_name, cpus, ram,
-              bf_network_name(bf->network), bf->readonly ? "yes" : "no", timeout, bf->base);
+              bf_network_name(bf->network), bf->readonly ? "yes" : "no", timeout, base);
 }
 
 /* "up" only when the VM the state names is running and is this home's: a VM killed behind
@@ -207,7 +209,7 @@ int cmd_ls(cli_args *a, bb_error **err)
             cli_showf(stdout, "%-*sinvalid Bluefile\n", w, names.v[i]);
             continue;
         }
-        print_row(w, names.v[i], state_word(sb), backend_word(sb->bf), sb->bf);
+        print_row(w, names.v[i], state_word(sb), backend_word(sb->bf), sb->bf, sb->parent);
     }
     return 0;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "core/forks.h"
 #include "core/home.h"
 #include "core/inuse.h"
 #include "core/prompt.h"
@@ -26,6 +27,12 @@ int cmd_rename(cli_args *a, bb_error **err)
     _cleanup_close_ int l2 = streq(old, new) ? -1 : home_lock(a->root, first_old ? new : old, err);
     if (!streq(old, new) && l2 < 0)
         return -1;
+    if (forks_refuse_fork(a->root, old,
+                          "a fork keeps its name; apply or discard it, then destroy "
+                          "it and fork again under the new name",
+                          err) < 0 ||
+        forks_refuse_parent(a->root, old, "rename", err) < 0)
+        return -1;
     if (sandbox_rename(a->root, old, new, err) < 0)
         return -1;
     _cleanup_error_ bb_error *ie = NULL;
@@ -38,8 +45,10 @@ int cmd_rename(cli_args *a, bb_error **err)
 static int destroy_one(sandbox *sb, bool data, bb_error **err)
 {
     const char *root = sb->root, *name = sb->name;
-    if (sandbox_lock(sb, err) < 0)
+    if (forks_refuse_parent(root, name, "destroy", err) < 0 || sandbox_lock(sb, err) < 0)
         return -1;
+    /* A fork's /data is its layer over the parent's: nothing to keep without the fork. */
+    data = data || sb->parent;
     /* Not from under a run or shell; what a killed one left is pruned with the image. */
     _cleanup_close_ int use = inuse_refuse(root, name, err);
     if (use < 0)
@@ -102,7 +111,7 @@ int cmd_destroy(cli_args *a, bb_error **err)
     bool on_disk = path_exists(sb->disk);
     if (destroy_one(sb, data, err) < 0)
         return -1;
-    if (data)
+    if (data || sb->parent)
         printf("destroyed %s\n", name);
     else
         printf("destroyed %s (data kept: %s)\n", name, on_disk ? sb->disk : sb->data);
@@ -127,6 +136,17 @@ int cmd_nuke(cli_args *a, bb_error **err)
                   keep ? "keeping their data" : "and their data");
     if (prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
         return -1;
+    /* Forks first: a parent with forks cannot go. */
+    _cleanup_strv_ strv order = {0};
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < names.n; i++) {
+            _cleanup_free_ char *parent = forks_parent(a->root, names.v[i]);
+            if ((pass == 0) == (parent != NULL))
+                strv_add(&order, names.v[i]);
+        }
+    strv_clear(&names);
+    names = order;
+    order = (strv){0};
     size_t removed = 0;
     for (size_t i = 0; i < names.n; i++) {
         _cleanup_error_ bb_error *e = NULL;

@@ -63,6 +63,8 @@ int data_main(int argc, char **argv)
         j.arg[k] = argv[i++];
     data_tally t;
     bb_error *err = NULL;
+    _cleanup_free_ char *text = NULL;
+    j.text = &text;
     if (data_job_run(&j, false, NULL, &t, &err) < 0) {
         fprintf(stderr, "%s\n", err->msg);
         bb_error_free(err);
@@ -70,6 +72,8 @@ int data_main(int argc, char **argv)
     }
     if (streq(j.op, "pack")) /* stdout was the archive */
         return 0;
+    if (text)
+        fputs(text, stdout);
     _cleanup_free_ char *line = tally_format(&t);
     printf("%s\n", line);
     return 0;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "examples.h"
+#include "forks.h"
 #include "home.h"
 #include "runlog.h"
 #include "util/fs.h"
@@ -36,6 +37,8 @@ int sandbox_open(const char *root, const char *name, sandbox **ret, bb_error **e
         .lock = -1,
     };
     s->image_id = path_join(s->dir, "image-id");
+    s->parent = forks_parent(root, name);
+    s->parent_data = s->parent ? home_path_of(root, HP_DATA, s->parent) : NULL;
     *ret = s;
     return 0;
 }
@@ -51,6 +54,8 @@ void sandbox_close(sandbox *s)
                      s->snapshots,     s->log,      s->build_log, s->run};
     for (size_t i = 0; i < ELEMENTSOF(paths); i++)
         free(paths[i]);
+    free(s->parent);
+    free(s->parent_data);
     free(s);
 }
 

@@ -33,6 +33,8 @@ typedef struct sandbox {
     char *log;                     /* logs/<name>.log */
     char *build_log;               /* logs/build/<name>.log */
     char *run;                     /* run/<name>.json */
+    char *parent;                  /* a fork's parent (sandboxes/<name>/fork-of), else NULL */
+    char *parent_data;             /* a fork's lower layer: data/<parent>, else NULL */
     bluefile *bf;                  /* NULL until sandbox_bluefile() */
     const struct backend *backend; /* NULL until sandbox_resolve_backend() */
     int lock;                      /* the home_lock fd; -1 when not held */

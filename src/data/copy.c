@@ -71,9 +71,34 @@ static int dst_slot(copier *c, int dst, const char *name, mode_t type, bb_error 
 
 /* Copy the bytes of in to out, holes as holes: a guest's 1 TiB sparse file costs /data
  * nothing and must not cost the destination a terabyte of zeros either. */
+/* In the kernel where it can (a reflink on XFS or btrfs, a page-cache copy elsewhere), as
+ * cp does; 1 when it cannot here at all (another file system, no such call), 0 when done. */
+static int copy_in_kernel(copier *c, int in, int out, off_t *from, off_t to, const char *name,
+                          bb_error **err)
+{
+    while (*from < to) {
+        off_t off_out = *from;
+        ssize_t n = copy_file_range(in, from, out, &off_out, (size_t)(to - *from), 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP ||
+                      errno == EBADF))
+            return 1;
+        if (n < 0)
+            return bb_fail_errno(err, errno, "cannot copy %s", name);
+        if (n == 0)
+            break; /* shrunk while we copy */
+        c->t->bytes += (uint64_t)n;
+    }
+    return 0;
+}
+
 static int copy_range(copier *c, int in, int out, off_t from, off_t to, const char *name,
                       bb_error **err)
 {
+    int k = copy_in_kernel(c, in, out, &from, to, name, err);
+    if (k <= 0)
+        return k;
     while (from < to) {
         size_t want = to - from < CHUNK ? (size_t)(to - from) : CHUNK;
         ssize_t n = pread(in, c->buf, want, from);
@@ -295,6 +320,14 @@ static int copy_dir(copier *c, int src, int dst, bb_error **err)
         if (copy_child(c, src, dst, names.v[i], err) < 0)
             return -1;
     return 0;
+}
+
+int copy_bytes(int in, int out, off_t size, const char *name, data_tally *t, bb_error **err)
+{
+    copier c = {.t = t, .buf = xmalloc(CHUNK)};
+    int r = copy_data(&c, in, out, size, name, err);
+    free(c.buf);
+    return r;
 }
 
 int tree_copy(int src_fd, int dst_fd, const copy_opts *o, data_tally *t, bb_error **err)

@@ -25,3 +25,6 @@ typedef struct {
 /* Copy the contents of src_fd into dst_fd, merging with what dst_fd holds: directories
  * merge, a file or symlink replaces one of its own type, anything else is left alone. */
 int tree_copy(int src_fd, int dst_fd, const copy_opts *o, data_tally *t, bb_error **err);
+/* The bytes of the regular file `in` (size bytes) into the new file `out`, holes kept; the
+ * bytes count in t->bytes. */
+int copy_bytes(int in, int out, off_t size, const char *name, data_tally *t, bb_error **err);

@@ -14,6 +14,7 @@
 
 #include "copy.h"
 #include "diskops.h"
+#include "fork.h"
 #include "replace.h"
 #include "safetar.h"
 #include "util/spawn.h"
@@ -138,14 +139,51 @@ static int op_copy(const data_job *j, data_tally *t, bb_error **err)
     return tree_copy(src, dst, &o, t, err);
 }
 
+/* fork-diff <upper> <lower>: the changes, as text (fork.h) */
+static int op_fork_diff(const data_job *j, data_tally *t, bb_error **err)
+{
+    _cleanup_close_ int upper = open_dir(j->arg[0], err);
+    if (upper < 0)
+        return -1;
+    _cleanup_close_ int lower = open_dir(j->arg[1], err);
+    if (lower < 0)
+        return -1;
+    char *text = NULL;
+    uint64_t n = 0;
+    if (fork_diff(upper, lower, &text, &n, t, err) < 0)
+        return -1;
+    t->entries = n;
+    if (j->text)
+        *j->text = text;
+    else
+        free(text);
+    return 0;
+}
+
+/* fork-apply <parent data> <upper> */
+static int op_fork_apply(const data_job *j, data_tally *t, bb_error **err)
+{
+    return fork_apply(j->arg[0], j->arg[1], j->chown, j->uid, j->gid, t, err);
+}
+
+/* fork-reset <layers> <parent data> */
+static int op_fork_reset(const data_job *j, data_tally *t, bb_error **err)
+{
+    (void)t;
+    return fork_layers_reset(j->arg[0], j->arg[1], j->chown, j->uid, j->gid, err);
+}
+
 static const struct {
     const char *name;
     int nargs;
     int (*run)(const data_job *j, data_tally *t, bb_error **err);
 } ops[] = {
-    {"snapshot", 3, op_snapshot}, {"restore", 2, op_restore}, {"reset", 1, op_reset},
-    {"export", 2, op_copy},       {"import", 2, op_copy},     {"pack", 2, op_pack},
-    {"unpack", 3, op_unpack},     {"extract", 2, op_extract},
+    {"snapshot", 3, op_snapshot},     {"restore", 2, op_restore},
+    {"reset", 1, op_reset},           {"export", 2, op_copy},
+    {"import", 2, op_copy},           {"pack", 2, op_pack},
+    {"unpack", 3, op_unpack},         {"extract", 2, op_extract},
+    {"fork-diff", 2, op_fork_diff},   {"fork-apply", 2, op_fork_apply},
+    {"fork-reset", 2, op_fork_reset},
 };
 
 static int run_here(const data_job *j, data_tally *t, bb_error **err)
@@ -186,8 +224,16 @@ static int run_unshared(const data_job *j, const char *self, data_tally *t, bb_e
             errout[--len] = '\0';
         return bb_fail(err, EIO, "%s", len ? errout : "podman unshare failed");
     }
-    if (tally_parse(out, t) < 0)
-        return bb_fail(err, EIO, "unexpected output from bluebox __data: %s", out);
+    /* The tally is the last line; what an op prints as text (fork-diff) comes before it. */
+    size_t len = strlen(out);
+    while (len && out[len - 1] == '\n')
+        out[--len] = '\0';
+    char *last = strrchr(out, '\n');
+    const char *tally = last ? last + 1 : out;
+    if (tally_parse(tally, t) < 0)
+        return bb_fail(err, EIO, "unexpected output from bluebox __data: %s", tally);
+    if (j->text)
+        *j->text = last ? xstrndup(out, (size_t)(last - out) + 1) : xstrdup("");
     return 0;
 }
 

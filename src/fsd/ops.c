@@ -753,13 +753,67 @@ static int op_rmdir(req *r)
     return op_unlink_common(r, AT_REMOVEDIR);
 }
 
+/* RENAME_WHITEOUT (overlayfs needs it of a remote upper layer, issue 18's forks): the host
+ * has no whiteout of this format, so the whiteout is made first under a temporary name, a
+ * plain file whose record says character device 0:0, and put where the source was once the
+ * source has moved. The guest kernel holds both directories locked meanwhile. */
+static int whiteout_make(req *r, fsd_inode *dir, char *name, size_t size)
+{
+    static unsigned long seq;
+    if (r->fs->no_xattr)
+        return -EINVAL; /* no record, no whiteout */
+    fsd_own o = new_own(r, dir, S_IFCHR, 0);
+    for (int tries = 0; tries < 16; tries++) {
+        snprintf(name, size, ".bluebox-whiteout.%d.%lu", (int)getpid(), seq++);
+        int fd = openat(dir->fd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && errno == EEXIST)
+            continue;
+        if (fd < 0)
+            return neg_errno();
+        int rc = fsd_own_write(fd, &o);
+        close(fd);
+        if (rc < 0)
+            unlinkat(dir->fd, name, 0);
+        return rc;
+    }
+    return -EEXIST;
+}
+
+static int do_rename_plain(req *r, uint64_t newdir, uint32_t flags, fsd_inode *od,
+                           const char *oname);
+
 static int do_rename(req *r, uint64_t newdir, uint32_t flags)
 {
+    if (!(flags & RENAME_WHITEOUT))
+        return do_rename_plain(r, newdir, flags, NULL, NULL);
+    if (flags & RENAME_EXCHANGE)
+        return -EINVAL;
     fsd_inode *od;
     const char *oname;
     int rc = take_dir_name(r, NULL, 0, &od, &oname);
     if (rc < 0)
         return rc;
+    char wh[64];
+    rc = whiteout_make(r, od, wh, sizeof wh);
+    if (rc < 0)
+        return rc;
+    rc = do_rename_plain(r, newdir, flags & ~(uint32_t)RENAME_WHITEOUT, od, oname);
+    if (rc == 0 && renameat2(od->fd, wh, od->fd, oname, RENAME_NOREPLACE) < 0)
+        rc = neg_errno();
+    if (rc < 0)
+        unlinkat(od->fd, wh, 0);
+    return rc;
+}
+
+/* od and oname: taken from the request already (RENAME_WHITEOUT), else NULL. */
+static int do_rename_plain(req *r, uint64_t newdir, uint32_t flags, fsd_inode *od,
+                           const char *oname)
+{
+    if (!od) {
+        int rc = take_dir_name(r, NULL, 0, &od, &oname);
+        if (rc < 0)
+            return rc;
+    }
     const char *nname = take_name(r);
     fsd_inode *nd = fsd_inode_use(&r->fs->t, newdir);
     if (!nd || nd->host_type != S_IFDIR)

@@ -238,6 +238,58 @@ static int fs_mount(const spec_mount *m, size_t k, bb_error **err)
     return 0;
 }
 
+/* A fork's /data (issue 18): an overlay the guest kernel makes of the parent's /data
+ * (ABI_FORK_LOWER, served read-only) under the fork's own layers (served on /data: upper/
+ * and work/). The two virtio-fs mounts are made on a scratch tmpfs and detached once the
+ * overlay holds them, so the workload sees the overlay alone. Plain whiteouts, no redirects
+ * and no metacopy: the upper layer stays what the host's diff and apply read (data/fork.h). */
+#define FORK_LOWER  SCRATCH_DIR "/lower"
+#define FORK_LAYERS SCRATCH_DIR "/layers"
+#define FORK_OVERLAY_OPTS                                                                          \
+    "lowerdir=" FORK_LOWER ",upperdir=" FORK_LAYERS "/upper,workdir=" FORK_LAYERS                  \
+    "/work,redirect_dir=off,index=off,metacopy=off,xino=off"
+
+static int fork_mount(const spec_mount *data, size_t data_k, size_t lower_k, bb_error **err)
+{
+    char tag[32];
+    if (mount("tmpfs", SCRATCH_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "size=16k,mode=0700") < 0 ||
+        mkdir(FORK_LOWER, 0700) < 0 || mkdir(FORK_LAYERS, 0700) < 0)
+        return bb_fail_errno(err, errno, "cannot prepare the fork's /data");
+    snprintf(tag, sizeof tag, SPEC_FS_TAG "%zu", lower_k);
+    int r = mount(tag, FORK_LOWER, "virtiofs", MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
+    const char *what = "the parent's /data";
+    if (r == 0) {
+        snprintf(tag, sizeof tag, SPEC_FS_TAG "%zu", data_k);
+        r = mount(tag, FORK_LAYERS, "virtiofs", MS_NOSUID | MS_NODEV, NULL);
+        what = "the fork's layers";
+    }
+    if (r == 0) {
+        (void)mkdir_p(data->path, 0755, NULL);
+        r = mount("overlay", data->path, "overlay", mount_flags(data), FORK_OVERLAY_OPTS);
+        what = "the overlay";
+    }
+    int e = errno;
+    umount2(SCRATCH_DIR, MNT_DETACH);
+    if (r < 0)
+        return bb_fail_errno(err, e, "cannot mount the fork's /data (%s)", what);
+    return 0;
+}
+
+/* The index among the served mounts of the fork's lower layer, or -1 for no fork. */
+static ssize_t fork_lower_index(const launch_spec *spec)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < spec->n_mounts; i++) {
+        if (!(spec->mounts[i].flags & SPEC_MOUNT_FS))
+            continue;
+        if (streq(spec->mounts[i].path, ABI_FORK_LOWER))
+            return (ssize_t)k;
+        k++;
+    }
+    return -1;
+}
+
 static int mount_shared(const launch_spec *spec, bb_error **err)
 {
     size_t k = 0;
@@ -245,9 +297,19 @@ static int mount_shared(const launch_spec *spec, bb_error **err)
         if ((spec->mounts[i].flags & SPEC_MOUNT_FS) && k++ == 0 &&
             (load_module(ABI_VMM_FUSE, err) < 0 || load_module(ABI_VMM_VIRTIOFS, err) < 0))
             return -1;
+    ssize_t lower = fork_lower_index(spec);
     k = 0;
     for (size_t i = 0; i < spec->n_mounts; i++) {
         const spec_mount *m = &spec->mounts[i];
+        if (streq(m->path, ABI_FORK_LOWER)) {
+            k++; /* mounted with /data */
+            continue;
+        }
+        if (lower >= 0 && streq(m->path, "/data") && (m->flags & SPEC_MOUNT_FS)) {
+            if (fork_mount(m, k++, (size_t)lower, err) < 0)
+                return -1;
+            continue;
+        }
         if ((m->flags & SPEC_MOUNT_FS ? fs_mount(m, k++, err) : hostfs_mount(m, err)) < 0)
             return -1;
     }

@@ -40,6 +40,8 @@ typedef struct backend {
     bool agent_offline;
     /* Can attach /data as a disk image (Bluefile data_limit; src/runtime/datadisk.h). */
     bool data_disk;
+    /* Can boot a fork: its guest makes /data an overlay of the parent's (ABI_FORK_LOWER). */
+    bool fork_data;
     /* The host path of its guest kernel; NULL when the kernel is no file of its own. */
     const char *(*kernel_path)(void);
     /* Can this host boot this backend? The message says what to do when not. */

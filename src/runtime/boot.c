@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/forks.h"
+#include "core/home.h"
 #include "core/inuse.h"
 #include "core/mounts.h"
 #include "dataown.h"
@@ -70,7 +72,8 @@ static launch launch_of(const sandbox *sb, const char *self, const char *contain
                     .bf = sb->bf,
                     .container = container,
                     .mode = mode,
-                    .self = self};
+                    .self = self,
+                    .fork_lower = sb->parent_data};
 }
 
 /* The isolation step of every boot: the cached check (a hit costs nothing) or the full one,
@@ -97,6 +100,29 @@ int boot_check_cached(sandbox *sb, isolation_state *ret_was, isolation_result *r
     return isolation_step(sb, &l, BOOT_CACHED, ret_was, ret, err);
 }
 
+/* A fork boots over its parent's /data: the parent must still be there, with the same
+ * isolation (its /data belongs to the same guest root), and its /data handed over too. */
+static int fork_prepare(const sandbox *sb, const char *self, bb_error **err)
+{
+    if (!sb->parent)
+        return 0;
+    if (forks_refuse_interrupted(sb->root, sb->name, sb->parent, err) < 0)
+        return -1;
+    _cleanup_sandbox_ sandbox *p = NULL;
+    if (sandbox_open(sb->root, sb->parent, &p, err) < 0)
+        return bb_prefix(err, "%s is a fork of %s", sb->name, sb->parent);
+    if (sandbox_bluefile(p, err) < 0)
+        return -1;
+    if (p->bf->isolation != sb->bf->isolation)
+        return bb_fail(err, EINVAL,
+                       "%s is a fork of %s, whose isolation is %s; set the same in the fork's "
+                       "Bluefile: bluebox edit %s",
+                       sb->name, sb->parent, bf_isolation_name(p->bf->isolation), sb->name);
+    if (mkdir_p(sb->parent_data, HOME_DIR_MODE, err) < 0)
+        return -1;
+    return data_hand_over(sb->parent_data, p->bf, self, err);
+}
+
 /* The steps of a boot that need the sandbox's lock. */
 static int prepare_locked(sandbox *sb, boot_check check, const char *use, boot *b, bb_error **err)
 {
@@ -104,7 +130,7 @@ static int prepare_locked(sandbox *sb, boot_check check, const char *use, boot *
         return -1;
     if (use && inuse_hold(sb->root, sb->name, use, &b->use, err) < 0)
         return -1;
-    if (data_prepare(sb, b->self, err) < 0)
+    if (fork_prepare(sb, b->self, err) < 0 || data_prepare(sb, b->self, err) < 0)
         return -1;
     return isolation_step(sb, &b->l, check, &b->was, &b->iso, err);
 }

@@ -86,6 +86,7 @@ static int probe(const backend *b, const launch *l, kernel_id *ret, bb_error **e
     pl.container = container;
     pl.cmd = cmd;
     pl.interactive = pl.tty = false;
+    pl.fork_lower = NULL; /* a probe reads the kernel, never /data: no overlay to make */
     _cleanup_strv_ strv argv = {0};
     if (launch_argv(b, &pl, &argv, err) < 0)
         return -1;

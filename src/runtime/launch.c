@@ -93,10 +93,22 @@ char *guest_binary(bb_error **err)
  * mount point, so that readonly images work too). */
 static int data_flags(const backend *b, const launch *l, strv *a, bb_error **err)
 {
+    if (l->fork_lower && (l->bf->data_limit || !b->fork_data))
+        return bb_fail(err, ENOTSUP,
+                       l->bf->data_limit
+                           ? "%s is a fork, whose /data cannot have a data_limit; remove "
+                             "data_limit from its Bluefile: bluebox edit %s"
+                           : "%s is a fork, and forks need backend: uml for now; set it in the "
+                             "fork's Bluefile: bluebox edit %s",
+                       l->name, l->name);
     if (!l->bf->data_limit) {
         _cleanup_free_ char *data = home_path_of(l->root, HP_DATA, l->name);
         add(a, "-v");
         addf(a, "%s:/data", data);
+        if (l->fork_lower) {
+            add(a, "-v");
+            addf(a, "%s:" ABI_FORK_LOWER ":ro", l->fork_lower);
+        }
         return 0;
     }
     if (!b->data_disk)

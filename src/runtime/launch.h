@@ -32,6 +32,9 @@ struct launch {
     char *const *cmd;  /* command in the guest, NULL-terminated */
     const char *self;  /* host path of the static bluebox for the guest (probe, agent, init) */
     bool guest_root;   /* the command runs as the guest's root whatever the image's USER */
+
+    /* A fork: the parent's /data (the fork's own holds the overlay's layers); else NULL. */
+    const char *fork_lower;
 };
 
 /* The capabilities every VMM keeps (--cap-add after --cap-drop=all), launch_n_caps of them. */

@@ -150,6 +150,8 @@ static void spec_fill(launch_spec *s, int argc, char **argv)
  * and benchmarking aid that keeps every mount on hostfs, as before the file server. */
 static bool fs_served(const char *path, bool file, unsigned long f)
 {
+    if (streq(path, ABI_FORK_LOWER))
+        return !file; /* read-only, and served read-only (exports_fill) */
     const char *hostfs = getenv("BLUEBOX_UML_HOSTFS");
     const char *disk = getenv(ABI_ENV_DATA_DISK);
     if (file || (f & MS_RDONLY) || (hostfs && streq(hostfs, "1")))
@@ -244,7 +246,9 @@ static void exports_fill(exports *e, const launch_spec *s)
         strv_push(&e->socks, xasprintf(ABI_MEM_DIR "/fs%zu.sock", e->n));
         e->v = xreallocarray(e->v, e->n + 1, sizeof *e->v);
         fsd_export *x = &e->v[e->n];
-        *x = (fsd_export){.path = e->paths.v[e->n], .sock_path = e->socks.v[e->n]};
+        *x = (fsd_export){.path = e->paths.v[e->n],
+                          .sock_path = e->socks.v[e->n],
+                          .read_only = s->mounts[i].flags & SPEC_MOUNT_RO};
         snprintf(x->tag, sizeof x->tag, SPEC_FS_TAG "%zu", e->n);
         e->n++;
     }

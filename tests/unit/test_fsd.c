@@ -4,6 +4,7 @@
  * fits the caller's buffer; names never leave the export; the ownership record is checked. */
 #include "unit.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fuse.h>
@@ -264,8 +265,39 @@ static void bad_names(void **s)
     /* RENAME with one good name and one bad. */
     struct fuse_rename_in rn = {.newdir = 1};
     assert_int_equal(call(FUSE_RENAME, 1, &rn, sizeof(rn), "a\0..", 5, NULL), -EINVAL);
-    struct fuse_rename2_in r2 = {.newdir = 1, .flags = RENAME_WHITEOUT};
+    struct fuse_rename2_in r2 = {.newdir = 1, .flags = RENAME_WHITEOUT | RENAME_EXCHANGE};
     assert_int_equal(call(FUSE_RENAME2, 1, &r2, sizeof(r2), "a\0b", 4, NULL), -EINVAL);
+    r2.flags = 0x80; /* no such flag */
+    assert_int_equal(call(FUSE_RENAME2, 1, &r2, sizeof(r2), "a\0b", 4, NULL), -EINVAL);
+}
+
+/* RENAME_WHITEOUT (overlayfs over the server, issue 18): the source becomes a whiteout, a
+ * plain host file whose record says character device 0:0; a failed rename leaves nothing. */
+static void rename_whiteout(void **s)
+{
+    (void)s;
+    struct fuse_mknod_in mk = {.mode = S_IFREG | 0644};
+    assert_int_equal(call_name(FUSE_MKNOD, 1, &mk, sizeof(mk), "wsrc", NULL), 0);
+    struct fuse_entry_out e;
+    uint64_t ino = (lookup(1, "wsrc", &e), e.attr.ino);
+    struct fuse_rename2_in r2 = {.newdir = 1, .flags = RENAME_WHITEOUT};
+    assert_int_equal(call(FUSE_RENAME2, 1, &r2, sizeof(r2), "wsrc\0wdst", 10, NULL), 0);
+    lookup(1, "wdst", &e);
+    assert_int_equal(e.attr.ino, ino);
+    lookup(1, "wsrc", &e);
+    assert_int_equal(e.attr.mode & S_IFMT, S_IFCHR);
+    assert_int_equal(e.attr.rdev, 0);
+    char path[160];
+    snprintf(path, sizeof(path), "%s/wsrc", E.dir);
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode) && st.st_size == 0);
+    /* A source that is not there: ENOENT, and no whiteout left behind. */
+    assert_int_equal(call(FUSE_RENAME2, 1, &r2, sizeof(r2), "nope\0x", 7, NULL), -ENOENT);
+    DIR *d = opendir(E.dir);
+    for (struct dirent *de; (de = readdir(d));)
+        assert_null(strstr(de->d_name, "whiteout"));
+    closedir(d);
 }
 
 /* A host symlink in the export pointing outside: the server never walks through it. */
@@ -903,6 +935,7 @@ int main(void)
         cmocka_unit_test(unknown_opcodes),
         cmocka_unit_test(invented_nodeids),
         cmocka_unit_test(bad_names),
+        cmocka_unit_test(rename_whiteout),
         cmocka_unit_test(symlinks_are_not_followed),
         cmocka_unit_test(io_bounds),
         cmocka_unit_test(mapped_ownership),
