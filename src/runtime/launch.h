@@ -13,6 +13,8 @@
 #include "util/err.h"
 #include "util/strv.h"
 
+struct egress;
+
 typedef enum {
     LAUNCH_RUN = ABI_MODE_RUN,
     LAUNCH_SHELL = ABI_MODE_SHELL,
@@ -32,6 +34,9 @@ struct launch {
     char *const *cmd;  /* command in the guest, NULL-terminated */
     const char *self;  /* host path of the static bluebox for the guest (probe, agent, init) */
     bool guest_root;   /* the command runs as the guest's root whatever the image's USER */
+    /* allow:'s log and secrets for this boot (runtime/egress.h); NULL: none prepared. A
+     * launch whose spawn places egress->secrets_fd at EGRESS_SECRETS_FD (session.h, up.c). */
+    const struct egress *egress;
 };
 
 /* The capabilities every VMM keeps (--cap-add after --cap-drop=all), launch_n_caps of them. */
@@ -55,5 +60,8 @@ char *container_name(const char *kind, const char *name);
  * full-screen programs in the guest draw for the terminal the user has), or NULL: the host
  * has none, it is no terminal name, or the Bluefile's env: sets TERM, which then wins. */
 const char *launch_term(const bluefile *bf);
+/* Whether a launch of this mode hands the guest its secrets (the workload's boots: run,
+ * shell, up; not the isolation probe). */
+bool launch_gets_secrets(const launch *l);
 /* The whole `podman run` argv for a launch. */
 int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err);
