@@ -177,8 +177,8 @@ int sandbox_refuse_up(const char *root, const char *name, bb_error **err)
     return 0;
 }
 
-static const home_path moved[] = {HP_SANDBOX,   HP_DATA, HP_LOG,      HP_SNAPSHOTS,
-                                  HP_DISK,      HP_BUILD_LOG, HP_NET_LOG};
+static const home_path moved[] = {HP_SANDBOX, HP_DATA,      HP_LOG,    HP_SNAPSHOTS,
+                                  HP_DISK,    HP_BUILD_LOG, HP_NET_LOG};
 
 /* The rotated logs follow the log (best effort: they are history). */
 static void move_old_logs(const char *from, const char *to)

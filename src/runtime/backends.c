@@ -87,8 +87,8 @@ static int check_egress(const backend *b, const bluefile *bf, const char *env, b
     return bb_fail(err, ENOTSUP,
                    "allow: and secrets: are enforced by bluebox's own VMM network path, which the "
                    "%s backend does not have yet (SECURITY.md, \"Egress\"); set backend: %s%s%s%s",
-                   b->name, s.len ? s.s : "(none)", env ? " (BLUEBOX_BACKEND=" : "",
-                   env ? env : "", env ? " overrides the Bluefile's backend)" : "");
+                   b->name, s.len ? s.s : "(none)", env ? " (BLUEBOX_BACKEND=" : "", env ? env : "",
+                   env ? " overrides the Bluefile's backend)" : "");
 }
 
 int backend_guest_cpus(const backend *b, const bluefile *bf)

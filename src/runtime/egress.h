@@ -25,11 +25,11 @@
 #define EGRESS_PLACEHOLDER_HEX 32
 
 typedef struct egress {
-    char *log;      /* the connection log this boot appends to (0600, rotated); NULL: none */
+    char *log; /* the connection log this boot appends to (0600, rotated); NULL: none */
     /* The sealed memfd of the secrets JSON (abi.h); no secrets when not above 2, so that a
      * zeroed egress owns nothing. */
     int secrets_fd;
-    strv env;       /* NAME=<placeholder>, one per secret, in Bluefile order */
+    strv env; /* NAME=<placeholder>, one per secret, in Bluefile order */
 } egress;
 
 #define EGRESS_NONE ((egress){.secrets_fd = -1})
