@@ -161,7 +161,7 @@ static int egress_flags(const backend *b, const launch *l, strv *a, bb_error **e
         addf(a, "%s:" ABI_NET_LOG ":rw", e->log);
         add(a, "--env=" ABI_ENV_NET_LOG "=" ABI_NET_LOG);
     }
-    if (!launch_gets_secrets(l))
+    if (!e || !launch_gets_secrets(l))
         return 0;
     add(a, "--preserve-fds=1");
     addf(a, "--env=" ABI_ENV_SECRETS_FD "=%d", EGRESS_SECRETS_FD);

@@ -171,3 +171,36 @@ def test_a_secret_that_cannot_be_read_stops_the_boot(home):
     assert b"can be read by others (mode 0644)" in r.stderr, r
     assert file_token.encode() not in r.stderr + r.stdout
     assert podman("ps", "-aq", "--filter", f"label=bluebox.sandbox={name}").stdout.strip() == ""
+
+
+def subuid(user):
+    return int(next(line.split(":")[1] for line in open("/etc/subuid")
+                    if line.startswith(user + ":")))
+
+
+@UML
+def test_strict_rootless_log_is_the_sandbox_roots_and_logs_net_reads_it(env, bluebox_bin):  # noqa: F811
+    """Under strict isolation the VMM is a subordinate UID: the log is handed to it (0600), so
+    the user cannot open it, and `logs --net` reads it through podman's user namespace."""
+    user = env["BLUEBOX_TEST_USER"]
+    h = Home(bluebox_bin, user=user)
+    try:
+        name = h.sandbox(f"egress-strict-{os.getpid()}", f"base: {IMAGE}\nbackend: uml\n"
+                         "ram_mib: 256\nisolation: strict\nnetwork: bridge\n"
+                         "allow: [api.example.com]\n")
+        r = h("build", name)
+        assert r.returncode == 0, r
+        r = h("run", name, "--", "true", timeout=180)
+        assert r.returncode == 0, r
+        log = h.dir / "home" / "logs" / "net" / f"{name}.log"
+        st = log.stat()
+        assert st.st_uid == subuid(user) and stat.S_IMODE(st.st_mode) == 0o600, st
+        with open(log, "a") as f:  # as the VMM would (root here keeps the owner)
+            f.write(json.dumps({"time": "2026-12-01T00:00:00Z", "name": "api.example.com",
+                                "port": 443, "decision": "allow", "rule": "api.example.com",
+                                "bytes_up": 1, "bytes_down": 2, "ms": 3}) + "\n")
+        r = h("logs", name, "--net")
+        assert r.returncode == 0, r
+        assert b"api.example.com:443  allow" in r.stdout, r
+    finally:
+        h.close()
