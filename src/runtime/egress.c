@@ -294,8 +294,14 @@ static int prepare_secrets(const bluefile *bf, egress *e, bb_error **err)
     char **values = xcalloc(n + 1, sizeof *values), **ph = xcalloc(n + 1, sizeof *ph);
     int r = 0;
     for (size_t i = 0; i < n && r == 0; i++) {
-        r = egress_secret_read(&bf->secrets[i], &values[i], err);
+        const bf_secret *sec = &bf->secrets[i];
         ph[i] = egress_placeholder();
+        /* a variable named twice was taken out of the environment the first time */
+        for (size_t j = 0; j < i && !values[i] && sec->from_env; j++)
+            if (bf->secrets[j].from_env && streq(bf->secrets[j].from_env, sec->from_env))
+                values[i] = xstrdup(values[j]);
+        if (!values[i])
+            r = egress_secret_read(sec, &values[i], err);
     }
     if (r == 0)
         r = egress_secrets_memfd(bf, values, ph, &e->secrets_fd, err);

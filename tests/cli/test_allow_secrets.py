@@ -240,3 +240,17 @@ def test_rename_and_destroy_take_the_net_log_along(sb):
     r = sb.run("destroy", "t", "--yes")
     assert r.rc == 0, r
     assert not moved.exists() and not moved.with_name("t.log.1").exists()
+
+
+def test_one_variable_for_two_secrets(sb):
+    """from_env takes the variable out of the environment; a second secret naming it gets the
+    same value, not "not set"."""
+    sb.sandbox(extra=POLICY + "secrets:\n"
+               "  - {name: A, from_env: BB_TEST_TOKEN, hosts: [api.example.com]}\n"
+               "  - {name: B, from_env: BB_TEST_TOKEN, hosts: [a.example.org]}\n")
+    out = sb.bb.tmp / "fd3"
+    r = sb.run("run", NAME, "--", "sh", "-c", f"cat <&3 > {out}", env={"BB_TEST_TOKEN": TOKEN})
+    assert r.rc == 0, r
+    secrets = json.loads(out.read_text())
+    assert [s["value"] for s in secrets] == [TOKEN, TOKEN]
+    assert secrets[0]["placeholder"] != secrets[1]["placeholder"]
