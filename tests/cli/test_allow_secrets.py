@@ -165,6 +165,8 @@ def test_posture_and_env_say_the_policy(sb):
     assert "BLUEBOX_NETWORK_REACH='allow 3 hosts, 2 secrets'\n" in r.text, r
     assert "BLUEBOX_ALLOW='api.example.com,*.example.org:8443,192.0.2.0/24'\n" in r.text, r
     assert "BLUEBOX_SECRETS='API_TOKEN,FILE_TOKEN'\n" in r.text, r
+    r = sb.run("ls")
+    assert r.rc == 0 and r.text.splitlines()[1].split()[5] == "allow", r
 
 
 def test_krun_refuses_allow(sb):
