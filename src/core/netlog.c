@@ -101,10 +101,10 @@ static char *rule_of(json_t *o)
 
 static char *bytes_of(json_t *o)
 {
-    static const char *const ups[] = {"bytes_up", "up", "tx", "sent", NULL}, *const downs[] = {
-                                                                                 "bytes_down",
-                                                                                 "down", "rx",
-                                                                                 "received", NULL};
+    static const char *const ups[] = {"bytes_up", "up_bytes", "up",   "bytes_out",
+                                      "out",      "tx",       "sent", NULL};
+    static const char *const downs[] = {"bytes_down", "down_bytes", "down",     "bytes_in",
+                                        "in",         "rx",         "received", NULL};
     json_t *bytes = json_object_get(o, "bytes");
     json_t *in = json_is_object(bytes) ? bytes : o;
     _cleanup_free_ char *up = text_of(first_of(in, ups)), *down = text_of(first_of(in, downs));
@@ -119,7 +119,7 @@ static bool row_of(const char *line, size_t len, row *r)
         return false;
     static const char *const times[] = {"time", "ts", "at", NULL},
                              *const decisions[] = {"decision", "verdict", "action", NULL},
-                             *const mss[] = {"ms", "duration_ms", "duration", NULL};
+                             *const mss[] = {"ms", "duration_ms", "dur_ms", "duration", NULL};
     r->col[COL_TIME] = time_of(first_of(o, times));
     r->col[COL_DEST] = dest_of(o);
     r->col[COL_DECISION] = text_of(first_of(o, decisions));
