@@ -370,7 +370,8 @@ static json_t *run_child(void *arg)
     session s = {.argv = argv.v,
                  .container = b.container,
                  .timeout_seconds = b.bf->timeout_seconds,
-                 .log = rl};
+                 .log = rl,
+                 .fd3 = launch_gets_secrets(&b.l) ? b.eg.secrets_fd : -1};
     session_result res;
     int r = session_run(&s, &res, &e);
     runlog_end(rl, r < 0 ? -1 : res.code, res.seconds);

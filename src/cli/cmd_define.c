@@ -151,7 +151,8 @@ static void print_row(int w, const char *name, const char *state, const char *ba
     else
         strcpy(timeout, "-");
     cli_showf(stdout, LS_FORMAT, w, name, state, backend_name, cpus, ram,
-              bf_network_name(bf->network), bf->readonly ? "yes" : "no", timeout, base);
+              bf->has_allow ? "allow" : bf_network_name(bf->network), bf->readonly ? "yes" : "no",
+              timeout, base);
 }
 
 /* "up" only when the VM the state names is running and is this home's: a VM killed behind

@@ -57,7 +57,8 @@ static int boot_and_wait(boot *b, bb_error **err)
     session s = {.argv = argv.v,
                  .container = b->container,
                  .timeout_seconds = run ? b->bf->timeout_seconds : 0,
-                 .log = run ? rl : NULL};
+                 .log = run ? rl : NULL,
+                 .fd3 = launch_gets_secrets(&b->l) ? b->eg.secrets_fd : -1};
     session_result res;
     int r = session_run(&s, &res, err);
     runlog_end(rl, r < 0 ? -1 : res.code, res.seconds);

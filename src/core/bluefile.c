@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <string.h>
 #include <strings.h>
+#include <arpa/inet.h>
 #include <sys/stat.h>
 
 #include "abi.h"
@@ -21,7 +22,7 @@ typedef struct {
     bluefile *bf;
     const char *home;
     bb_error **err;
-    const ynode *warm_node, *packages_node, *users_node;
+    const ynode *warm_node, *packages_node, *users_node, *allow_node, *secrets_node, *env_node;
 } ctx;
 
 static int fail_at(ctx *c, const ynode *n, const char *fmt, ...) _printf_(3, 4);
@@ -238,6 +239,24 @@ static int expand_home(ctx *c, const char *key, const ynode *v, const char *s, c
     return 0;
 }
 
+/* A path as the Bluefile gives it: ~ expanded, and relative to the Bluefile's directory, so
+ * that a sandbox carries its files along. */
+static int anchored_path(ctx *c, const char *key, const ynode *v, const char *s, char **ret)
+{
+    _cleanup_free_ char *p = NULL;
+    if (expand_home(c, key, v, s, &p) < 0)
+        return -1;
+    if (p[0] != '/') {
+        _cleanup_free_ char *dir = xstrdup(c->bf->path);
+        char *slash = strrchr(dir, '/');
+        char *abs = slash ? xasprintf("%.*s/%s", (int)(slash - dir), dir, p) : xstrdup(p);
+        free(p);
+        p = abs;
+    }
+    *ret = steal_pointer(&p);
+    return 0;
+}
+
 static int key_seccomp(ctx *c, const char *key, const ynode *v)
 {
     const char *s;
@@ -246,16 +265,8 @@ static int key_seccomp(ctx *c, const char *key, const ynode *v)
     if (!*s || has_control(s))
         return fail_at(c, v, "%s must be the path of a seccomp profile", key);
     _cleanup_free_ char *p = NULL;
-    if (expand_home(c, key, v, s, &p) < 0)
+    if (anchored_path(c, key, v, s, &p) < 0)
         return -1;
-    if (p[0] != '/') {
-        /* Relative to the Bluefile's directory, so a sandbox carries its profile along. */
-        _cleanup_free_ char *dir = xstrdup(c->bf->path);
-        char *slash = strrchr(dir, '/');
-        char *abs = slash ? xasprintf("%.*s/%s", (int)(slash - dir), dir, p) : xstrdup(p);
-        free(p);
-        p = abs;
-    }
     struct stat st;
     if (stat(p, &st) < 0 || !S_ISREG(st.st_mode))
         return fail_at(c, v, "%s: profile %s does not exist or is not a file", key, p);
@@ -295,6 +306,7 @@ static int key_env(ctx *c, const char *key, const ynode *v)
     if (v->kind != YNODE_MAP)
         return fail_at(c, v, "%s must be a mapping of NAME: value, got %s", key,
                        ynode_kind_name(v));
+    c->env_node = v;
     bluefile *bf = c->bf;
     bf->env = xcalloc(v->n, sizeof *bf->env);
     for (size_t i = 0; i < v->n; i++) {
@@ -605,6 +617,297 @@ static int key_data_limit(ctx *c, const char *key, const ynode *v)
     return 0;
 }
 
+/* ---- allow: and secrets: ------------------------------------------------------------ */
+
+#define ALLOW_FORMS "a host name, \"*.domain\" or an IPv4 address or CIDR, with an optional :port"
+/* A CIDR entry wider than this would open most of the address space, the host's and the
+ * LAN's included (CIDR entries are the explicit way to reach those). */
+#define ALLOW_MIN_PREFIX 8
+
+static void lower(char *s)
+{
+    for (; *s; s++)
+        *s = (char)tolower((unsigned char)*s);
+}
+
+/* A DNS name (lower case): labels of a-z, 0-9 and '-', 1-63 long, not starting or ending
+ * with '-', 253 at most in all, and a last label that is not all digits (an address). */
+static bool dns_name_ok(const char *s)
+{
+    if (!*s || strlen(s) > 253)
+        return false;
+    for (const char *label = s;;) {
+        size_t l = strcspn(label, ".");
+        if (l == 0 || l > 63 || label[0] == '-' || label[l - 1] == '-')
+            return false;
+        if (strspn(label, "abcdefghijklmnopqrstuvwxyz0123456789-") < l)
+            return false;
+        if (!label[l])
+            return strspn(label, "0123456789") != l;
+        label += l + 1;
+    }
+}
+
+/* A name or "*.suffix" where the suffix has two labels at least (no "*.org"). */
+static int check_name(ctx *c, const char *what, const ynode *it, const char *h)
+{
+    if (strncmp(h, "*.", 2) == 0) {
+        if (strchr(h + 2, '*') || !dns_name_ok(h + 2))
+            return fail_at(c, it, "%s: \"%s\" is not a valid name below \"*.\"", what, h);
+        if (!strchr(h + 2, '.'))
+            return fail_at(c, it,
+                           "%s: \"%s\" would allow a whole top-level domain; name the domain, "
+                           "like *.example.org",
+                           what, h);
+        return 0;
+    }
+    if (strchr(h, '*'))
+        return fail_at(c, it,
+                       "%s: a wildcard is allowed only as a leading \"*.\" (like *.example.org), "
+                       "got \"%s\"",
+                       what, h);
+    if (!dns_name_ok(h))
+        return fail_at(c, it,
+                       "%s: \"%s\" is not a valid host name (letters, digits, '-' and '.'; "
+                       "labels of 1-63)",
+                       what, h);
+    return 0;
+}
+
+/* An IPv4 address or CIDR, normalized to a.b.c.d/len. */
+static int check_cidr(ctx *c, const char *what, const ynode *it, const char *h, char **ret)
+{
+    _cleanup_free_ char *addr = xstrdup(h);
+    char *slash = strchr(addr, '/');
+    long len = 32;
+    if (slash) {
+        *slash = '\0';
+        char *end = NULL;
+        errno = 0;
+        len = strtol(slash + 1, &end, 10);
+        if (!isdigit((unsigned char)slash[1]) || *end || errno || len < 0 || len > 32)
+            return fail_at(c, it, "%s: \"%s\" has a bad prefix length (0-32 after the /)", what, h);
+    }
+    struct in_addr a;
+    if (inet_pton(AF_INET, addr, &a) != 1)
+        return fail_at(c, it, "%s: \"%s\" is not an IPv4 address or CIDR (like 192.0.2.0/24)", what,
+                       h);
+    if (len < ALLOW_MIN_PREFIX)
+        return fail_at(c, it,
+                       "%s: \"%s\" is wider than /%d; list the narrower ranges the sandbox needs",
+                       what, h, ALLOW_MIN_PREFIX);
+    uint32_t mask = len == 0 ? 0 : ~0u << (32 - len);
+    if (ntohl(a.s_addr) & ~mask) {
+        struct in_addr net = {.s_addr = htonl(ntohl(a.s_addr) & mask)};
+        char buf[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &net, buf, sizeof buf);
+        return fail_at(c, it, "%s: \"%s\" has host bits set; did you mean %s/%ld?", what, h, buf,
+                       len);
+    }
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &a, buf, sizeof buf);
+    *ret = xasprintf("%s/%ld", buf, len);
+    return 0;
+}
+
+/* ":port": 1-65535 in plain decimal. */
+static bool port_ok(const char *p, long *ret)
+{
+    if (!*p || p[0] == '0' || strspn(p, "0123456789") != strlen(p) || strlen(p) > 5)
+        return false;
+    *ret = strtol(p, NULL, 10);
+    return *ret >= 1 && *ret <= 65535;
+}
+
+/* One `allow:` entry, normalized in place (see bluefile.h). */
+static int check_allow(ctx *c, const char *what, const ynode *it, char **text)
+{
+    char *s = *text;
+    lower(s);
+    if (!*s)
+        return fail_at(c, it, "%s is empty", what);
+    if (has_any(s, " \t,\\\"'") || has_control(s))
+        return fail_at(c, it, "%s must be %s, got \"%s\"", what, ALLOW_FORMS, s);
+    char *colon = strchr(s, ':');
+    if (colon && strchr(colon + 1, ':'))
+        return fail_at(c, it,
+                       "%s: IPv6 entries are not supported yet; name the host, or give an IPv4 "
+                       "range",
+                       what);
+    long port = 0;
+    if (colon) {
+        *colon = '\0';
+        if (!port_ok(colon + 1, &port))
+            return fail_at(c, it, "%s: the port must be 1-65535, got \"%s\"", what, colon + 1);
+    }
+    size_t n = strlen(s);
+    if (n > 1 && s[n - 1] == '.' && s[n - 2] != '.')
+        s[n - 1] = '\0'; /* a fully qualified name's root */
+    _cleanup_free_ char *host = NULL;
+    if (s[strspn(s, "0123456789./")] == '\0') {
+        if (check_cidr(c, what, it, s, &host) < 0)
+            return -1;
+    } else {
+        if (strchr(s, '/'))
+            return fail_at(c, it, "%s must be %s, got \"%s\"", what, ALLOW_FORMS, it->value);
+        if (check_name(c, what, it, s) < 0)
+            return -1;
+        host = xstrdup(s);
+    }
+    free(*text);
+    *text = port ? xasprintf("%s:%ld", host, port) : steal_pointer(&host);
+    return 0;
+}
+
+static int key_allow(ctx *c, const char *key, const ynode *v)
+{
+    bluefile *bf = c->bf;
+    c->allow_node = v;
+    if (v->kind == YNODE_SEQ && v->n > BLUEFILE_MAX_ALLOW)
+        return fail_at(c, v, "%s has %zu entries; at most %d", key, v->n, BLUEFILE_MAX_ALLOW);
+    if (read_list(c, key, v, check_allow, &bf->allow) < 0)
+        return -1;
+    for (size_t i = 0; i < bf->allow.n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (streq(bf->allow.v[i], bf->allow.v[j]))
+                return fail_at(c, v->items[i], "%s[%zu]: \"%s\" is listed twice (also %s[%zu])",
+                               key, i, bf->allow.v[i], key, j);
+    bf->has_allow = true;
+    return 0;
+}
+
+bool bf_allow_covers(const char *entry, const char *host)
+{
+    size_t el = strcspn(entry, ":"), digits = strspn(entry, "0123456789./");
+    if (digits == el)
+        return false; /* a CIDR: secrets go by name */
+    if (strlen(host) == el && strncmp(entry, host, el) == 0)
+        return true;
+    if (strncmp(entry, "*.", 2) != 0)
+        return false;
+    /* below ".suffix": "a.suffix", and "*.suffix" or "*.a.suffix" (h keeps their dot) */
+    const char *sfx = entry + 1, *h = strncmp(host, "*.", 2) == 0 ? host + 1 : host;
+    size_t sl = el - 1, hl = strlen(h);
+    return (hl > sl || (hl == sl && h != host)) && strncmp(h + hl - sl, sfx, sl) == 0;
+}
+
+static int check_secret_host(ctx *c, const char *what, const ynode *it, char **text)
+{
+    lower(*text);
+    if (!**text)
+        return fail_at(c, it, "%s is empty", what);
+    if (has_control(*text))
+        return fail_at(c, it, "%s must be a host name", what);
+    return check_name(c, what, it, *text);
+}
+
+static int read_secret(ctx *c, size_t i, const ynode *m, bf_secret *out)
+{
+    static const char *const allowed[] = {"name", "from_env", "from_file", "hosts", NULL};
+    _cleanup_free_ char *what = xasprintf("secrets[%zu]", i);
+    if (check_keys(c, what, m, allowed) < 0)
+        return -1;
+    const ynode *name = field(m, "name"), *fenv = field(m, "from_env"),
+                *ffile = field(m, "from_file"), *hosts = field(m, "hosts");
+    _cleanup_free_ char *nw = xasprintf("%s.name", what), *ew = xasprintf("%s.from_env", what),
+                        *fw = xasprintf("%s.from_file", what), *hw = xasprintf("%s.hosts", what);
+    const char *ns, *es, *fs;
+    if (!name)
+        return fail_at(c, m, "%s needs a name (the guest's environment variable)", what);
+    if (read_string(c, nw, name, &ns) < 0)
+        return -1;
+    if (!is_identifier(ns))
+        return fail_at(c, name,
+                       "%s must be an environment variable name (letters, digits, _; not "
+                       "starting with a digit), got \"%s\"",
+                       nw, ns);
+    if (strncmp(ns, "BLUEBOX_", 8) == 0)
+        return fail_at(c, name, "%s: names starting with BLUEBOX_ are bluebox's own, got \"%s\"",
+                       nw, ns);
+    out->name = xstrdup(ns);
+    if (!fenv == !ffile)
+        return fail_at(c, m,
+                       "%s needs exactly one of from_env (a variable of the environment you run "
+                       "bluebox in) and from_file (a file only you can read)",
+                       what);
+    if (fenv) {
+        if (read_string(c, ew, fenv, &es) < 0)
+            return -1;
+        if (!is_identifier(es))
+            return fail_at(c, fenv, "%s must be an environment variable name, got \"%s\"", ew, es);
+        out->from_env = xstrdup(es);
+    } else {
+        if (read_string(c, fw, ffile, &fs) < 0)
+            return -1;
+        if (!*fs || has_control(fs))
+            return fail_at(c, ffile, "%s must be the path of a file", fw);
+        if (anchored_path(c, fw, ffile, fs, &out->from_file) < 0)
+            return -1;
+    }
+    if (!hosts)
+        return fail_at(c, m, "%s needs hosts: the names its value may be sent to", what);
+    if (read_list(c, hw, hosts, check_secret_host, &out->hosts) < 0)
+        return -1;
+    if (out->hosts.n == 0)
+        return fail_at(c, hosts, "%s is empty; name the hosts the value may be sent to", hw);
+    return 0;
+}
+
+static int key_secrets(ctx *c, const char *key, const ynode *v)
+{
+    if (v->kind != YNODE_SEQ)
+        return fail_at(c, v, "%s must be a list, got %s", key, ynode_kind_name(v));
+    if (v->n > BLUEFILE_MAX_SECRETS)
+        return fail_at(c, v, "%s has %zu entries; at most %d", key, v->n, BLUEFILE_MAX_SECRETS);
+    bluefile *bf = c->bf;
+    c->secrets_node = v;
+    bf->secrets = xcalloc(v->n, sizeof *bf->secrets);
+    for (size_t i = 0; i < v->n; i++) {
+        bf_secret *sec = &bf->secrets[bf->n_secrets];
+        bf->n_secrets++; /* freed with the rest even when half read */
+        if (read_secret(c, i, v->items[i], sec) < 0)
+            return -1;
+        for (size_t j = 0; j < i; j++)
+            if (streq(bf->secrets[j].name, sec->name))
+                return fail_at(c, v->items[i], "secret %s is declared more than once", sec->name);
+    }
+    return 0;
+}
+
+/* The rules between allow:, secrets:, network: and env:. */
+static int egress_checks(ctx *c)
+{
+    bluefile *bf = c->bf;
+    if (bf->has_allow && bf->network != NET_BRIDGE)
+        return fail_at(c, c->allow_node,
+                       "allow needs network: bridge (it narrows what a bridge sandbox reaches; "
+                       "network: none reaches nothing)");
+    if (bf->n_secrets && !bf->has_allow)
+        return fail_at(c, c->secrets_node,
+                       "secrets need an allow: list that names their hosts (and network: bridge)");
+    for (size_t i = 0; i < bf->n_secrets; i++) {
+        const bf_secret *sec = &bf->secrets[i];
+        const ynode *m = c->secrets_node->items[i];
+        for (size_t k = 0; k < bf->n_env; k++)
+            if (streq(bf->env[k].key, sec->name))
+                return fail_at(c, field(m, "name"),
+                               "secrets[%zu]: %s is also set in env:; a variable is either a "
+                               "secret or a plain value",
+                               i, sec->name);
+        for (size_t j = 0; j < sec->hosts.n; j++) {
+            bool covered = false;
+            for (size_t k = 0; k < bf->allow.n && !covered; k++)
+                covered = bf_allow_covers(bf->allow.v[k], sec->hosts.v[j]);
+            if (!covered)
+                return fail_at(c, field(m, "hosts")->items[j],
+                               "secrets[%zu].hosts[%zu]: \"%s\" is not covered by allow:; add it "
+                               "there (a secret is only sent where the sandbox may connect)",
+                               i, j, sec->hosts.v[j]);
+        }
+    }
+    return 0;
+}
+
 /* The key table: scalar keys are described by their type and rule and read generically;
  * structured keys have a reader of their own. Table order is the order keys are applied
  * (not the file's), so `isolation` comes before `mounts` and strict can refuse rw mounts
@@ -649,6 +952,8 @@ static const key_spec keys[] = {
     {"env", K_FN, .fn = key_env},
     {"mounts", K_FN, .fn = key_mounts},
     {"blueprint", K_FN, .fn = key_blueprint},
+    {"allow", K_FN, .fn = key_allow},
+    {"secrets", K_FN, .fn = key_secrets},
 };
 
 static int apply_key(ctx *c, const key_spec *k, const ynode *v)
@@ -742,7 +1047,7 @@ static int cross_checks(ctx *c)
                        "cannot infer a package manager for base \"%s\"; set pkgmgr to apk, apt "
                        "or dnf",
                        bf->base);
-    return 0;
+    return egress_checks(c);
 }
 
 int bluefile_parse(const char *path, const char *buf, size_t len, const char *home, bluefile **ret,
@@ -815,6 +1120,14 @@ void bluefile_free(bluefile *bf)
         free(bf->files[i].mode);
     }
     free(bf->files);
+    strv_clear(&bf->allow);
+    for (size_t i = 0; i < bf->n_secrets; i++) {
+        free(bf->secrets[i].name);
+        free(bf->secrets[i].from_env);
+        free(bf->secrets[i].from_file);
+        strv_clear(&bf->secrets[i].hosts);
+    }
+    free(bf->secrets);
     free(bf);
 }
 

@@ -42,6 +42,20 @@ typedef struct {
     char *value;
 } bf_env;
 
+/* A secret (Bluefile `secrets:`): the guest's variable `name` holds a placeholder; the value,
+ * read at boot from the invoking process's environment or a file of the caller's, reaches
+ * only the VMM, which puts it into requests to `hosts`. */
+typedef struct {
+    char *name;
+    char *from_env;  /* NULL when from_file */
+    char *from_file; /* absolute, ~ expanded; NULL when from_env */
+    strv hosts;      /* lower-case names or "*.suffix", each covered by `allow:` */
+} bf_secret;
+
+/* The most `allow:` entries and secrets a Bluefile may name. */
+#define BLUEFILE_MAX_ALLOW   256
+#define BLUEFILE_MAX_SECRETS 64
+
 typedef struct bluefile {
     char *path; /* where it was read from, for messages */
     char *base;
@@ -70,6 +84,13 @@ typedef struct bluefile {
     strv runcmd;
     /* data_limit: /data is a disk image of this many bytes (0: a host directory, no limit). */
     unsigned long long data_limit;
+    /* `allow:` (needs network: bridge): when has_allow, only these destinations are
+     * reachable. Normalized entries HOST[:PORT] as ABI_ENV_NET_ALLOW carries them (abi.h):
+     * a lower-case name, "*.suffix" or an IPv4 CIDR (a bare address becomes /32). */
+    bool has_allow;
+    strv allow;
+    bf_secret *secrets;
+    size_t n_secrets;
 } bluefile;
 
 /* data_limit's bounds: a small ext4 still has room for files; the top is ext4's own reach
@@ -93,6 +114,9 @@ static inline void bluefile_freep(bluefile **bf)
 #define _cleanup_bluefile_ _cleanup_(bluefile_freep)
 
 const char *bf_network_name(bf_network n);
+/* Whether an `allow:` entry (normalized) lets a secret be sent to `host` (a name or
+ * "*.suffix"): the same name, or a wildcard above it. */
+bool bf_allow_covers(const char *entry, const char *host);
 const char *bf_isolation_name(bf_isolation i);
 const char *bf_backend_name(bf_backend b);
 const char *bf_pkgmgr_name(bf_pkgmgr p);

@@ -42,6 +42,17 @@ char *envout_render(const char *name, const char *image, const char *data_dir, c
     put(&b, "NETWORK", bf_network_name(bf->network));
     if (be->network)
         put(&b, "NETWORK_REACH", be->network);
+    if (bf->has_allow) { /* the normalized list, and the secrets by name: never a value */
+        _cleanup_sb_ strbuf list = {0}, names = {0};
+        sb_puts(&list, "");
+        sb_puts(&names, "");
+        for (size_t i = 0; i < bf->allow.n; i++)
+            sb_printf(&list, "%s%s", i ? "," : "", bf->allow.v[i]);
+        for (size_t i = 0; i < bf->n_secrets; i++)
+            sb_printf(&names, "%s%s", i ? "," : "", bf->secrets[i].name);
+        put(&b, "ALLOW", list.s);
+        put(&b, "SECRETS", names.s);
+    }
     put(&b, "PASST", bf->passt ? "true" : "false");
     put(&b, "READONLY", bf->readonly ? "true" : "false");
     put_int(&b, "TIMEOUT_SECONDS", bf->timeout_seconds);

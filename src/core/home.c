@@ -78,6 +78,8 @@ char *home_path_of(const char *root, home_path which, const char *name)
         return xasprintf("%s/logs/%s.log", root, name);
     case HP_BUILD_LOG: /* not logs/<name>.build.log: a sandbox may be called <name>.build */
         return xasprintf("%s/logs/build/%s.log", root, name);
+    case HP_NET_LOG: /* as the build log: not logs/<name>.net.log, a sandbox may be x.net */
+        return xasprintf("%s/logs/net/%s.log", root, name);
     case HP_RUN:
         return xasprintf("%s/run/%s.json", root, name);
     }

@@ -25,6 +25,7 @@ typedef enum {
     HP_SNAPSHOTS,     /* snapshots/<name> */
     HP_LOG,           /* logs/<name>.log */
     HP_BUILD_LOG,     /* logs/build/<name>.log: podman's whole output of the last build */
+    HP_NET_LOG,       /* logs/net/<name>.log: the connection log of allow: (runtime/egress.h) */
     HP_RUN,           /* run/<name>.json */
 } home_path;
 

@@ -94,8 +94,10 @@ char *sandbox_template(const char *name)
         "ram_mib: 2048           # at least 128\n"
         "\n"
         "# none reaches no network at all (also what an omitted network means);\n"
-        "# bridge gives the sandbox full internet access.\n"
+        "# bridge gives the sandbox the internet (on uml, not your host or LAN);\n"
+        "# with bridge, an allow: list narrows it to named hosts (uml; man bluebox).\n"
         "network: none\n"
+        "# allow: [deb.example.org, \"*.example.org\", api.example.com:8443]\n"
         "passt: false\n"
         "readonly: false         # true: read-only root; /tmp and /data stay writable\n"
         "isolation: standard     # strict: the VM runs as a UID that owns nothing of yours\n"
@@ -182,7 +184,8 @@ int sandbox_refuse_up(const char *root, const char *name, bb_error **err)
     return 0;
 }
 
-static const home_path moved[] = {HP_SANDBOX, HP_DATA, HP_LOG, HP_SNAPSHOTS, HP_DISK, HP_BUILD_LOG};
+static const home_path moved[] = {HP_SANDBOX, HP_DATA,      HP_LOG,    HP_SNAPSHOTS,
+                                  HP_DISK,    HP_BUILD_LOG, HP_NET_LOG};
 
 /* The rotated logs follow the log (best effort: they are history). */
 static void move_old_logs(const char *from, const char *to)
@@ -215,9 +218,10 @@ int sandbox_rename(const char *root, const char *old, const char *new, bb_error 
     }
     if (r == 0) {
         _cleanup_free_ char *logs = path_join(root, "logs");
-        _cleanup_free_ char *builds = path_join(logs, "build");
+        _cleanup_free_ char *builds = path_join(logs, "build"), *nets = path_join(logs, "net");
         if ((path_exists(from[2]) && mkdir_p(logs, HOME_DIR_MODE, err) < 0) ||
-            (path_exists(from[5]) && mkdir_p(builds, HOME_DIR_MODE, err) < 0))
+            (path_exists(from[5]) && mkdir_p(builds, HOME_DIR_MODE, err) < 0) ||
+            (path_exists(from[6]) && mkdir_p(nets, HOME_DIR_MODE, err) < 0))
             r = -1;
     }
     for (; r == 0 && done < ELEMENTSOF(moved); done++) {
@@ -232,8 +236,11 @@ int sandbox_rename(const char *root, const char *old, const char *new, bb_error 
             if (path_exists(to[done]) && !path_exists(from[done]))
                 (void)renameat2(AT_FDCWD, to[done], AT_FDCWD, from[done], RENAME_NOREPLACE);
     }
-    if (r == 0)
+    if (r == 0) {
         move_old_logs(from[2], to[2]);
+        _cleanup_free_ char *f = xasprintf("%s.1", from[6]), *t = xasprintf("%s.1", to[6]);
+        (void)renameat2(AT_FDCWD, f, AT_FDCWD, t, RENAME_NOREPLACE); /* the rotated net log */
+    }
     for (size_t i = 0; i < ELEMENTSOF(moved); i++) {
         free(from[i]);
         free(to[i]);
@@ -274,7 +281,10 @@ int sandbox_remove(const char *root, const char *name, bool data, bb_error **err
     _cleanup_free_ char *def = home_path_of(root, HP_SANDBOX, name);
     _cleanup_free_ char *log = home_path_of(root, HP_LOG, name);
     _cleanup_free_ char *build_log = home_path_of(root, HP_BUILD_LOG, name);
-    if (remove_tree(def, err) < 0 || remove_tree(log, err) < 0 || remove_tree(build_log, err) < 0)
+    _cleanup_free_ char *net_log = home_path_of(root, HP_NET_LOG, name);
+    _cleanup_free_ char *net_old = xasprintf("%s.1", net_log);
+    if (remove_tree(def, err) < 0 || remove_tree(log, err) < 0 || remove_tree(build_log, err) < 0 ||
+        remove_tree(net_log, err) < 0 || remove_tree(net_old, err) < 0)
         return -1;
     for (int n = 1; n <= RUNLOG_GENERATIONS; n++) {
         _cleanup_free_ char *old = runlog_generation(log, n);

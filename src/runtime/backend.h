@@ -42,6 +42,9 @@ typedef struct backend {
     bool data_disk;
     /* Can boot a fork: its guest makes /data an overlay of the parent's (ABI_FORK_LOWER). */
     bool fork_data;
+    /* Its VMM enforces `allow:` and brokers `secrets:` (runtime/egress.h); backend_for
+     * refuses a Bluefile with them on a backend without. */
+    bool egress;
     /* The host path of its guest kernel; NULL when the kernel is no file of its own. */
     const char *(*kernel_path)(void);
     /* Can this host boot this backend? The message says what to do when not. */
@@ -69,7 +72,8 @@ const char *backend_env(void);
 /* A backend by name or alias, NULL when unknown. */
 const backend *backend_named(const char *name);
 /* The backend a Bluefile asks for, overridden by BLUEBOX_BACKEND; refuses a Bluefile that
- * asks for more RAM or CPUs than that backend can give a guest. */
+ * asks for more RAM or CPUs than that backend can give a guest, or for allow: on a backend
+ * that cannot enforce it. */
 int backend_for(const bluefile *bf, const backend **ret, bb_error **err);
 /* The CPUs a guest of bf really gets from b (the posture line and `bluebox env` say it). */
 int backend_guest_cpus(const backend *b, const bluefile *bf);

@@ -74,6 +74,23 @@ static int check_limit(const backend *b, const char *env, const char *key, int v
                    env ? " overrides its backend)" : "");
 }
 
+/* krun's equivalent is designed, not built (SECURITY.md, "Egress"): refusing is the honest
+ * answer until a VMM enforces the list, never a sandbox that silently reaches everything. */
+static int check_egress(const backend *b, const bluefile *bf, const char *env, bb_error **err)
+{
+    if (!bf->has_allow || b->egress)
+        return 0;
+    _cleanup_sb_ strbuf s = {0};
+    for (const backend *const *o = backend_registry; *o; o++)
+        if ((*o)->egress)
+            sb_printf(&s, "%s%s", s.len ? " or " : "", (*o)->name);
+    return bb_fail(err, ENOTSUP,
+                   "allow: and secrets: are enforced by bluebox's own VMM network path, which the "
+                   "%s backend does not have yet (SECURITY.md, \"Egress\"); set backend: %s%s%s%s",
+                   b->name, s.len ? s.s : "(none)", env ? " (BLUEBOX_BACKEND=" : "", env ? env : "",
+                   env ? " overrides the Bluefile's backend)" : "");
+}
+
 int backend_guest_cpus(const backend *b, const bluefile *bf)
 {
     return b->guest_cpus > 0 && b->guest_cpus < bf->cpus ? b->guest_cpus : bf->cpus;
@@ -90,7 +107,8 @@ int backend_for(const bluefile *bf, const backend **ret, bb_error **err)
     if (!b)
         return bb_fail(err, EINVAL, "no backend named %s", bf_backend_name(bf->backend));
     if (check_limit(b, env, "ram_mib", bf->ram_mib, b->max_ram_mib, err) < 0 ||
-        check_limit(b, env, "cpus", bf->cpus, b->max_cpus, err) < 0)
+        check_limit(b, env, "cpus", bf->cpus, b->max_cpus, err) < 0 ||
+        check_egress(b, bf, env, err) < 0)
         return -1;
     *ret = b;
     return 0;

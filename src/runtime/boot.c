@@ -132,12 +132,17 @@ static int prepare_locked(sandbox *sb, boot_check check, const char *use, boot *
         return -1;
     if (fork_prepare(sb, b->self, err) < 0 || data_prepare(sb, b->self, err) < 0)
         return -1;
+    if (use) {
+        if (egress_prepare(sb, b->self, &b->eg, err) < 0)
+            return -1;
+        b->l.egress = &b->eg;
+    }
     return isolation_step(sb, &b->l, check, &b->was, &b->iso, err);
 }
 
 int boot_prepare(sandbox *sb, boot_check check, const char *use, boot *ret, bb_error **err)
 {
-    *ret = (boot){.sb = sb};
+    *ret = (boot){.sb = sb, .eg = EGRESS_NONE};
     if (sandbox_resolve_backend(sb, err) < 0 || boot_require_image(sb, err) < 0 ||
         mounts_check(sb, err) < 0)
         return -1;
@@ -171,7 +176,8 @@ char *boot_posture(const boot *b)
 void boot_done(boot *b)
 {
     inuse_release(&b->use);
+    egress_done(&b->eg);
     free(b->self);
     free(b->container);
-    *b = (boot){0};
+    *b = (boot){.eg = EGRESS_NONE};
 }

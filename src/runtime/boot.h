@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 
+#include "egress.h"
 #include "launch.h"
 #include "core/inuse.h"
 #include "core/sandbox.h"
@@ -24,6 +25,7 @@ typedef struct boot {
     isolation_result iso; /* filled when it ran */
     inuse use;            /* /data held for a run or shell until boot_done */
     bool stale;           /* the Bluefile changed since the image was built (boot_stale) */
+    egress eg;            /* allow:'s log and the secrets (run, shell, up); l.egress points here */
 } boot;
 
 typedef enum {
@@ -32,6 +34,7 @@ typedef enum {
 } boot_check;
 
 /* Prepare a boot of the sandbox; `mode` and the command are filled into ret->l by the caller.
+ * A boot with `use` also prepares its egress (runtime/egress.h): the secrets are read now.
  * `use` ("run", "shell", "up") holds /data in use until boot_done, so that reset, restore and
  * destroy refuse meanwhile (core/inuse.h); NULL for boots that do not need it. The steps
  * after the preflight run under the sandbox's lock: the caller's when it holds it, else

@@ -34,6 +34,7 @@ static int plain_entry(const launch *l, strv *argv, bb_error **err)
 static const backend backend_plain = {
     .name = "plain",
     .data_disk = true, /* a data_limit image is bound but never opened: it only reads uname */
+    .egress = true,    /* likewise allow:'s variables; a probe never gets the secrets */
     .launch_flags = plain_flags,
     .entry = plain_entry,
 };

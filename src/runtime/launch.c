@@ -9,6 +9,7 @@
 #include "launch.h"
 #include "core/home.h"
 #include "datadisk.h"
+#include "egress.h"
 #include "image.h"
 #include "util/xalloc.h"
 
@@ -146,6 +147,41 @@ const char *launch_term(const bluefile *bf)
     return t;
 }
 
+bool launch_gets_secrets(const launch *l)
+{
+    return egress_has_secrets(l->egress) &&
+           (l->mode == LAUNCH_RUN || l->mode == LAUNCH_SHELL || l->mode == LAUNCH_AGENT);
+}
+
+/* allow: and secrets: (runtime/egress.h). The VMM enforces the list and appends to the log
+ * (bind-mounted: the VMM's only file of the host it may write besides /data); the secrets'
+ * memfd reaches it as fd EGRESS_SECRETS_FD (--preserve-fds), so no value is in this argv,
+ * podman's environment or the container's config. The guest's variables hold placeholders. */
+static int egress_flags(const backend *b, const launch *l, strv *a, bb_error **err)
+{
+    const bluefile *bf = l->bf;
+    if (!bf->has_allow)
+        return 0;
+    if (!b->egress) /* backend_for refused it already */
+        return bb_fail(err, ENOTSUP, "the %s backend cannot enforce allow:", b->name);
+    _cleanup_free_ char *allow = egress_allow_value(bf);
+    addf(a, "--env=" ABI_ENV_NET_ALLOW "=%s", allow);
+    addf(a, "--env=" ABI_ENV_SANDBOX "=%s", l->name);
+    const egress *e = l->egress;
+    if (e && e->log) {
+        add(a, "-v");
+        addf(a, "%s:" ABI_NET_LOG ":rw", e->log);
+        add(a, "--env=" ABI_ENV_NET_LOG "=" ABI_NET_LOG);
+    }
+    if (!e || !launch_gets_secrets(l))
+        return 0;
+    add(a, "--preserve-fds=1");
+    addf(a, "--env=" ABI_ENV_SECRETS_FD "=%d", EGRESS_SECRETS_FD);
+    for (size_t i = 0; i < e->env.n; i++)
+        addf(a, "--env=%s", e->env.v[i]);
+    return 0;
+}
+
 int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
 {
     const bluefile *bf = l->bf;
@@ -196,6 +232,8 @@ int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
     /* By name: podman takes the value from its environment, which is ours. */
     if ((l->mode == LAUNCH_RUN || l->mode == LAUNCH_SHELL) && launch_term(bf))
         add(&a, "--env=TERM");
+    if (egress_flags(b, l, &a, err) < 0)
+        return -1;
     if (l->interactive)
         add(&a, "-i");
     if (l->tty)

@@ -13,6 +13,8 @@
 #include "util/err.h"
 #include "util/strv.h"
 
+struct egress;
+
 typedef enum {
     LAUNCH_RUN = ABI_MODE_RUN,
     LAUNCH_SHELL = ABI_MODE_SHELL,
@@ -35,6 +37,9 @@ struct launch {
 
     /* A fork: the parent's /data (the fork's own holds the overlay's layers); else NULL. */
     const char *fork_lower;
+    /* allow:'s log and secrets for this boot (runtime/egress.h); NULL: none prepared. A
+     * launch whose spawn places egress->secrets_fd at EGRESS_SECRETS_FD (session.h, up.c). */
+    const struct egress *egress;
 };
 
 /* The capabilities every VMM keeps (--cap-add after --cap-drop=all), launch_n_caps of them. */
@@ -58,5 +63,8 @@ char *container_name(const char *kind, const char *name);
  * full-screen programs in the guest draw for the terminal the user has), or NULL: the host
  * has none, it is no terminal name, or the Bluefile's env: sets TERM, which then wins. */
 const char *launch_term(const bluefile *bf);
+/* Whether a launch of this mode hands the guest its secrets (the workload's boots: run,
+ * shell, up; not the isolation probe). */
+bool launch_gets_secrets(const launch *l);
 /* The whole `podman run` argv for a launch. */
 int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err);

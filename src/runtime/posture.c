@@ -30,6 +30,13 @@ bool limits_enforced(void)
 
 char *posture_network(const backend *b, const bluefile *bf)
 {
+    if (bf->has_allow) {
+        _cleanup_sb_ strbuf s = {0};
+        sb_printf(&s, "allow %zu host%s", bf->allow.n, bf->allow.n == 1 ? "" : "s");
+        if (bf->n_secrets)
+            sb_printf(&s, ", %zu secret%s", bf->n_secrets, bf->n_secrets == 1 ? "" : "s");
+        return sb_steal(&s);
+    }
     if (bf->network != NET_BRIDGE || !b->bridge_reach)
         return xstrdup(bf_network_name(bf->network));
     return xasprintf("%s (%s)", bf_network_name(bf->network), b->bridge_reach);

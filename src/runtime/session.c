@@ -77,6 +77,8 @@ static int spawn_podman(const session *s, const sigset_t *old, int pipes[2][2], 
         posix_spawn_file_actions_adddup2(&fa, pipes[0][1], 1);
         posix_spawn_file_actions_adddup2(&fa, pipes[1][1], 2);
     }
+    if (s->fd3 > STDERR_FILENO)
+        posix_spawn_file_actions_adddup2(&fa, s->fd3, 3);
     int r = posix_spawnp(ret, s->argv[0], &fa, &at, s->argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);

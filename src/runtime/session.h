@@ -12,6 +12,7 @@ typedef struct {
     const char *container; /* its --name, for removal */
     int timeout_seconds;   /* 0: none */
     struct runlog *log;    /* NULL: no log; else output is copied here (runlog_write) */
+    int fd3;               /* above 2: podman's fd 3 (--preserve-fds=1, runtime/egress.h) */
 } session;
 
 typedef struct {

@@ -148,6 +148,7 @@ const backend backend_uml = {
     .agent_offline = true, /* none + forward = libslirp restricted (src/vmm/net.c) */
     .data_disk = true,     /* ubd0, capped by bluebox-vmm (src/vmm/disklimit.c) */
     .fork_data = true,     /* the guest's overlayfs over two file-server exports */
+    .egress = true,        /* bluebox-vmm: every guest frame passes its libslirp */
     .kernel_path = uml_kernel_path,
     .preflight = uml_preflight,
     .doctor = uml_doctor,

@@ -47,7 +47,7 @@ static int make_token(char **ret, bb_error **err)
 
 /* podman run -d, with the chain's head in podman's environment for `--env
  * BLUEBOX_AGENT_HEAD`. The head authenticates no one; the token stays on the host. */
-static int start_vm(char *const *argv, const char *token, bb_error **err)
+static int start_vm(char *const *argv, const char *token, int fd3, bb_error **err)
 {
     uint8_t head[SHA256_LEN];
     char hex[2 * SHA256_LEN + 1];
@@ -55,7 +55,7 @@ static int start_vm(char *const *argv, const char *token, bb_error **err)
     hex_encode(head, sizeof head, hex);
     setenv(ABI_ENV_AGENT_HEAD, hex, 1);
     _cleanup_free_ char *out = NULL, *errout = NULL;
-    int rc = spawn_capture(argv, &out, &errout, err);
+    int rc = spawn_capture_fd3(argv, fd3, &out, &errout, err);
     free(env_take_secret(ABI_ENV_AGENT_HEAD)); /* not inherited by anything we start later */
     if (rc < 0)
         return -1;
@@ -234,7 +234,7 @@ int up_start(boot *b, up_state *ret, double *ret_seconds, char **ret_log, bb_err
     /* a VM left by a crash before its state was written */
     if (up_remove_vm(b->l.root, b->l.name, s.container, NULL, err) < 0)
         return -1;
-    if (start_vm(argv.v, s.token, err) < 0)
+    if (start_vm(argv.v, s.token, launch_gets_secrets(&b->l) ? b->eg.secrets_fd : -1, err) < 0)
         return -1;
     s.started = (long long)time(NULL);
     s.kernel = xstrdup("");

@@ -228,6 +228,11 @@ static void drain(int *fd, strbuf *b)
 
 int spawn_capture(char *const argv[], char **ret_out, char **ret_err, bb_error **err)
 {
+    return spawn_capture_fd3(argv, -1, ret_out, ret_err, err);
+}
+
+int spawn_capture_fd3(char *const argv[], int fd3, char **ret_out, char **ret_err, bb_error **err)
+{
     int po[2], pe[2];
     if (pipe2(po, O_CLOEXEC) < 0)
         return bb_fail_errno(err, errno, "cannot make a pipe");
@@ -242,6 +247,8 @@ int spawn_capture(char *const argv[], char **ret_out, char **ret_err, bb_error *
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, po[1], 1);
     posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
+    if (fd3 > STDERR_FILENO)
+        posix_spawn_file_actions_adddup2(&fa, fd3, 3);
     pid_t pid;
     int r = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);

@@ -33,6 +33,8 @@ int spawn_wait_tee(char *const argv[], const spawn_tee *t, bb_error **err);
 /* Run argv and collect its stdout and stderr (each kept to at most 1 MiB; the rest is read
  * and dropped). stdin is /dev/null. Returns the exit code as spawn_wait does. */
 int spawn_capture(char *const argv[], char **ret_out, char **ret_err, bb_error **err);
+/* spawn_capture, with fd3 (when above 2) as the program's fd 3 (for podman --preserve-fds). */
+int spawn_capture_fd3(char *const argv[], int fd3, char **ret_out, char **ret_err, bb_error **err);
 /* One read() from a pipe being drained: >0 bytes read; 0 nothing now (EINTR, EAGAIN);
  * -1 at EOF or on an error, after closing *fd and setting it to -1. */
 ssize_t read_or_close(int *fd, void *buf, size_t size);

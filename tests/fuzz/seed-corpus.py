@@ -40,6 +40,14 @@ cases = [
     "lol: &a [x,x,x,x,x,x,x,x,x]\nlol2: &b [*a,*a,*a,*a,*a,*a,*a,*a]\n",
     "env:\n  A: \"nul\\0byte\"\n", "[" * 100 + "\n", "{a: " * 40 + "1" + "}" * 40 + "\n",
     "base: \"with space\"\n", "base: \"\"\n", "\ufeffcpus: 2\n",
+    # allow: and secrets: (issue 17)
+    "network: bridge\nallow: [a.example.org, \"*.example.org:8443\", 192.0.2.0/24:5432, 1.2.3.4]\n"
+    "secrets:\n  - {name: T, from_env: T, hosts: [a.example.org, \"*.example.org\"]}\n"
+    "  - {name: F, from_file: ~/t, hosts: [b.example.org]}\n",
+    "allow: [a.example.org]\n", "network: bridge\nallow: []\n",
+    "network: bridge\nallow: [\"*.org\", a.*.b, \"2001:db8::/32\", 1.2.3.4/33, 10.0.0.1/8, x:0]\n",
+    "network: bridge\nallow: [a.example.org]\nsecrets: [{name: X, from_env: Y, hosts: [b.example.org]}]\n",
+    "network: bridge\nallow: [a.b.c]\nsecrets: [{name: BLUEBOX_X, from_env: A, from_file: /f, hosts: []}]\n",
 ]
 
 
@@ -206,7 +214,27 @@ def write_netpolicy():
     print(len(os.listdir(d)), "inputs in", d, file=sys.stderr)
 
 
-which = sys.argv[1:] or ["bluefile", "spec", "safetar", "netpolicy"]
+def write_netlog():
+    """The connection log's lines as `bluebox logs --net` reads them (src/core/netlog.c)."""
+    d = os.path.join(root, "corpus", "netlog")
+    os.makedirs(d, exist_ok=True)
+    inputs = {
+        "ok": b'{"time":"2026-11-30T23:59:01Z","sandbox":"box","name":"api.example.com",'
+              b'"port":443,"decision":"allow","rule":"api.example.com","bytes_up":512,'
+              b'"bytes_down":2048,"ms":34}\n',
+        "epoch-deny": b'{"time":1764547200123,"name":"x.example","port":80,"decision":"deny",'
+                      b'"reason":"not in allow","bytes":{"up":0,"down":0},"ms":0.5}\n',
+        "escapes": b'{"name":"a\\u001b]0;x\\u0007","port":"4\\n","rule":[1],"ms":1e308}\n',
+        "mixed": b'garbage\n{}\n[1]\n{"name":1\n\xff\xfe\n{"name":"x","name":"y"}\n\n',
+        "deep": b'{"name":' + b'[' * 500 + b']' * 500 + b'}\n',
+        "no-newline": b'{"name":"end","port":1}',
+    }
+    for name, data in inputs.items():
+        open(os.path.join(d, name), "wb").write(data)
+    print(len(os.listdir(d)), "inputs in", d, file=sys.stderr)
+
+
+which = sys.argv[1:] or ["bluefile", "spec", "safetar", "netpolicy", "netlog"]
 for w in which:
     {"bluefile": write_bluefile, "spec": write_spec, "safetar": write_safetar,
-     "netpolicy": write_netpolicy}[w]()
+     "netpolicy": write_netpolicy, "netlog": write_netlog}[w]()

@@ -243,6 +243,148 @@ static void seccomp_relative(void **s)
     EXPECT_BAD("seccomp: missing.json\n", "seccomp: profile /h/missing.json does not exist");
 }
 
+/* allow: entries are normalized as ABI_ENV_NET_ALLOW carries them. */
+static void allow_normalized(void **s)
+{
+    (void)s;
+    bluefile *bf = ok("network: bridge\nallow:\n  - Deb.Example.ORG\n  - \"*.example.org\"\n"
+                      "  - api.example.com:8443\n  - 192.0.2.0/24:5432\n  - 198.51.100.7\n"
+                      "  - host.example.net.\n");
+    assert_true(bf->has_allow);
+    assert_int_equal(bf->allow.n, 6);
+    assert_string_equal(bf->allow.v[0], "deb.example.org");
+    assert_string_equal(bf->allow.v[1], "*.example.org");
+    assert_string_equal(bf->allow.v[2], "api.example.com:8443");
+    assert_string_equal(bf->allow.v[3], "192.0.2.0/24:5432");
+    assert_string_equal(bf->allow.v[4], "198.51.100.7/32");
+    assert_string_equal(bf->allow.v[5], "host.example.net");
+    bluefile_free(bf);
+    bf = ok("network: bridge\nallow: []\n"); /* bridge, but nothing reachable */
+    assert_true(bf->has_allow);
+    assert_int_equal(bf->allow.n, 0);
+    bluefile_free(bf);
+    bf = ok("network: bridge\n");
+    assert_false(bf->has_allow);
+    bluefile_free(bf);
+}
+
+static void allow_rules(void **s)
+{
+    (void)s;
+    EXPECT_BAD("allow: [a.example.org]\n", "/h/Bluefile:1:8: allow needs network: bridge");
+    EXPECT_BAD("network: none\nallow: [a.example.org]\n", "allow needs network: bridge");
+#define BR "network: bridge\n"
+    EXPECT_BAD(BR "allow: a.example.org\n", "allow must be a list");
+    EXPECT_BAD(BR "allow: [\"\"]\n", "allow[0] is empty");
+    EXPECT_BAD(BR "allow: [\"a b\"]\n", "allow[0] must be a host name");
+    EXPECT_BAD(BR "allow: [\"a.example.org,b.example.org\"]\n", "allow[0] must be a host name");
+    EXPECT_BAD(BR "allow: [a.*.example.org]\n", "wildcard is allowed only as a leading \"*.\"");
+    EXPECT_BAD(BR "allow: [\"*example.org\"]\n", "wildcard is allowed only as a leading");
+    EXPECT_BAD(BR "allow: [\"*.*.example.org\"]\n", "not a valid name below");
+    EXPECT_BAD(BR "allow: [\"*\"]\n", "wildcard is allowed only as a leading");
+    EXPECT_BAD(BR "allow: [\"*.org\"]\n", "whole top-level domain");
+    EXPECT_BAD(BR "allow: [-a.example.org]\n", "not a valid host name");
+    EXPECT_BAD(BR "allow: [a_b.example.org]\n", "not a valid host name");
+    EXPECT_BAD(BR "allow: [a..example.org]\n", "not a valid host name");
+    EXPECT_BAD(BR "allow: [a.example.org:0]\n", "the port must be 1-65535, got \"0\"");
+    EXPECT_BAD(BR "allow: [a.example.org:65536]\n", "the port must be 1-65535");
+    EXPECT_BAD(BR "allow: [a.example.org:080]\n", "the port must be 1-65535");
+    EXPECT_BAD(BR "allow: [\"a.example.org:\"]\n", "the port must be 1-65535");
+    EXPECT_BAD(BR "allow: [a.example.org:https]\n", "the port must be 1-65535");
+    EXPECT_BAD(BR "allow: [\"2001:db8::/32\"]\n", "IPv6 entries are not supported yet");
+    EXPECT_BAD(BR "allow: [192.0.2.1/24]\n", "has host bits set; did you mean 192.0.2.0/24?");
+    EXPECT_BAD(BR "allow: [192.0.2.0/33]\n", "bad prefix length");
+    EXPECT_BAD(BR "allow: [192.0.2.0/]\n", "bad prefix length");
+    EXPECT_BAD(BR "allow: [0.0.0.0/0]\n", "wider than /8");
+    EXPECT_BAD(BR "allow: [300.1.2.3]\n", "not an IPv4 address or CIDR");
+    EXPECT_BAD(BR "allow: [1.2.3]\n", "not an IPv4 address or CIDR");
+    EXPECT_BAD(BR "allow: [example.org/24]\n", "allow[0] must be a host name");
+    EXPECT_BAD(BR "allow: [example.123]\n", "not a valid host name");
+    EXPECT_BAD(BR "allow: [a.example.org, A.example.org]\n",
+               "allow[1]: \"a.example.org\" is listed twice (also allow[0])");
+}
+
+static void allow_covers(void **s)
+{
+    (void)s;
+    assert_true(bf_allow_covers("api.example.com", "api.example.com"));
+    assert_true(bf_allow_covers("api.example.com:8443", "api.example.com"));
+    assert_false(bf_allow_covers("api.example.com", "example.com"));
+    assert_false(bf_allow_covers("example.com", "api.example.com"));
+    assert_true(bf_allow_covers("*.example.com", "api.example.com"));
+    assert_true(bf_allow_covers("*.example.com:443", "a.b.example.com"));
+    assert_false(bf_allow_covers("*.example.com", "example.com"));
+    assert_false(bf_allow_covers("*.example.com", "badexample.com"));
+    assert_true(bf_allow_covers("*.example.com", "*.example.com"));
+    assert_true(bf_allow_covers("*.example.com", "*.a.example.com"));
+    assert_false(bf_allow_covers("*.a.example.com", "*.example.com"));
+    assert_false(bf_allow_covers("api.example.com", "*.example.com"));
+    assert_false(bf_allow_covers("192.0.2.0/24", "192.0.2.0/24"));
+    assert_false(bf_allow_covers("192.0.2.0/24:443", "x.example.com"));
+}
+
+#define SECRETS_OK "network: bridge\nallow: [api.example.com, \"*.example.org\"]\n"
+
+static void secrets_parsed(void **s)
+{
+    (void)s;
+    bluefile *bf = ok(SECRETS_OK "secrets:\n"
+                                 "  - name: API_TOKEN\n    from_env: MY_TOKEN\n"
+                                 "    hosts: [API.example.com]\n"
+                                 "  - {name: B, from_file: ~/tok, hosts: [a.example.org]}\n"
+                                 "  - {name: C, from_file: rel/tok, hosts: [\"*.example.org\"]}\n");
+    assert_int_equal(bf->n_secrets, 3);
+    assert_string_equal(bf->secrets[0].name, "API_TOKEN");
+    assert_string_equal(bf->secrets[0].from_env, "MY_TOKEN");
+    assert_null(bf->secrets[0].from_file);
+    assert_string_equal(bf->secrets[0].hosts.v[0], "api.example.com");
+    assert_string_equal(bf->secrets[1].from_file, "/home/u/tok");
+    assert_string_equal(bf->secrets[2].from_file, "/h/rel/tok");
+    bluefile_free(bf);
+}
+
+static void secrets_rules(void **s)
+{
+    (void)s;
+    EXPECT_BAD("network: bridge\nsecrets: [{name: A, from_env: A, hosts: [a.example.org]}]\n",
+               "secrets need an allow: list");
+    EXPECT_BAD(SECRETS_OK "secrets: {name: A}\n", "secrets must be a list");
+    EXPECT_BAD(SECRETS_OK "secrets: [{from_env: A, hosts: [api.example.com]}]\n",
+               "secrets[0] needs a name");
+    EXPECT_BAD(SECRETS_OK "secrets: [{name: 1A, from_env: A, hosts: [api.example.com]}]\n",
+               "secrets[0].name must be an environment variable name");
+    EXPECT_BAD(SECRETS_OK "secrets: [{name: A-B, from_env: A, hosts: [api.example.com]}]\n",
+               "secrets[0].name must be an environment variable name");
+    EXPECT_BAD(SECRETS_OK "secrets: [{name: BLUEBOX_X, from_env: A, hosts: [api.example.com]}]\n",
+               "are bluebox's own");
+    EXPECT_BAD(SECRETS_OK "secrets: [{name: A, hosts: [api.example.com]}]\n",
+               "needs exactly one of from_env");
+    EXPECT_BAD(SECRETS_OK
+               "secrets: [{name: A, from_env: A, from_file: /x, hosts: [api.example.com]}]\n",
+               "needs exactly one of from_env");
+    EXPECT_BAD(SECRETS_OK "secrets: [{name: A, from_env: \"A B\", hosts: [api.example.com]}]\n",
+               "secrets[0].from_env must be an environment variable name");
+    EXPECT_BAD(SECRETS_OK "secrets: [{name: A, from_file: \"\", hosts: [api.example.com]}]\n",
+               "secrets[0].from_file must be the path of a file");
+    EXPECT_BAD(SECRETS_OK "secrets: [{name: A, from_env: A}]\n", "secrets[0] needs hosts");
+    EXPECT_BAD(SECRETS_OK "secrets: [{name: A, from_env: A, hosts: []}]\n",
+               "secrets[0].hosts is empty");
+    EXPECT_BAD(SECRETS_OK "secrets: [{name: A, from_env: A, hosts: [a.*.com]}]\n",
+               "wildcard is allowed only as a leading");
+    EXPECT_BAD(SECRETS_OK "secrets: [{name: A, from_env: A, value: x, hosts: [a.example.org]}]\n",
+               "secrets[0]: unknown key \"value\"");
+    EXPECT_BAD(SECRETS_OK "secrets: [{name: A, from_env: A, hosts: [other.example.com]}]\n",
+               "secrets[0].hosts[0]: \"other.example.com\" is not covered by allow:");
+    EXPECT_BAD(SECRETS_OK "secrets: [{name: A, from_env: A, hosts: [example.org]}]\n",
+               "is not covered by allow:");
+    EXPECT_BAD(SECRETS_OK "secrets:\n  - {name: A, from_env: A, hosts: [api.example.com]}\n"
+                          "  - {name: A, from_env: B, hosts: [api.example.com]}\n",
+               "secret A is declared more than once");
+    EXPECT_BAD(SECRETS_OK
+               "env: {A: x}\nsecrets: [{name: A, from_env: A, hosts: [api.example.com]}]\n",
+               "A is also set in env:");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -252,6 +394,9 @@ int main(void)
         cmocka_unit_test(env_rules),        cmocka_unit_test(mounts),
         cmocka_unit_test(blueprint),        cmocka_unit_test(yaml_hazards),
         cmocka_unit_test(seccomp_relative), cmocka_unit_test(data_limit),
+        cmocka_unit_test(allow_normalized), cmocka_unit_test(allow_rules),
+        cmocka_unit_test(allow_covers),     cmocka_unit_test(secrets_parsed),
+        cmocka_unit_test(secrets_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

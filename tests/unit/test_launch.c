@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "core/bluefile.h"
+#include "abi.h"
+#include "runtime/egress.h"
 #include "runtime/launch.h"
 #include "runtime/posture.h"
 #include "util/fs.h"
@@ -430,6 +432,154 @@ static void posture_states_ignored_cpus(void **s)
     }
 }
 
+/* ---- allow: and secrets: (runtime/egress.h) ------------------------------------------- */
+
+/* A backend whose VMM enforces allow: (as uml's), without uml's bundle to prepare. */
+static const backend egress_backend = {
+    .name = "vmm", .egress = true, .launch_flags = no_flags, .entry = no_flags};
+
+#define EGRESS_BF                                                                                  \
+    "network: bridge\nallow: [api.example.com, \"*.Example.org:8443\", 192.0.2.0/24]\n"            \
+    "secrets: [{name: API_TOKEN, from_env: T, hosts: [api.example.com]}]\n"
+#define PH ABI_SECRET_PREFIX "0123456789abcdef0123456789abcdef"
+
+static char *egress_argv(const char *yaml, launch_mode mode, const egress *e)
+{
+    bluefile *bf = NULL;
+    bb_error *err = NULL;
+    if (bluefile_parse("/h/Bluefile", yaml, strlen(yaml), "/home/u", &bf, &err) < 0)
+        fail_msg("%s", err->msg);
+    char *cmd[] = {"true", NULL};
+    launch l = {.root = "/r",
+                .name = "box",
+                .bf = bf,
+                .container = "c",
+                .mode = mode,
+                .cmd = cmd,
+                .self = "/usr/bin/bluebox",
+                .egress = e};
+    strv a = {0};
+    assert_int_equal(launch_argv(&egress_backend, &l, &a, &err), 0);
+    strbuf sb = {0};
+    for (size_t i = 0; i < a.n; i++)
+        sb_printf(&sb, " %s", a.v[i]);
+    sb_puts(&sb, " ");
+    strv_clear(&a);
+    bluefile_free(bf);
+    return sb_steal(&sb);
+}
+
+/* The list, the sandbox's name and the log reach the VMM; the secrets as fd 3 and their
+ * number; the guest's variables hold placeholders. No value is in the argv: the egress
+ * holds none (only its memfd does). */
+static void egress_argv_run_and_up(void **s)
+{
+    (void)s;
+    egress e = {.log = "/r/logs/net/box.log", .secrets_fd = 10};
+    strv_add(&e.env, "API_TOKEN=" PH);
+    for (int i = 0; i < 3; i++) {
+        launch_mode mode = i == 0 ? LAUNCH_RUN : i == 1 ? LAUNCH_SHELL : LAUNCH_AGENT;
+        char *got = egress_argv(EGRESS_BF, mode, &e);
+        assert_contains(got, " --env=BLUEBOX_NET_ALLOW=api.example.com,*.example.org:8443,"
+                             "192.0.2.0/24 ");
+        assert_contains(got, " --env=BLUEBOX_SANDBOX=box ");
+        assert_contains(got, " -v /r/logs/net/box.log:/.bluebox/net.log:rw ");
+        assert_contains(got, " --env=BLUEBOX_NET_LOG=/.bluebox/net.log ");
+        assert_contains(got, " --preserve-fds=1 ");
+        assert_contains(got, " --env=BLUEBOX_SECRETS_FD=3 ");
+        assert_contains(got, " --env=API_TOKEN=" PH " ");
+        assert_contains(got, " --network=bridge ");
+        free(got);
+    }
+    /* the isolation probe boots no workload: no secrets, same policy */
+    char *got = egress_argv(EGRESS_BF, LAUNCH_PROBE, &e);
+    assert_contains(got, " --env=BLUEBOX_NET_ALLOW=");
+    assert_null(strstr(got, "--preserve-fds"));
+    assert_null(strstr(got, "SECRETS_FD"));
+    assert_null(strstr(got, "API_TOKEN"));
+    free(got);
+    strv_clear(&e.env);
+}
+
+/* No egress prepared (a data job, the API's probe): the list is still enforced; no log,
+ * no secrets. An empty list is allowlist mode all the same (the variable is present). */
+static void egress_argv_without_prepare(void **s)
+{
+    (void)s;
+    char *got = egress_argv(EGRESS_BF, LAUNCH_RUN, NULL);
+    assert_contains(got, " --env=BLUEBOX_NET_ALLOW=api.example.com,");
+    assert_null(strstr(got, "net.log"));
+    assert_null(strstr(got, "--preserve-fds"));
+    free(got);
+    got = egress_argv("network: bridge\nallow: []\n", LAUNCH_RUN, NULL);
+    assert_contains(got, " --env=BLUEBOX_NET_ALLOW= ");
+    free(got);
+    got = egress_argv("network: bridge\n", LAUNCH_RUN, NULL);
+    assert_null(strstr(got, "NET_ALLOW"));
+    assert_null(strstr(got, "BLUEBOX_SANDBOX"));
+    free(got);
+}
+
+/* krun has no enforcing network path yet: a Bluefile with allow: is refused before anything
+ * starts, with what to do (SECURITY.md, "Egress"), and its argv is never built. */
+static void krun_refuses_allow(void **s)
+{
+    (void)s;
+    bluefile *bf = NULL;
+    bb_error *err = NULL;
+    const char *yaml = "network: bridge\nallow: [api.example.com]\n";
+    assert_int_equal(bluefile_parse("/h/Bluefile", yaml, strlen(yaml), "/home/u", &bf, &err), 0);
+    const backend *b = NULL;
+    assert_int_equal(backend_for(bf, &b, &err), -1);
+    assert_string_equal(err->msg,
+                        "allow: and secrets: are enforced by bluebox's own VMM network path, "
+                        "which the krun backend does not have yet (SECURITY.md, \"Egress\"); "
+                        "set backend: uml");
+    bb_error_free(err);
+    err = NULL;
+    setenv("BLUEBOX_BACKEND", "krun", 1);
+    assert_int_equal(backend_for(bf, &b, &err), -1);
+    assert_contains(err->msg, "(BLUEBOX_BACKEND=krun overrides the Bluefile's backend)");
+    bb_error_free(err);
+    err = NULL;
+    setenv("BLUEBOX_BACKEND", "uml", 1);
+    assert_int_equal(backend_for(bf, &b, &err), 0);
+    assert_string_equal(b->name, "uml");
+    unsetenv("BLUEBOX_BACKEND");
+    /* and launch_argv itself refuses, should anything reach it */
+    char *cmd[] = {"true", NULL};
+    launch l = {.root = "/r", .name = "box", .bf = bf, .container = "c", .cmd = cmd};
+    strv a = {0};
+    assert_int_equal(launch_argv(backend_named("krun"), &l, &a, &err), -1);
+    assert_contains(err->msg, "cannot enforce allow:");
+    bb_error_free(err);
+    strv_clear(&a);
+    bluefile_free(bf);
+}
+
+/* The posture line and bluebox env say the policy in the same words. */
+static void egress_posture(void **s)
+{
+    (void)s;
+    bluefile *bf = NULL;
+    bb_error *err = NULL;
+    assert_int_equal(
+        bluefile_parse("/h/Bluefile", EGRESS_BF, strlen(EGRESS_BF), "/home/u", &bf, &err), 0);
+    char *net = posture_network(backend_named("uml"), bf);
+    assert_string_equal(net, "allow 3 hosts, 1 secret");
+    free(net);
+    char *line = posture_line(backend_named("uml"), bf, "6.1");
+    assert_contains(line, " · network allow 3 hosts, 1 secret · ");
+    free(line);
+    bluefile_free(bf);
+    const char *one = "network: bridge\nallow: [a.example.org]\n";
+    assert_int_equal(bluefile_parse("/h/Bluefile", one, strlen(one), "/home/u", &bf, &err), 0);
+    net = posture_network(backend_named("uml"), bf);
+    assert_string_equal(net, "allow 1 host");
+    free(net);
+    bluefile_free(bf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -445,6 +595,10 @@ int main(void)
         cmocka_unit_test(posture_matches_argv),
         cmocka_unit_test(registry_backends_are_complete),
         cmocka_unit_test(backend_limits),
+        cmocka_unit_test(egress_argv_run_and_up),
+        cmocka_unit_test(egress_argv_without_prepare),
+        cmocka_unit_test(krun_refuses_allow),
+        cmocka_unit_test(egress_posture),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
