@@ -96,7 +96,7 @@ static sniff_result sni_from_ext(const uint8_t *e, size_t elen, char *out)
         if (off + 3 + nl > end)
             return SNIFF_NONE;
         if (type == 0) {
-            if (nl == 0 || nl > SNIFF_NAME_MAX + 1 || memchr(e + off + 3, '\0', nl))
+            if (nl == 0 || nl > SNIFF_NAME_MAX || memchr(e + off + 3, '\0', nl))
                 return SNIFF_NONE;
             memcpy(out, e + off + 3, nl);
             out[nl] = '\0';
@@ -195,7 +195,7 @@ sniff_result sniff_http_host(const uint8_t *b, size_t len, char out[SNIFF_NAME_M
                     vl = i;
                     break;
                 }
-            if (found++ || vl == 0 || vl > SNIFF_NAME_MAX + 1 || memchr(v, '\0', vl))
+            if (found++ || vl == 0 || vl > SNIFF_NAME_MAX || memchr(v, '\0', vl))
                 return SNIFF_NONE;
             memcpy(out, v, vl);
             out[vl] = '\0';
