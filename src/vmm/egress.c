@@ -41,7 +41,9 @@
 #define FIRST_BYTES_PORT 300
 #define CONNECT_MS       10000
 #define LOG_LINE_MAX     2048
-#define RELAY_BUF        65536
+/* Proxy children at once: each is a process of the container, whose pids limit UML shares. */
+#define MAX_CHILDREN 64
+#define RELAY_BUF    65536
 
 typedef struct fake {
     char name[SNIFF_NAME_MAX + 1]; /* "" = free */
@@ -60,7 +62,8 @@ struct egress {
     void *opaque;
     fake fakes[FAKE_N];
     int log_fd;
-    uint64_t *log_used; /* shared with the children: the per-boot cap */
+    uint64_t *shared; /* shared with the children: [0] bytes logged this boot, [1] the
+                       * children alive (each takes itself off as it exits) */
     const char *sandbox;
     bool weaken_dns, weaken_sni;
     size_t pv_start, pv_n; /* the listeners' slots in this round's poll set */
@@ -95,7 +98,7 @@ static void json_str(char *buf, size_t cap, size_t *off, const char *key, const 
 
 static void log_write(egress *e, const char *line, size_t len)
 {
-    uint64_t before = __atomic_fetch_add(e->log_used, len, __ATOMIC_SEQ_CST);
+    uint64_t before = __atomic_fetch_add(e->shared, len, __ATOMIC_SEQ_CST);
     if (before + len <= EGRESS_LOG_CAP) {
         ssize_t w;
         do
@@ -203,9 +206,9 @@ egress *egress_new(Slirp *slirp, const char *allow, egress_send_fn *send, void *
     e->sandbox = getenv(ABI_ENV_SANDBOX);
     e->weaken_dns = knob("BLUEBOX_WEAKEN_DNS");
     e->weaken_sni = knob("BLUEBOX_WEAKEN_SNI");
-    e->log_used =
-        mmap(NULL, sizeof *e->log_used, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (e->log_used == MAP_FAILED) {
+    e->shared =
+        mmap(NULL, sizeof *e->shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (e->shared == MAP_FAILED) {
         *ret_why = "cannot map the connection log's counter";
         egress_free(e);
         return NULL;
@@ -254,8 +257,8 @@ void egress_free(egress *e)
     allowlist_clear(&e->allow);
     netpolicy_free(e->frames);
     netpolicy_free(e->rebind);
-    if (e->log_used && e->log_used != MAP_FAILED)
-        munmap(e->log_used, sizeof *e->log_used);
+    if (e->shared && e->shared != MAP_FAILED)
+        munmap(e->shared, 2 * sizeof *e->shared);
     if (e->log_fd >= 0)
         close(e->log_fd);
     free(e);
@@ -387,6 +390,12 @@ static void refuse(egress *e, const uint8_t *frame, size_t len, const np_pkt *k,
     size_t l = netpolicy_refusal(frame, len, reply, sizeof reply);
     if (l)
         e->send(reply, l, e->opaque);
+    /* Logged: what a program tried to open (TCP, UDP). Not the kernel's own chatter (ICMP,
+     * IPv6 neighbour discovery, multicast), which would fill the log with nothing to act on. */
+    bool multicast =
+        k->family == 4 ? (k->dst[0] >> 4) == 0xe || k->dst[0] == 0xff : k->dst[0] == 0xff;
+    if ((k->proto != IPPROTO_TCP && k->proto != IPPROTO_UDP) || multicast)
+        return;
     char a[INET6_ADDRSTRLEN] = "";
     inet_ntop(k->family == 4 ? AF_INET : AF_INET6, k->dst, a, sizeof a);
     elog(e, &(logrec){.kind = "frame",
@@ -644,6 +653,12 @@ static void close_others(int a, int b)
     close_range((unsigned)hi + 1, ~0U, 0);
 }
 
+static _noreturn_ void child_exit(egress *e)
+{
+    __atomic_fetch_sub(&e->shared[1], 1, __ATOMIC_SEQ_CST);
+    _exit(0);
+}
+
 static _noreturn_ void egress_child(egress *e, const fake *f, uint16_t port, int g)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -657,7 +672,7 @@ static _noreturn_ void egress_child(egress *e, const fake *f, uint16_t port, int
     if (!entry) { /* the list has no such port for it (cannot happen: we listen on its ports) */
         c.rec.reason = "port not allowed for this name";
         elog(e, &c.rec);
-        _exit(0);
+        child_exit(e);
     }
     c.rec.rule = entry->text;
     int u = -1;
@@ -665,7 +680,7 @@ static _noreturn_ void egress_child(egress *e, const fake *f, uint16_t port, int
         u = connect_upstream(&c);
     if (u < 0) {
         elog(e, &c.rec); /* closing g with its bytes unread: the guest sees a reset */
-        _exit(0);
+        child_exit(e);
     }
     c.rec.decision = "allow";
     c.rec.reason = NULL;
@@ -685,7 +700,7 @@ static _noreturn_ void egress_child(egress *e, const fake *f, uint16_t port, int
     c.rec.st = st;
     c.rec.ms = mono_ms_since(c.start_ms);
     elog(e, &c.rec);
-    _exit(0);
+    child_exit(e);
 }
 
 /* ---- polling ---------------------------------------------------------------------------- */
@@ -705,6 +720,16 @@ static void accept_conn(egress *e, fake *f, size_t k)
         int g = accept4(f->listen_fd[k], NULL, NULL, SOCK_CLOEXEC);
         if (g < 0)
             return;
+        if (__atomic_load_n(&e->shared[1], __ATOMIC_SEQ_CST) >= MAX_CHILDREN) {
+            elog(e, &(logrec){.kind = "tcp",
+                              .name = f->name,
+                              .port = f->ports[k],
+                              .decision = "deny",
+                              .reason = "too many connections at once"});
+            close(g);
+            continue;
+        }
+        __atomic_fetch_add(&e->shared[1], 1, __ATOMIC_SEQ_CST);
         pid_t pid = fork();
         if (pid == 0)
             egress_child(e, f, f->ports[k], g);
