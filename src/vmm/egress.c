@@ -45,6 +45,25 @@
 #define MAX_CHILDREN 64
 #define RELAY_BUF    65536
 
+/* A name's upstream address, kept a while for the next connection's child (which would
+ * otherwise ask the container's resolver again each time). */
+#define RESOLVED_MS 30000
+
+typedef struct resolved {
+    int lock;
+    char name[SNIFF_NAME_MAX + 1];
+    int family;
+    uint8_t addr[16];
+    int64_t expires_ms;
+} resolved;
+
+/* Memory shared by the engine and its children. */
+typedef struct shared_state {
+    uint64_t logged;        /* bytes logged this boot (the cap) */
+    uint64_t children;      /* proxy children alive; each takes itself off as it exits */
+    resolved cache[FAKE_N]; /* by fake address slot */
+} shared_state;
+
 typedef struct fake {
     char name[SNIFF_NAME_MAX + 1]; /* "" = free */
     uint16_t ports[FAKE_PORTS];
@@ -62,8 +81,7 @@ struct egress {
     void *opaque;
     fake fakes[FAKE_N];
     int log_fd;
-    uint64_t *shared; /* shared with the children: [0] bytes logged this boot, [1] the
-                       * children alive (each takes itself off as it exits) */
+    shared_state *shared; /* with the children */
     const char *sandbox;
     bool weaken_dns, weaken_sni;
     size_t pv_start, pv_n; /* the listeners' slots in this round's poll set */
@@ -98,7 +116,7 @@ static void json_str(char *buf, size_t cap, size_t *off, const char *key, const 
 
 static void log_write(egress *e, const char *line, size_t len)
 {
-    uint64_t before = __atomic_fetch_add(e->shared, len, __ATOMIC_SEQ_CST);
+    uint64_t before = __atomic_fetch_add(&e->shared->logged, len, __ATOMIC_SEQ_CST);
     if (before + len <= EGRESS_LOG_CAP) {
         ssize_t w;
         do
@@ -258,7 +276,7 @@ void egress_free(egress *e)
     netpolicy_free(e->frames);
     netpolicy_free(e->rebind);
     if (e->shared && e->shared != MAP_FAILED)
-        munmap(e->shared, 2 * sizeof *e->shared);
+        munmap(e->shared, sizeof *e->shared);
     if (e->log_fd >= 0)
         close(e->log_fd);
     free(e);
@@ -450,6 +468,7 @@ typedef struct conn {
     int g; /* the guest's connection (slirp's end is the other) */
     int64_t start_ms;
     logrec rec;
+    const char *entry_text;
     char seen[SNIFF_NAME_MAX + 1], addr[INET6_ADDRSTRLEN];
 } conn;
 
@@ -538,10 +557,89 @@ static int connect_within(const struct addrinfo *ai, int ms)
     return fd;
 }
 
+static void cache_lock(resolved *r)
+{
+    while (__atomic_exchange_n(&r->lock, 1, __ATOMIC_ACQUIRE))
+        ;
+}
+
+static void cache_unlock(resolved *r)
+{
+    __atomic_store_n(&r->lock, 0, __ATOMIC_RELEASE);
+}
+
+static resolved *cache_of(conn *c)
+{
+    return &c->e->shared->cache[c->f - c->e->fakes];
+}
+
+/* Whether the address passes the rebinding rule; sets rec's reason when not. */
+static bool address_ok(conn *c, int family, const void *raw)
+{
+    inet_ntop(family, raw, c->addr, sizeof c->addr);
+    const np_rule *rule = NULL;
+    if (netpolicy_check_addr(c->e->rebind, family == AF_INET ? 4 : 6, raw, IPPROTO_TCP, c->port,
+                             &rule) == NP_PASS)
+        return true;
+    c->rec.decision = "deny";
+    c->rec.reason = "the name resolves into a range only a CIDR entry may open";
+    c->rec.rule = rule ? rule->why : "refused range";
+    return false;
+}
+
+/* A connection to the address a child resolved for this name lately, or -1. */
+static int connect_cached(conn *c)
+{
+    resolved *r = cache_of(c), copy;
+    cache_lock(r);
+    copy = *r;
+    cache_unlock(r);
+    if (!streq(copy.name, c->f->name) || now_mono_ms() >= copy.expires_ms ||
+        !address_ok(c, copy.family, copy.addr))
+        return -1;
+    struct sockaddr_storage ss = {0};
+    socklen_t len;
+    if (copy.family == AF_INET) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+        *sin = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(c->port)};
+        memcpy(&sin->sin_addr, copy.addr, 4);
+        len = sizeof *sin;
+    } else {
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+        *sin6 = (struct sockaddr_in6){.sin6_family = AF_INET6, .sin6_port = htons(c->port)};
+        memcpy(&sin6->sin6_addr, copy.addr, 16);
+        len = sizeof *sin6;
+    }
+    struct addrinfo ai = {.ai_family = copy.family,
+                          .ai_socktype = SOCK_STREAM,
+                          .ai_addr = (struct sockaddr *)&ss,
+                          .ai_addrlen = len};
+    return connect_within(&ai, CONNECT_MS);
+}
+
+static void cache_store(conn *c, int family, const void *raw)
+{
+    resolved *r = cache_of(c);
+    cache_lock(r);
+    memcpy(r->name, c->f->name, sizeof r->name);
+    r->family = family;
+    memcpy(r->addr, raw, family == AF_INET ? 4 : 16);
+    r->expires_ms = now_mono_ms() + RESOLVED_MS;
+    cache_unlock(r);
+}
+
 /* Resolve the name here and connect to an address the rebinding rule allows: the upstream
  * fd, or -1 with rec's decision and reason set. */
 static int connect_upstream(conn *c)
 {
+    int fd = connect_cached(c);
+    if (fd >= 0) {
+        c->rec.addr = c->addr;
+        return fd;
+    }
+    c->rec.decision = "deny";
+    c->rec.reason = NULL;
+    c->rec.rule = c->entry_text;
     char port[8];
     snprintf(port, sizeof port, "%u", c->port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
@@ -551,7 +649,7 @@ static int connect_upstream(conn *c)
         c->rec.reason = "the name does not resolve";
         return -1;
     }
-    int fd = -1, err = 0;
+    int err = 0;
     for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
         const void *raw =
             ai->ai_family == AF_INET
@@ -559,17 +657,13 @@ static int connect_upstream(conn *c)
                 : (const void *)&((struct sockaddr_in6 *)(void *)ai->ai_addr)->sin6_addr;
         if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)
             continue;
-        inet_ntop(ai->ai_family, raw, c->addr, sizeof c->addr);
-        const np_rule *rule = NULL;
-        if (netpolicy_check_addr(c->e->rebind, ai->ai_family == AF_INET ? 4 : 6, raw, IPPROTO_TCP,
-                                 c->port, &rule) != NP_PASS) {
-            c->rec.decision = "deny";
-            c->rec.reason = "the name resolves into a range only a CIDR entry may open";
-            c->rec.rule = rule ? rule->why : "refused range";
+        if (!address_ok(c, ai->ai_family, raw)) {
             err = -1;
             continue;
         }
         fd = connect_within(ai, CONNECT_MS);
+        if (fd >= 0)
+            cache_store(c, ai->ai_family, raw);
         if (fd < 0 && !err) {
             err = errno;
             c->rec.decision = "error";
@@ -655,7 +749,7 @@ static void close_others(int a, int b)
 
 static _noreturn_ void child_exit(egress *e)
 {
-    __atomic_fetch_sub(&e->shared[1], 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_sub(&e->shared->children, 1, __ATOMIC_SEQ_CST);
     _exit(0);
 }
 
@@ -674,7 +768,7 @@ static _noreturn_ void egress_child(egress *e, const fake *f, uint16_t port, int
         elog(e, &c.rec);
         child_exit(e);
     }
-    c.rec.rule = entry->text;
+    c.rec.rule = c.entry_text = entry->text;
     int u = -1;
     if (name_matches(&c, entry))
         u = connect_upstream(&c);
@@ -720,7 +814,7 @@ static void accept_conn(egress *e, fake *f, size_t k)
         int g = accept4(f->listen_fd[k], NULL, NULL, SOCK_CLOEXEC);
         if (g < 0)
             return;
-        if (__atomic_load_n(&e->shared[1], __ATOMIC_SEQ_CST) >= MAX_CHILDREN) {
+        if (__atomic_load_n(&e->shared->children, __ATOMIC_SEQ_CST) >= MAX_CHILDREN) {
             elog(e, &(logrec){.kind = "tcp",
                               .name = f->name,
                               .port = f->ports[k],
@@ -729,7 +823,7 @@ static void accept_conn(egress *e, fake *f, size_t k)
             close(g);
             continue;
         }
-        __atomic_fetch_add(&e->shared[1], 1, __ATOMIC_SEQ_CST);
+        __atomic_fetch_add(&e->shared->children, 1, __ATOMIC_SEQ_CST);
         pid_t pid = fork();
         if (pid == 0)
             egress_child(e, f, f->ports[k], g);
