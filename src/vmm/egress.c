@@ -313,8 +313,8 @@ static int fake_register(egress *e, fake *f, const char *name)
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
         struct in_addr ga = {.s_addr = fake_addr(e, f)};
-        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0 ||
-            slirp_add_unix(e->slirp, path, &ga, ports[k]) < 0) {
+        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+            listen(fd, SOMAXCONN) < 0 || slirp_add_unix(e->slirp, path, &ga, ports[k]) < 0) {
             if (fd >= 0)
                 close(fd);
             fake_release(e, f);
@@ -810,7 +810,10 @@ void egress_poll_fill(egress *e, pollvec *pv)
 
 static void accept_conn(egress *e, fake *f, size_t k)
 {
-    for (int i = 0; i < 16; i++) {
+    /* Drain it: slirp connects to the listener with a blocking connect() (libslirp's
+     * open_unix), which a full backlog would stall, and the whole VMM with it. The backlog
+     * (SOMAXCONN) is far above the connections one round of guest frames can open (256). */
+    for (int i = 0; i < 1024; i++) {
         int g = accept4(f->listen_fd[k], NULL, NULL, SOCK_CLOEXEC);
         if (g < 0)
             return;
