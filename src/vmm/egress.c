@@ -289,11 +289,10 @@ static uint32_t fake_addr(const egress *e, const fake *f)
     return htonl(0x0a000200u | (uint32_t)(FAKE_FIRST + (f - e->fakes)));
 }
 
-static fake *fake_of_addr(egress *e, const uint8_t *a)
+/* Whether a (IPv4, network order) is in the fake address pool. */
+static bool is_fake(const uint8_t *a)
 {
-    if (a[0] != 10 || a[1] != 0 || a[2] != 2 || a[3] < FAKE_FIRST)
-        return NULL;
-    return &e->fakes[a[3] - FAKE_FIRST];
+    return a[0] == 10 && a[1] == 0 && a[2] == 2 && a[3] >= FAKE_FIRST;
 }
 
 /* Listen for name's connections to fake f on each port it may use, and tell slirp. */
@@ -435,20 +434,17 @@ bool egress_frame(egress *e, const uint8_t *frame, size_t len)
     if (d > 0)
         return answer_dns(e, frame, len, m, mlen);
     np_pkt k;
-    if (netpolicy_peek(frame, len, &k) == 0 && k.family == 4) {
-        fake *f = fake_of_addr(e, k.dst);
-        if (f) {
-            if (k.proto == IPPROTO_TCP && !k.opens)
-                return false; /* a segment of a connection slirp has (or resets) */
-            for (size_t i = 0;
-                 f->name[0] && k.proto == IPPROTO_TCP && k.port_known && i < f->nports; i++)
-                if (f->ports[i] == k.port)
-                    return false;
-            refuse(e, frame, len, &k,
-                   f->name[0] ? "port not allowed for this name"
-                              : "no name resolved to this address");
-            return true;
-        }
+    if (netpolicy_peek(frame, len, &k) == 0 && k.family == 4 && is_fake(k.dst)) {
+        const fake *f = &e->fakes[k.dst[3] - FAKE_FIRST];
+        if (k.proto == IPPROTO_TCP && !k.opens)
+            return false; /* a segment of a connection slirp has (or resets) */
+        for (size_t i = 0; f->name[0] && k.proto == IPPROTO_TCP && k.port_known && i < f->nports;
+             i++)
+            if (f->ports[i] == k.port)
+                return false;
+        refuse(e, frame, len, &k,
+               f->name[0] ? "port not allowed for this name" : "no name resolved to this address");
+        return true;
     }
     const np_rule *rule = NULL;
     np_action a = netpolicy_check(e->frames, frame, len, &rule);
