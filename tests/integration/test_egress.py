@@ -3,7 +3,7 @@ allowed names with fake addresses and denied ones with NXDOMAIN (never forwarded
 HTTP GET by name to the machine's Debian mirror works when the mirror is allowed and fails fast
 when it is not; a Host or TLS SNI naming another name than the one resolved, an IP literal, UDP
 to an outside address, and a name resolving into the host's range without a CIDR entry are all
-refused promptly and logged as JSON lines. Until the Bluefile's `allow:` lands, bluebox takes the
+refused promptly (a raw TCP client to a NAME:PORT entry gets through) and logged as JSON lines. Until the Bluefile's `allow:` lands, bluebox takes the
 list from its own environment (BLUEBOX_NET_ALLOW, BLUEBOX_NET_LOG: test-only). Needs root."""
 import json
 import os
@@ -64,6 +64,8 @@ class Server:
                 self.seen.append(data)
                 if data.startswith(b"GET"):
                     c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 12\r\n\r\nhello-egress")
+                elif data.startswith(b"hello-raw"):
+                    c.sendall(b"raw-ok\n")
 
     def close(self):
         self.stop.set()
@@ -183,10 +185,13 @@ def test_host_and_sni_must_name_the_resolved_name(sandbox):
             timed("host-evil", http % "evil.example"),
             timed("sni-evil", tls(evil)),
             timed("sni-ok", tls(good)),
+            # other TCP to a NAME:PORT entry: the name itself decides (a raw client, no proxy)
+            timed("raw", f"{{ echo hello-raw; sleep 1; }} | timeout 5 nc {HOSTS_NAME} {port}"),
         ])
         allow = f"{HOSTS_NAME}:{port},{gw}/32"
         out, log = sandbox(allow, script)
         assert out.count("hello-egress") == 1, out
+        assert "raw-ok" in out, out
         for tag in ("host-evil", "sni-evil"):
             assert took(out, tag) < 2.0, (tag, out)
         assert not any(b"evil.example" in s for s in srv.seen), srv.seen
