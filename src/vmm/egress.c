@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +42,10 @@
 #define FIRST_BYTES_PORT 300
 #define CONNECT_MS       10000
 #define LOG_LINE_MAX     2048
+/* Where the listeners slirp connects to live: in the container's /dev, which UML's jail does
+ * not bind (src/vmm/jail.c), so the guest cannot reach the directory through hostfs to swap a
+ * socket for a symlink to another one (libslirp connects by path). Made before the jail. */
+#define SOCK_DIR "/dev/bluebox-egress"
 /* Proxy children at once: each is a process of the container, whose pids limit UML shares. */
 #define MAX_CHILDREN 64
 #define RELAY_BUF    65536
@@ -206,12 +211,15 @@ static bool knob(const char *name)
 }
 
 egress *egress_new(Slirp *slirp, const char *allow, egress_send_fn *send, void *opaque,
-                   const char **ret_why)
+                   char **ret_why)
 {
     allowlist a;
-    if (allowlist_parse(allow, &a, NULL) < 0) {
-        *ret_why = ABI_ENV_NET_ALLOW " has an entry that is neither a host name, *.suffix nor a "
-                                     "CIDR (each optionally :PORT)";
+    const char *bad = allow;
+    if (allowlist_parse(allow, &a, &bad) < 0) {
+        *ret_why =
+            xasprintf(ABI_ENV_NET_ALLOW " has an entry that is neither a host name, "
+                                        "*.suffix nor a CIDR (each optionally :PORT): '%.*s'",
+                      (int)strcspn(bad, ","), bad);
         return NULL;
     }
     egress *e = xmalloc(sizeof *e);
@@ -227,7 +235,13 @@ egress *egress_new(Slirp *slirp, const char *allow, egress_send_fn *send, void *
     e->shared =
         mmap(NULL, sizeof *e->shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (e->shared == MAP_FAILED) {
-        *ret_why = "cannot map the connection log's counter";
+        *ret_why = xasprintf("cannot map the engine's shared memory: %s", strerror(errno));
+        egress_free(e);
+        return NULL;
+    }
+    if (mkdir(SOCK_DIR, 0700) < 0 && errno != EEXIST) {
+        *ret_why = xasprintf("cannot make " SOCK_DIR " for the allowlist's proxy sockets: %s",
+                             strerror(errno));
         egress_free(e);
         return NULL;
     }
@@ -235,7 +249,8 @@ egress *egress_new(Slirp *slirp, const char *allow, egress_send_fn *send, void *
     if (log && *log) {
         e->log_fd = open(log, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
         if (e->log_fd < 0) {
-            *ret_why = "cannot open the connection log (" ABI_ENV_NET_LOG ")";
+            *ret_why = xasprintf("cannot open the connection log %s (" ABI_ENV_NET_LOG "): %s", log,
+                                 strerror(errno));
             egress_free(e);
             return NULL;
         }
@@ -257,8 +272,7 @@ static void fake_release(egress *e, fake *f)
             close(f->listen_fd[k]);
         f->listen_fd[k] = -1;
         char path[108];
-        snprintf(path, sizeof path, ABI_MEM_DIR "/egress-%zu-%u.sock", (size_t)(f - e->fakes),
-                 f->ports[k]);
+        snprintf(path, sizeof path, SOCK_DIR "/%zu-%u.sock", (size_t)(f - e->fakes), f->ports[k]);
         unlink(path);
     }
     f->nports = 0;
@@ -305,8 +319,7 @@ static int fake_register(egress *e, fake *f, const char *name)
     f->name[nl] = '\0';
     for (size_t k = 0; k < n; k++) {
         char path[108];
-        snprintf(path, sizeof path, ABI_MEM_DIR "/egress-%zu-%u.sock", (size_t)(f - e->fakes),
-                 ports[k]);
+        snprintf(path, sizeof path, SOCK_DIR "/%zu-%u.sock", (size_t)(f - e->fakes), ports[k]);
         unlink(path);
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         struct sockaddr_un sa = {.sun_family = AF_UNIX};

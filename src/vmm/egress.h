@@ -42,9 +42,9 @@ typedef struct relay_stats {
 
 /* The engine for the allowlist allow (ABI_ENV_NET_ALLOW's value) over slirp, answering the
  * guest through send. Opens the log (ABI_ENV_NET_LOG, when set) now, before the jail. NULL
- * with *ret_why set on a malformed list or a log that cannot be opened. */
+ * with *ret_why (allocated) set on a malformed list or a log that cannot be opened. */
 egress *egress_new(Slirp *slirp, const char *allow, egress_send_fn *send, void *opaque,
-                   const char **ret_why);
+                   char **ret_why);
 /* The policy a resolved address must pass (refusals of the safe default after the CIDR
  * entries): the caller adds the host's own addresses to it. */
 netpolicy *egress_rebind_policy(egress *e);

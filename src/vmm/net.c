@@ -299,10 +299,10 @@ static void egress_send(const void *frame, size_t len, void *opaque)
 /* bridge with an allowlist (ABI_ENV_NET_ALLOW set, even empty): the egress engine decides. */
 static egress *allowlist_engine(vmm_net *n, const char *allow)
 {
-    const char *why = NULL;
+    _cleanup_free_ char *why = NULL;
     egress *e = egress_new(n->slirp, allow, egress_send, n, &why);
     if (!e)
-        net_die("%s: '%s'", why, allow);
+        net_die("%s", why);
     add_host_refusals(egress_rebind_policy(e));
     return e;
 }
