@@ -478,6 +478,7 @@ typedef struct conn {
     int64_t start_ms;
     logrec rec;
     const char *entry_text;
+    bool tls; /* the first bytes were a TLS ClientHello */
     char seen[SNIFF_NAME_MAX + 1], addr[INET6_ADDRSTRLEN];
 } conn;
 
@@ -526,6 +527,7 @@ static bool name_matches(conn *c, const allow_entry *entry)
     sniff_result res;
     size_t have = gather(c, buf, explicit_port ? FIRST_BYTES_PORT : FIRST_BYTES_MS, &proto, &res);
     free(buf);
+    c->tls = proto == SNIFF_TLS;
     if (res == SNIFF_FOUND) {
         c->rec.seen = c->seen;
         if (streq(c->seen, c->f->name) || c->e->weaken_sni)
@@ -793,9 +795,10 @@ static _noreturn_ void egress_child(egress *e, const fake *f, uint16_t port, int
     if (pre_len < 0)
         pre_len = 0;
     relay_stats st = {0};
-    /* EGRESS RELAY CALL SITE: how this connection is relayed. The name's secrets (S's broker)
-     * go here: if the name carries a secret, secrets_relay(g, pre, pre_len, u, f->name, tls,
-     * secrets, &st); otherwise the plain relay. */
+    /* EGRESS RELAY CALL SITE: the one place that decides how this connection is relayed. For
+     * helper S's broker the lead wires in here: if f->name carries a secret,
+     * secrets_relay(g, pre, pre_len, u, f->name, c.tls, secrets, &st); otherwise, as now, the
+     * plain relay. */
     int rc = egress_relay_plain(g, pre, (size_t)pre_len, u, &st);
     if (rc < 0)
         c.rec.reason = "a side failed during the relay";
