@@ -31,7 +31,8 @@
 
 /* Fake addresses: 10.0.2.FAKE_FIRST and up, inside slirp's 10.0.2.0/24 (the guest is .15,
  * DHCP hands out .15-.30, the gateway is .2 and DNS .3). When all are taken, the name resolved
- * longest ago gives its address up (its open connections stay). */
+ * longest ago gives its address up (its open connections stay), once the guest's DNS cache of
+ * it has expired; until then new names get SERVFAIL. */
 #define FAKE_FIRST 100
 #define FAKE_N     (255 - FAKE_FIRST)
 #define FAKE_PORTS 8
@@ -354,6 +355,16 @@ static fake *fake_for(egress *e, const char *name)
             oldest = f;
     }
     fake *f = free_one ? free_one : oldest;
+    /* An address is given to another name only when the guest's cache of it (DNS_TTL) has run
+     * out: a connection to it must not reach the other name. */
+    if (!free_one && now_mono_ms() - oldest->used_ms <= DNS_TTL * 1000 + 5000) {
+        elog(e, &(logrec){.kind = "dns",
+                          .name = name,
+                          .port = -1,
+                          .decision = "error",
+                          .reason = "every fake address is in use (SERVFAIL)"});
+        return NULL;
+    }
     if (!free_one)
         fake_release(e, f);
     f->used_ms = now_mono_ms();
