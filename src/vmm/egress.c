@@ -38,7 +38,8 @@
 #define FAKE_PORTS 8
 #define DNS_TTL    60
 /* How long a child waits for the guest's first bytes: for a name on 80/443 (which must bring
- * TLS or HTTP), and for a NAME:PORT entry (whose protocol may have the server speak first). */
+ * TLS or HTTP) and for a TLS or HTTP message begun on any port; and for the first byte on a
+ * NAME:PORT entry (whose protocol may have the server speak first). */
 #define FIRST_BYTES_MS   10000
 #define FIRST_BYTES_PORT 300
 #define CONNECT_MS       10000
@@ -495,9 +496,9 @@ typedef struct conn {
 
 /* The guest's first bytes, peeked (they stay queued: a refusal then closes with unread data,
  * which slirp reads as a reset and passes on to the guest as one). Returns how many. */
-static size_t gather(conn *c, uint8_t *buf, int wait_ms, sniff_proto *proto, sniff_result *res)
+static size_t gather(conn *c, uint8_t *buf, int first_ms, sniff_proto *proto, sniff_result *res)
 {
-    int64_t deadline = now_mono_ms() + wait_ms;
+    int64_t start = now_mono_ms(), deadline = start + FIRST_BYTES_MS;
     size_t have = 0;
     *proto = SNIFF_UNKNOWN;
     *res = SNIFF_MORE;
@@ -519,7 +520,9 @@ static size_t gather(conn *c, uint8_t *buf, int wait_ms, sniff_proto *proto, sni
         } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
             return have;
         }
-        int left = poll_timeout_until(deadline, now_mono_ms());
+        /* Nothing yet after first_ms: a protocol whose server speaks first. Once bytes came,
+         * the message they start gets the whole FIRST_BYTES_MS. */
+        int left = poll_timeout_until(have ? deadline : start + first_ms, now_mono_ms());
         if (left == 0)
             return have;
         if (have) /* more may come after what is queued: poll says readable either way */
