@@ -1,5 +1,6 @@
 """network: bridge with an allowlist on uml (src/vmm/egress.c): bluebox's own resolver answers
-allowed names with fake addresses and denied ones with NXDOMAIN (never forwarded upstream); an
+allowed names with fake addresses and denied ones with NXDOMAIN (never forwarded upstream: a
+DNS spy as the container's nameserver sees the engine's own lookups, never a denied name); an
 HTTP GET by name to the machine's Debian mirror works when the mirror is allowed and fails fast
 when it is not; a Host or TLS SNI naming another name than the one resolved, an IP literal, UDP
 to an outside address, and a name resolving into the host's range without a CIDR entry are all
@@ -11,6 +12,7 @@ import socket
 import struct
 import subprocess
 import threading
+import uuid
 
 import pytest
 
@@ -102,6 +104,59 @@ def read_log(path):
     return [json.loads(ln) for ln in lines]
 
 
+class DnsSpy:
+    """A DNS forwarder on addr:53 that records every name asked, passing queries on to the
+    host's own resolver: as the container's only nameserver, it sees whatever leaves."""
+
+    def __init__(self, addr):
+        ns = [ln.split()[1] for ln in open("/etc/resolv.conf") if ln.startswith("nameserver")]
+        self.upstream = ns[0]
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((addr, 53))
+        self.sock.settimeout(0.2)
+        self.names = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.loop)
+        self.thread.start()
+
+    @staticmethod
+    def qname(m):
+        labels, off = [], 12
+        while off < len(m) and m[off]:
+            labels.append(m[off + 1:off + 1 + m[off]].decode(errors="replace"))
+            off += 1 + m[off]
+        return ".".join(labels).lower()
+
+    def loop(self):
+        while not self.stop.is_set():
+            try:
+                m, peer = self.sock.recvfrom(4096)
+            except OSError:
+                continue
+            self.names.append(self.qname(m))
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as up:
+                up.settimeout(3)
+                try:
+                    up.sendto(m, (self.upstream, 53))
+                    self.sock.sendto(up.recv(4096), peer)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.stop.set()
+        self.thread.join()
+        self.sock.close()
+
+
+def spied_containers_conf(tmp_path, spy_addr):
+    """CONTAINERS_CONF with the spy as the containers' only nameserver."""
+    text = open(os.environ["CONTAINERS_CONF"]).read()
+    text = text.replace("[containers]\n", f'[containers]\ndns_servers = ["{spy_addr}"]\n', 1)
+    path = tmp_path / "containers-spy.conf"
+    path.write_text(text)
+    return str(path)
+
+
 @pytest.fixture
 def sandbox(env, bluebox_bin, tmp_path):  # noqa: F811
     h = Home(bluebox_bin)
@@ -111,11 +166,13 @@ def sandbox(env, bluebox_bin, tmp_path):  # noqa: F811
     assert r.returncode == 0, r
     log = tmp_path / "net.log"
 
-    def run(allow, script, timeout=180):
+    def run(allow, script, timeout=180, extra=None):
         log.write_text("")
         log.chmod(0o600)
-        r = h("run", name, "--", "sh", "-c", script, timeout=timeout,
-              env={"BLUEBOX_NET_ALLOW": allow, "BLUEBOX_NET_LOG": str(log)})
+        e = {"BLUEBOX_NET_LOG": str(log), **(extra or {})}
+        if allow is not None:
+            e["BLUEBOX_NET_ALLOW"] = allow
+        r = h("run", name, "--", "sh", "-c", script, timeout=timeout, env=e)
         assert r.returncode == 0, r
         out = r.stdout.decode()
         print(out)
@@ -213,3 +270,30 @@ def test_host_and_sni_must_name_the_resolved_name(sandbox):
         assert "only a CIDR entry may open" in tcp[0]["reason"], log
     finally:
         srv.close()
+
+
+@UML
+def test_denied_names_never_reach_the_upstream_resolver(sandbox, tmp_path):
+    """A DNS spy as the container's nameserver: with the mirror allowed, the spy sees the
+    mirror's name (bluebox-vmm resolving it for the connection: the spy is in the path) and
+    never the denied names the guest asked for; plain bridge (no list) forwards the guest's
+    query, and the spy sees it (the test can see a leak)."""
+    host, url = _bridge_mirror_or_skip()
+    gw = podman_gateway()
+    spy = DnsSpy(gw)
+    try:
+        conf = {"CONTAINERS_CONF": spied_containers_conf(tmp_path, gw)}
+        secret = f"s{uuid.uuid4().hex[:12]}.exfil.invalid"
+        script = (f"nslookup {secret} >/dev/null 2>&1; nslookup x-{secret} >/dev/null 2>&1; "
+                  f"timeout 20 wget -q -O- {url} | head -1")
+        out, log = sandbox(host, script, extra=conf)
+        assert "-----BEGIN PGP SIGNATURE-----" in out, out
+        assert host in spy.names, spy.names  # the engine's own lookup went through the spy
+        assert not any("exfil" in n for n in spy.names), spy.names
+        assert sum(e.get("kind") == "dns" and e["decision"] == "deny" for e in log) >= 2, log
+
+        # control: plain bridge forwards the guest's query upstream, where the spy sees it
+        out, _ = sandbox(None, f"nslookup c-{secret} >/dev/null 2>&1; echo done", extra=conf)
+        assert f"c-{secret}" in spy.names, spy.names
+    finally:
+        spy.close()
