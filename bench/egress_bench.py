@@ -110,8 +110,9 @@ def main():
             mbps = size / 1e6 / statistics.median(res[k][0])
             req = statistics.median(res[k][1]) / 20 * 1000
             print(f"{k:<12}{mbps:>10.1f}{req:>12.2f}")
-        tb = size / statistics.median(res["allowlist"][0]) / (size / statistics.median(res["bridge"][0]))
-        dl = (statistics.median(res["allowlist"][1]) - statistics.median(res["bridge"][1])) / 20 * 1000
+        med = {k: (statistics.median(v[0]), statistics.median(v[1])) for k, v in res.items()}
+        tb = med["bridge"][0] / med["allowlist"][0]
+        dl = (med["allowlist"][1] - med["bridge"][1]) / 20 * 1000
         print(f"allowlist/bridge throughput {tb:.2f}x; added setup per connection {dl:+.2f} ms")
     finally:
         subprocess.run([a.bin, "destroy", "eb", "--data", "-y"], env=env, capture_output=True)

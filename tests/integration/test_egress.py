@@ -4,8 +4,9 @@ DNS spy as the container's nameserver sees the engine's own lookups, never a den
 HTTP GET by name to the machine's Debian mirror works when the mirror is allowed and fails fast
 when it is not; a Host or TLS SNI naming another name than the one resolved, an IP literal, UDP
 to an outside address, and a name resolving into the host's range without a CIDR entry are all
-refused promptly (a raw TCP client to a NAME:PORT entry gets through) and logged as JSON lines. Until the Bluefile's `allow:` lands, bluebox takes the
-list from its own environment (BLUEBOX_NET_ALLOW, BLUEBOX_NET_LOG: test-only). Needs root."""
+refused promptly (a raw TCP client to a NAME:PORT entry gets through) and logged as JSON
+lines. Until the Bluefile's `allow:` lands, bluebox takes the list from its own environment
+(BLUEBOX_NET_ALLOW, BLUEBOX_NET_LOG: test-only). Needs root."""
 import json
 import os
 import socket
