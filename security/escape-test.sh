@@ -18,6 +18,7 @@
 #   BLUEBOX_ESCAPE_FORKBOMB=1 run the fork bomb even where the host cannot enforce the pids
 #                             limit (it is then bounded only by the guest's memory)
 #   BLUEBOX_ESCAPE_RESPONSIVE_MS=N  threshold for the host's `ls /` during the bomb (1000)
+#   BLUEBOX_ESCAPE_DEBUG=1    print what the egress checks' guest printed, and their log
 #   TMPDIR                    where the work directory goes (default /tmp)
 set -u
 umask 022
