@@ -265,11 +265,15 @@ netpolicy *egress_rebind_policy(egress *e)
     return e->rebind;
 }
 
-static void fake_release(egress *e, fake *f)
+/* Give f's address up. tell_slirp: take its forwards out of slirp too (not at teardown, where
+ * slirp_cleanup frees them: libslirp 4.7's slirp_remove_guestfwd leaks a forward's socket
+ * path, about 32 bytes, so only a recycled address pays that). */
+static void fake_release(egress *e, fake *f, bool tell_slirp)
 {
     uint32_t a = htonl(0x0a000200u | (uint32_t)(FAKE_FIRST + (f - e->fakes)));
     for (size_t k = 0; k < f->nports; k++) {
-        (void)slirp_remove_guestfwd(e->slirp, (struct in_addr){.s_addr = a}, f->ports[k]);
+        if (tell_slirp)
+            (void)slirp_remove_guestfwd(e->slirp, (struct in_addr){.s_addr = a}, f->ports[k]);
         if (f->listen_fd[k] >= 0)
             close(f->listen_fd[k]);
         f->listen_fd[k] = -1;
@@ -287,7 +291,7 @@ void egress_free(egress *e)
         return;
     for (size_t i = 0; i < FAKE_N; i++)
         if (e->fakes[i].name[0])
-            fake_release(e, &e->fakes[i]);
+            fake_release(e, &e->fakes[i], false);
     allowlist_clear(&e->allow);
     netpolicy_free(e->frames);
     netpolicy_free(e->rebind);
@@ -331,7 +335,7 @@ static int fake_register(egress *e, fake *f, const char *name)
             listen(fd, SOMAXCONN) < 0 || slirp_add_unix(e->slirp, path, &ga, ports[k]) < 0) {
             if (fd >= 0)
                 close(fd);
-            fake_release(e, f);
+            fake_release(e, f, true);
             return -1;
         }
         f->ports[f->nports] = ports[k];
@@ -367,7 +371,7 @@ static fake *fake_for(egress *e, const char *name)
         return NULL;
     }
     if (!free_one)
-        fake_release(e, f);
+        fake_release(e, f, true);
     f->used_ms = now_mono_ms();
     if (fake_register(e, f, name) < 0)
         return NULL;
