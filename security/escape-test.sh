@@ -1034,10 +1034,13 @@ $ISO"
     evil=$(client_hello "fronted.invalid")
     # dns-exfil: the list names another host; the mirror's name, which resolves upstream, is
     # the name the guest must not get answered
-    out=$(BLUEBOX_NET_ALLOW=allowed.invalid BLUEBOX_NET_LOG=$log "$BIN" run "$E" -- sh -c "
+    # (strict: the container's root is a subordinate uid that cannot open our file; no log)
+    local logvar=BLUEBOX_NET_LOG=$log
+    [ "$MODE" = strict ] && logvar=BLUEBOX_NET_LOG=
+    out=$(env BLUEBOX_NET_ALLOW=allowed.invalid "$logvar" "$BIN" run "$E" -- sh -c "
 echo '== dns-exfil'
 nslookup $host 2>&1 | grep -E 'Address:|NXDOMAIN' | tail -n1" </dev/null 2>&1)
-    out+=$'\n'$(BLUEBOX_NET_ALLOW=$host BLUEBOX_NET_LOG=$log "$BIN" run "$E" -- sh -c "
+    out+=$'\n'$(env BLUEBOX_NET_ALLOW="$host" "$logvar" "$BIN" run "$E" -- sh -c "
 echo '== sni-fronting'
 # (the write side stays open a while: a server may reset a request half-closed at once)
 { printf 'HEAD / HTTP/1.0\r\nHost: $host\r\n\r\n'; sleep 2; } | timeout 10 nc $host 80 | head -c 12; echo ' (right Host)'
@@ -1051,10 +1054,10 @@ echo '== end'" </dev/null 2>&1)
         ans=$(printf '%s\n' "$out" | awk '$0 == "== dns-exfil" {on=1; next} /^== / {on=0} on' | head -n1)
         if [[ $ans == *"Address:"* ]]; then
             fail dns-exfil "a name not on the allowlist resolved ($host -> ${ans#*Address: }): guest DNS leaves the sandbox"
-        elif ! grep -qF "\"name\":\"$host\",\"decision\":\"deny\"" "$log"; then
+        elif [ "$MODE" = standard ] && ! grep -qF "\"name\":\"$host\",\"decision\":\"deny\"" "$log"; then
             fail dns-exfil "no logged denial for $host: ${ans:-no answer}"
         else
-            pass dns-exfil "a name not on the allowlist gets NXDOMAIN from bluebox's resolver, never asked upstream, logged"
+            pass dns-exfil "a name not on the allowlist gets NXDOMAIN from bluebox's resolver, never asked upstream$([ "$MODE" = standard ] && echo ', logged')"
         fi
     fi
     if want sni-fronting; then
