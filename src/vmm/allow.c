@@ -137,12 +137,12 @@ const allow_entry *allowlist_match(const allowlist *a, const char *name, uint16_
     return NULL;
 }
 
-bool allowlist_has_name(const allowlist *a, const char *name)
+const allow_entry *allowlist_name_entry(const allowlist *a, const char *name)
 {
     for (size_t i = 0; i < a->n; i++)
         if (names(&a->v[i], name))
-            return true;
-    return false;
+            return &a->v[i];
+    return NULL;
 }
 
 static size_t add_port(uint16_t *ports, size_t n, size_t max, uint16_t p)

@@ -26,7 +26,7 @@ int allowlist_parse(const char *s, allowlist *ret, const char **ret_bad);
 void allowlist_clear(allowlist *a);
 /* The entry that lets name (lower-case, valid) reach port, NULL when none does. */
 const allow_entry *allowlist_match(const allowlist *a, const char *name, uint16_t port);
-/* Whether some entry names name at all (any port). */
-bool allowlist_has_name(const allowlist *a, const char *name);
+/* The first entry that names name at all (any port), NULL when none does. */
+const allow_entry *allowlist_name_entry(const allowlist *a, const char *name);
 /* The ports name may reach, in *ports (at most max, each once); their number. */
 size_t allowlist_ports(const allowlist *a, const char *name, uint16_t *ports, size_t max);

@@ -345,7 +345,7 @@ static int fake_register(egress *e, fake *f, const char *name)
 }
 
 /* The fake address standing for name, made now if it has none (NULL when none can be). */
-static fake *fake_for(egress *e, const char *name)
+static fake *fake_for(egress *e, const char *name, const char *rule)
 {
     fake *oldest = NULL, *free_one = NULL;
     for (size_t i = 0; i < FAKE_N; i++) {
@@ -378,12 +378,10 @@ static fake *fake_for(egress *e, const char *name)
     char a[INET_ADDRSTRLEN];
     uint32_t addr = fake_addr(e, f);
     inet_ntop(AF_INET, &addr, a, sizeof a);
-    elog(e, &(logrec){.kind = "dns",
-                      .name = name,
-                      .port = -1,
-                      .decision = "allow",
-                      .rule = "allowlist",
-                      .addr = a});
+    elog(
+        e,
+        &(logrec){
+            .kind = "dns", .name = name, .port = -1, .decision = "allow", .rule = rule, .addr = a});
     return f;
 }
 
@@ -394,7 +392,8 @@ static bool answer_dns(egress *e, const uint8_t *frame, size_t len, const uint8_
     dns_query q;
     if (dns_parse_query(m, mlen, &q) < 0)
         return true; /* dropped */
-    bool allowed = q.name_ok && allowlist_has_name(&e->allow, q.name);
+    const allow_entry *entry = q.name_ok ? allowlist_name_entry(&e->allow, q.name) : NULL;
+    bool allowed = entry != NULL;
     if (!allowed && e->weaken_dns)
         return false; /* security/weaken's dns-open: slirp forwards it upstream */
     int rcode = DNS_NXDOMAIN;
@@ -403,7 +402,7 @@ static bool answer_dns(egress *e, const uint8_t *frame, size_t len, const uint8_
     if (q.qclass != 1) {
         rcode = DNS_REFUSED;
     } else if (allowed) {
-        fake *f = fake_for(e, q.name);
+        fake *f = fake_for(e, q.name, entry->text);
         rcode = f ? DNS_NOERROR : 2 /* SERVFAIL */;
         if (f && (q.qtype == DNS_TYPE_A || q.qtype == DNS_TYPE_ANY)) {
             addr = fake_addr(e, f);

@@ -165,7 +165,8 @@ static void allow_entries(void **state)
     assert_null(allowlist_match(&a, "xexample.com", 443));
     assert_null(allowlist_match(&a, "api.example.net", 443));
     assert_string_equal(allowlist_match(&a, "api.example.net", 8443)->text, "api.example.net:8443");
-    assert_false(allowlist_has_name(&a, "192.0.2.0/24"));
+    assert_null(allowlist_name_entry(&a, "192.0.2.0/24"));
+    assert_string_equal(allowlist_name_entry(&a, "y.example.com")->text, "*.example.com");
     assert_true(a.v[3].cidr && a.v[3].port == 5432);
     assert_true(a.v[5].cidr && a.v[5].port == 0);
     uint16_t ports[8];
@@ -178,6 +179,13 @@ static void allow_entries(void **state)
     assert_int_equal(allowlist_parse("a.org:0", &a, NULL), -1);
     assert_int_equal(allowlist_parse("a.org:99999", &a, NULL), -1);
     assert_int_equal(allowlist_parse("10.0.0.0/33", &a, NULL), -1);
+    assert_int_equal(allowlist_parse("[2001:db8::/32]:443,[::1]", &a, NULL), 0);
+    assert_true(a.v[0].cidr && a.v[0].port == 443 && a.v[1].cidr && a.v[1].port == 0);
+    assert_string_equal(a.v[0].host, "2001:db8::/32");
+    allowlist_clear(&a);
+    assert_int_equal(allowlist_parse("[2001:db8::]x", &a, NULL), -1);
+    assert_int_equal(allowlist_parse("*.", &a, NULL), -1);
+    assert_int_equal(allowlist_parse("*", &a, NULL), -1);
 }
 
 int main(void)
