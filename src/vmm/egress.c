@@ -67,7 +67,6 @@ typedef struct resolved {
 /* Memory shared by the engine and its children. */
 typedef struct shared_state {
     uint64_t logged;        /* bytes logged this boot (the cap) */
-    uint64_t children;      /* proxy children alive; each takes itself off as it exits */
     resolved cache[FAKE_N]; /* by fake address slot */
 } shared_state;
 
@@ -88,7 +87,8 @@ struct egress {
     void *opaque;
     fake fakes[FAKE_N];
     int log_fd;
-    shared_state *shared; /* with the children */
+    shared_state *shared;     /* with the children */
+    pid_t kids[MAX_CHILDREN]; /* proxy children that may be alive; 0 = free */
     const char *sandbox;
     bool weaken_dns, weaken_sni;
     size_t pv_start, pv_n; /* the listeners' slots in this round's poll set */
@@ -775,12 +775,6 @@ static void close_others(int a, int b)
     close_range((unsigned)hi + 1, ~0U, 0);
 }
 
-static _noreturn_ void child_exit(egress *e)
-{
-    __atomic_fetch_sub(&e->shared->children, 1, __ATOMIC_SEQ_CST);
-    _exit(0);
-}
-
 static _noreturn_ void egress_child(egress *e, const fake *f, uint16_t port, int g)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -794,7 +788,7 @@ static _noreturn_ void egress_child(egress *e, const fake *f, uint16_t port, int
     if (!entry) { /* the list has no such port for it (cannot happen: we listen on its ports) */
         c.rec.reason = "port not allowed for this name";
         elog(e, &c.rec);
-        child_exit(e);
+        _exit(0);
     }
     c.rec.rule = c.entry_text = entry->text;
     int u = -1;
@@ -802,7 +796,7 @@ static _noreturn_ void egress_child(egress *e, const fake *f, uint16_t port, int
         u = connect_upstream(&c);
     if (u < 0) {
         elog(e, &c.rec); /* closing g with its bytes unread: the guest sees a reset */
-        child_exit(e);
+        _exit(0);
     }
     c.rec.decision = "allow";
     c.rec.reason = NULL;
@@ -823,7 +817,7 @@ static _noreturn_ void egress_child(egress *e, const fake *f, uint16_t port, int
     c.rec.st = st;
     c.rec.ms = mono_ms_since(c.start_ms);
     elog(e, &c.rec);
-    child_exit(e);
+    _exit(0);
 }
 
 /* ---- polling ---------------------------------------------------------------------------- */
@@ -837,6 +831,18 @@ void egress_poll_fill(egress *e, pollvec *pv)
     e->pv_n = pv->n - e->pv_start;
 }
 
+/* A free slot for a proxy child, NULL when MAX_CHILDREN are alive. vmm.c reaps children
+ * (SIGCHLD); one that is gone (reaped) fails kill(pid, 0), whatever way it ended. */
+static pid_t *kid_slot(egress *e)
+{
+    for (size_t i = 0; i < MAX_CHILDREN; i++)
+        if (e->kids[i] == 0 || (kill(e->kids[i], 0) < 0 && errno == ESRCH)) {
+            e->kids[i] = 0;
+            return &e->kids[i];
+        }
+    return NULL;
+}
+
 static void accept_conn(egress *e, fake *f, size_t k)
 {
     /* Drain it: slirp connects to the listener with a blocking connect() (libslirp's
@@ -846,7 +852,8 @@ static void accept_conn(egress *e, fake *f, size_t k)
         int g = accept4(f->listen_fd[k], NULL, NULL, SOCK_CLOEXEC);
         if (g < 0)
             return;
-        if (__atomic_load_n(&e->shared->children, __ATOMIC_SEQ_CST) >= MAX_CHILDREN) {
+        pid_t *slot = kid_slot(e);
+        if (!slot) {
             elog(e, &(logrec){.kind = "tcp",
                               .name = f->name,
                               .port = f->ports[k],
@@ -855,10 +862,11 @@ static void accept_conn(egress *e, fake *f, size_t k)
             close(g);
             continue;
         }
-        __atomic_fetch_add(&e->shared->children, 1, __ATOMIC_SEQ_CST);
         pid_t pid = fork();
         if (pid == 0)
             egress_child(e, f, f->ports[k], g);
+        if (pid > 0)
+            *slot = pid;
         if (pid < 0)
             elog(e, &(logrec){.kind = "tcp",
                               .name = f->name,

@@ -9,6 +9,7 @@ lines. Until the Bluefile's `allow:` lands, bluebox takes the list from its own 
 (BLUEBOX_NET_ALLOW, BLUEBOX_NET_LOG: test-only). Needs root."""
 import json
 import os
+import selectors
 import socket
 import struct
 import subprocess
@@ -298,3 +299,52 @@ def test_denied_names_never_reach_the_upstream_resolver(sandbox, tmp_path):
         assert f"c-{secret}" in spy.names, spy.names
     finally:
         spy.close()
+
+
+@UML
+def test_proxy_children_are_bounded(sandbox):
+    """70 connections held open at once to an allowed NAME:PORT: at most 64 proxy children
+    serve, the rest are refused at once and logged; afterwards new connections work again."""
+    gw = podman_gateway()
+    srv = socket.create_server((gw, 0))
+    port = srv.getsockname()[1]
+    held, stop = [], threading.Event()
+
+    def accept():  # hold each connection until its client is done sending, then close it
+        sel = selectors.DefaultSelector()
+        sel.register(srv, selectors.EVENT_READ)
+        while not stop.is_set():
+            for key, _ in sel.select(0.2):
+                if key.fileobj is srv:
+                    c = srv.accept()[0]
+                    held.append(c)
+                    sel.register(c, selectors.EVENT_READ)
+                    continue
+                try:
+                    data = key.fileobj.recv(4096)
+                except OSError:
+                    data = b""
+                if not data:
+                    sel.unregister(key.fileobj)
+                    key.fileobj.close()
+    t = threading.Thread(target=accept)
+    t.start()
+    try:
+        script = (f"for i in $(seq 70); do {{ echo x; sleep 8; }} | timeout 10 nc {HOSTS_NAME} {port} "
+                  f">/dev/null 2>&1 & done; sleep 6; echo open; wait; "
+                  f"{{ echo again; sleep 1; }} | timeout 5 nc {HOSTS_NAME} {port}; echo done")
+        out, log = sandbox(f"{HOSTS_NAME}:{port},{gw}/32", script)
+        assert "done" in out, out
+        refused = [e for e in log if e.get("reason") == "too many connections at once"]
+        allowed = [e for e in log if e.get("kind") == "tcp" and e["decision"] == "allow"]
+        # at most 64 at once: the rest refused (a child still being reaped may hold a slot)
+        assert len(refused) >= 70 - 64 and len(allowed) + len(refused) == 71, log
+        assert len(allowed) >= 60 and len(held) == len(allowed), (len(held), log)
+        tcp = [e for e in log if e.get("kind") == "tcp"]
+        assert tcp[-1]["decision"] == "allow", log  # afterwards: served again
+    finally:
+        stop.set()
+        t.join()
+        for c in held:
+            c.close()
+        srv.close()
