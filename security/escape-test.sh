@@ -18,6 +18,7 @@
 #   BLUEBOX_ESCAPE_FORKBOMB=1 run the fork bomb even where the host cannot enforce the pids
 #                             limit (it is then bounded only by the guest's memory)
 #   BLUEBOX_ESCAPE_RESPONSIVE_MS=N  threshold for the host's `ls /` during the bomb (1000)
+#   BLUEBOX_ESCAPE_DEBUG=1    print what the egress checks' guest printed, and their log
 #   TMPDIR                    where the work directory goes (default /tmp)
 set -u
 umask 022
@@ -1037,6 +1038,99 @@ $ISO"
 if want fork; then
     if [ "$BACKEND" = uml ] && have fork; then check_fork; else skip fork "forks need the uml backend"; fi
 fi
+# ---------------------------------------------------------------- egress by name
+# Sandbox E runs with allowlists and the apt mirror this machine uses (read from apt's sources:
+# a name that resolves upstream here). dns-exfil: with a list that lacks it, the mirror's name
+# gets NXDOMAIN from bluebox's own resolver and is never looked up upstream (a query that left
+# could carry data out). sni-fronting: with the mirror allowed, a connection to
+# the allowed name that says another name (an HTTP Host, a TLS SNI) is reset before anything
+# reaches the server, while the same request with the right name gets an answer. The list
+# reaches the VMM through bluebox's environment (BLUEBOX_NET_ALLOW, BLUEBOX_NET_LOG) until the
+# Bluefile's allow: key lands.
+E=$BASE_NAME-e
+apt_mirror_host() {
+    cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null |
+        grep -v '^[[:space:]]*#' | grep -oE 'http://[A-Za-z0-9.-]+' | head -n1 | sed 's|http://||'
+}
+# client_hello SNI: a TLS ClientHello record naming SNI, as printf octal escapes
+client_hello() {
+    python3 - "$1" <<'EOF'
+import struct, sys
+n = sys.argv[1].encode()
+ext = struct.pack(">HHHH", 10, 4, 2, 0x1d) + struct.pack(">HHHBH", 0, len(n) + 5, len(n) + 3, 0, len(n)) + n
+body = b"\x03\x03" + bytes(32) + b"\x00" + struct.pack(">HH", 2, 0x1301) + b"\x01\x00" + struct.pack(">H", len(ext)) + ext
+hs = b"\x01" + struct.pack(">I", len(body))[1:] + body
+print("".join("\\%03o" % b for b in b"\x16\x03\x01" + struct.pack(">H", len(hs)) + hs))
+EOF
+}
+egress_checks() {
+    local host out log
+    if [ "$BACKEND" != uml ]; then
+        want dns-exfil && skip dns-exfil "egress by name is enforced by bluebox-vmm (uml) only"
+        want sni-fronting && skip sni-fronting "egress by name is enforced by bluebox-vmm (uml) only"
+        return
+    fi
+    host=$(apt_mirror_host)
+    if [ -z "$host" ] || ! getent hosts "$host" >/dev/null; then
+        want dns-exfil && skip dns-exfil "no apt mirror name that resolves here to test with"
+        want sni-fronting && skip sni-fronting "no apt mirror name that resolves here to test with"
+        return
+    fi
+    define "$E" "base: $IMAGE
+backend: $BACKEND
+ram_mib: 256
+network: bridge
+$ISO"
+    out=$("$BIN" build "$E" 2>&1) || setup_error "bluebox build $E failed: $(tail -n1 <<<"$out")"
+    log=$WORK/egress.log
+    : >"$log"
+    chmod 600 "$log"
+
+    local evil
+    evil=$(client_hello "fronted.invalid")
+    # dns-exfil: the list names another host; the mirror's name, which resolves upstream, is
+    # the name the guest must not get answered
+    # (strict: the container's root is a subordinate uid that cannot open our file; no log)
+    local logvar=BLUEBOX_NET_LOG=$log
+    [ "$MODE" = strict ] && logvar=BLUEBOX_NET_LOG=
+    out=$(env BLUEBOX_NET_ALLOW=allowed.invalid "$logvar" "$BIN" run "$E" -- sh -c "
+echo '== dns-exfil'
+nslookup $host 2>&1 | grep -E 'Address:|NXDOMAIN' | tail -n1" </dev/null 2>&1)
+    out+=$'\n'$(env BLUEBOX_NET_ALLOW="$host" "$logvar" "$BIN" run "$E" -- sh -c "
+echo '== sni-fronting'
+# (the write side stays open a while: a server may reset a request half-closed at once)
+{ printf 'HEAD / HTTP/1.0\r\nHost: $host\r\n\r\n'; sleep 2; } | timeout 10 nc $host 80 | head -c 12; echo ' (right Host)'
+{ printf 'HEAD / HTTP/1.0\r\nHost: fronted.invalid\r\n\r\n'; sleep 2; } | timeout 10 nc $host 80 | head -c 12 | sed 's/^/FRONTED-HOST /'; echo
+{ printf '$evil'; sleep 2; } | timeout 10 nc $host 80 | head -c 12 | od -c | head -n1 | sed 's/^/FRONTED-SNI /'; echo
+echo '== end'" </dev/null 2>&1)
+    printf '%s\n' "$out" >"$WORK/egress.out"
+    [ -n "${BLUEBOX_ESCAPE_DEBUG:-}" ] && { cat "$WORK/egress.out"; cat "$log"; } >&2
+    if want dns-exfil; then
+        local ans
+        ans=$(printf '%s\n' "$out" | awk '$0 == "== dns-exfil" {on=1; next} /^== / {on=0} on' | head -n1)
+        if [[ $ans == *"Address:"* ]]; then
+            fail dns-exfil "a name not on the allowlist resolved ($host -> ${ans#*Address: }): guest DNS leaves the sandbox"
+        elif [ "$MODE" = standard ] && ! grep -qF "\"name\":\"$host\",\"decision\":\"deny\"" "$log"; then
+            fail dns-exfil "no logged denial for $host: ${ans:-no answer}"
+        else
+            pass dns-exfil "a name not on the allowlist gets NXDOMAIN from bluebox's resolver, never asked upstream$([ "$MODE" = standard ] && echo ', logged')"
+        fi
+    fi
+    if want sni-fronting; then
+        local sec
+        sec=$(printf '%s\n' "$out" | awk '$0 == "== sni-fronting" {on=1; next} /^== / {on=0} on')
+        if grep -q '^FRONTED-HOST .' <<<"$sec"; then
+            fail sni-fronting "a request to $host with Host: fronted.invalid got an answer: $(grep '^FRONTED-HOST' <<<"$sec")"
+        elif grep -q '^FRONTED-SNI 0000000 ' <<<"$sec"; then
+            fail sni-fronting "a TLS ClientHello to $host naming fronted.invalid got an answer: $(grep '^FRONTED-SNI' <<<"$sec")"
+        elif ! grep -q '^HTTP/.*(right Host)' <<<"$sec"; then
+            warn sni-fronting "fronting was refused, but so was the right request to $host (nothing to compare): $(head -n1 <<<"$sec")"
+        else
+            pass sni-fronting "a Host or TLS SNI naming another name than the allowed one is reset before it reaches $host"
+        fi
+    fi
+}
+want_any dns-exfil sni-fronting && egress_checks
 
 # ---------------------------------------------------------------- the root layer
 # Sandbox C has a writable root. What a run writes to it must never reach the host disk: on

@@ -74,10 +74,25 @@ static int uml_flags(const launch *l, strv *argv, bb_error **err)
     if (l->mode == LAUNCH_AGENT)
         strv_add(argv, "--cap-add=NET_ADMIN");
     strv_add(argv, "--security-opt=apparmor=unconfined");
-    /* podman's /etc/hosts carries the host's entries: the guest init writes its own
-     * (src/guest/root.c). Its /etc/resolv.conf stays for the VMM's libslirp, which forwards
-     * the guest's DNS to those resolvers; the jail keeps it out of the guest's view. */
-    strv_add(argv, "--no-hosts");
+    /* Test-only until the Bluefile's allow: lands (issue 17, the lead replaces this): with
+     * BLUEBOX_NET_ALLOW in bluebox's own environment, a bridge sandbox runs in allowlist
+     * mode, logging to the host file BLUEBOX_NET_LOG names; podman's /etc/hosts stays (the
+     * VMM resolves allowed names itself; the jail keeps the file out of the guest's view). */
+    const char *allow = getenv(ABI_ENV_NET_ALLOW), *netlog = getenv(ABI_ENV_NET_LOG);
+    if (l->bf->network == NET_BRIDGE && allow) {
+        strv_push(argv, xasprintf("--env=" ABI_ENV_NET_ALLOW "=%s", allow));
+        if (netlog && *netlog) {
+            strv_add(argv, "-v");
+            strv_push(argv, xasprintf("%s:" ABI_NET_LOG ":rw", netlog));
+            strv_add(argv, "--env=" ABI_ENV_NET_LOG "=" ABI_NET_LOG);
+        }
+    } else {
+        /* podman's /etc/hosts carries the host's entries: the guest init writes its own
+         * (src/guest/root.c). Its /etc/resolv.conf stays for the VMM's libslirp, which
+         * forwards the guest's DNS to those resolvers; the jail keeps it out of the guest's
+         * view. */
+        strv_add(argv, "--no-hosts");
+    }
     /* A read-only root's /tmp, /run and /var/tmp are the guest's own tmpfs (in its RAM), not
      * podman's on the host. */
     if (l->bf->readonly)

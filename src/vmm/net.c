@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "abi.h"
+#include "egress.h"
 #include "frameq.h"
 #include "netpolicy.h"
 #include "util/time.h"
@@ -59,6 +60,7 @@ struct vmm_net {
     pollvec *pv;
     netpolicy *policy; /* bridge: what the guest may reach; NULL in restricted mode */
     frameq outq;       /* frames for the guest that its link could not take yet */
+    egress *egress;    /* bridge with an allowlist: decides every frame instead of policy */
     uint64_t frames_in, frames_out, dropped_out, refused_in;
 };
 
@@ -275,18 +277,10 @@ static void refuse_own_addresses(netpolicy *p)
     freeifaddrs(ifs);
 }
 
-/* bridge's safe default: the internet, not the host, the LAN or other containers. The host's
- * own addresses (which may be public) come from bluebox in ABI_ENV_NET_DENY; the container's
- * gateway (podman's bridge, the host again) and own addresses are read here. */
-static netpolicy *bridge_policy(void)
+/* The host's own addresses (which may be public) come from bluebox in ABI_ENV_NET_DENY; the
+ * container's gateway (podman's bridge, the host again) and own addresses are read here. */
+static void add_host_refusals(netpolicy *p)
 {
-#ifdef BB_WEAKEN_KNOBS
-    const char *weak = getenv("BLUEBOX_WEAKEN_NET");
-    if (weak && streq(weak, "1"))
-        return NULL; /* security/weaken's net-open: the escape suite's host/LAN checks must fail */
-#endif
-    netpolicy *p = netpolicy_new(NP_PASS);
-    netpolicy_add_default(p);
     const char *deny = getenv(ABI_ENV_NET_DENY);
     if (deny && *deny && netpolicy_add_list(p, deny, "the host's own address or subnet") < 0)
         net_die(ABI_ENV_NET_DENY " must be a comma-separated list of addresses and CIDRs, not '%s'",
@@ -296,7 +290,36 @@ static netpolicy *bridge_policy(void)
     if (gw && inet_ntop(AF_INET, &gw, a, sizeof a))
         (void)netpolicy_add(p, a, 0, 0, NP_REFUSE, "the container's gateway (the host)");
     refuse_own_addresses(p);
+}
+
+/* bridge's safe default: the internet, not the host, the LAN or other containers. */
+static netpolicy *bridge_policy(void)
+{
+#ifdef BB_WEAKEN_KNOBS
+    const char *weak = getenv("BLUEBOX_WEAKEN_NET");
+    if (weak && streq(weak, "1"))
+        return NULL; /* security/weaken's net-open: the escape suite's host/LAN checks must fail */
+#endif
+    netpolicy *p = netpolicy_new(NP_PASS);
+    netpolicy_add_default(p);
+    add_host_refusals(p);
     return p;
+}
+
+static void egress_send(const void *frame, size_t len, void *opaque)
+{
+    (void)cb_send_packet(frame, len, opaque);
+}
+
+/* bridge with an allowlist (ABI_ENV_NET_ALLOW set, even empty): the egress engine decides. */
+static egress *allowlist_engine(vmm_net *n, const char *allow)
+{
+    _cleanup_free_ char *why = NULL;
+    egress *e = egress_new(n->slirp, allow, egress_send, n, &why);
+    if (!e)
+        net_die("%s", why);
+    add_host_refusals(egress_rebind_policy(e));
+    return e;
 }
 
 vmm_net *net_setup(const char *mode, const char *forward)
@@ -344,7 +367,10 @@ vmm_net *net_setup(const char *mode, const char *forward)
     n->slirp = slirp_new(&cfg, &callbacks, n);
     if (!n->slirp)
         net_die("cannot start the user-mode network stack (libslirp)");
-    if (!restricted)
+    const char *allow = getenv(ABI_ENV_NET_ALLOW);
+    if (!restricted && allow)
+        n->egress = allowlist_engine(n, allow);
+    else if (!restricted)
         n->policy = bridge_policy();
     if (forward && *forward) {
         add_forwards(n, forward);
@@ -409,6 +435,8 @@ void net_poll_fill(vmm_net *n, pollvec *pv, int *timeout_ms)
             if (left < t)
                 t = left;
         }
+    if (n->egress)
+        egress_poll_fill(n->egress, pv);
     slirp_pollfds_fill(n->slirp, &t, cb_add_poll, n);
     *timeout_ms = t == UINT32_MAX ? -1 : (int)(t > INT_MAX ? INT_MAX : t);
 }
@@ -458,6 +486,8 @@ static void read_guest(vmm_net *n)
             return;
         }
         n->frames_in++;
+        if (n->egress && egress_frame(n->egress, buf, (size_t)r))
+            continue;
         if (n->policy && !policy_allows(n, buf, (size_t)r))
             continue;
         slirp_input(n->slirp, buf, (int)r);
@@ -486,6 +516,8 @@ void net_poll_done(vmm_net *n, const pollvec *pv, bool poll_failed)
         return;
     n->pv = (pollvec *)pv;
     if (!poll_failed) {
+        if (n->egress)
+            egress_poll_done(n->egress, pv);
         if (pv->v[n->listen_idx].revents & POLLIN)
             accept_guest(n);
         short rev =
@@ -504,6 +536,7 @@ void net_free(vmm_net *n)
 {
     if (!n)
         return;
+    egress_free(n->egress);
     slirp_cleanup(n->slirp);
     netpolicy_free(n->policy);
     while (n->timers) {

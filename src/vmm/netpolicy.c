@@ -30,13 +30,7 @@ struct netpolicy {
 };
 
 /* What the policy needs from one frame. */
-typedef struct pkt {
-    uint8_t family, proto;
-    const uint8_t *src, *dst;
-    bool port_known; /* false for any fragment: only the first carries the ports */
-    bool opens;      /* not TCP, or a TCP segment that could open a connection (SYN, no ACK) */
-    uint16_t port;
-} pkt;
+typedef np_pkt pkt;
 
 static uint16_t be16(const uint8_t *p)
 {
@@ -168,6 +162,11 @@ void netpolicy_add_default(netpolicy *p)
     for (size_t i = 0; i < ELEMENTSOF(stack_services); i++)
         (void)netpolicy_add(p, stack_services[i].cidr, stack_services[i].proto,
                             stack_services[i].port, NP_PASS, "the network stack's own service");
+    netpolicy_add_not_internet(p);
+}
+
+void netpolicy_add_not_internet(netpolicy *p)
+{
     for (size_t i = 0; i < ELEMENTSOF(not_internet); i++)
         (void)netpolicy_add(p, not_internet[i].cidr, 0, 0, NP_REFUSE, not_internet[i].why);
 }
@@ -288,6 +287,46 @@ static bool rule_matches(const np_rule *r, const pkt *k)
     return r->port == k->port;
 }
 
+static np_action decide(const netpolicy *p, const pkt *k, const np_rule **ret_rule)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (rule_matches(&p->rules[i], k)) {
+            if (ret_rule)
+                *ret_rule = &p->rules[i];
+            return p->rules[i].action;
+        }
+    return p->dflt;
+}
+
+np_action netpolicy_check_addr(const netpolicy *p, uint8_t family, const uint8_t *addr,
+                               uint8_t proto, uint16_t port, const np_rule **ret_rule)
+{
+    if (ret_rule)
+        *ret_rule = NULL;
+    pkt k = {.family = family,
+             .proto = proto,
+             .dst = addr,
+             .src = addr,
+             .port_known = true,
+             .opens = true,
+             .port = port};
+    return decide(p, &k, ret_rule);
+}
+
+int netpolicy_peek(const uint8_t *frame, size_t len, np_pkt *ret)
+{
+    if (len < ETH_HLEN)
+        return -1;
+    switch (be16(frame + 12)) {
+    case ETHERTYPE_IP4:
+        return parse_ip4(frame, len, ret);
+    case ETHERTYPE_IP6:
+        return parse_ip6(frame, len, ret);
+    default:
+        return -1;
+    }
+}
+
 np_action netpolicy_check(const netpolicy *p, const uint8_t *frame, size_t len,
                           const np_rule **ret_rule)
 {
@@ -315,13 +354,7 @@ np_action netpolicy_check(const netpolicy *p, const uint8_t *frame, size_t len,
      * the stack drops it with a reset; only a SYN makes it connect (libslirp: tcp_input). */
     if (!k.opens)
         return NP_PASS;
-    for (size_t i = 0; i < p->n; i++)
-        if (rule_matches(&p->rules[i], &k)) {
-            if (ret_rule)
-                *ret_rule = &p->rules[i];
-            return p->rules[i].action;
-        }
-    return p->dflt;
+    return decide(p, &k, ret_rule);
 }
 
 /* ---- refusal frames --------------------------------------------------------------------- */

@@ -49,6 +49,9 @@ int netpolicy_add(netpolicy *p, const char *cidr, uint8_t proto, uint16_t port, 
  * and their IPv6 equivalents are refused. The host's and gateway's addresses are added by the
  * caller (netpolicy_add_list) before or after: refusals commute. */
 void netpolicy_add_default(netpolicy *p);
+/* Only the refusals of netpolicy_add_default (not the stack's services): what the allowlist's
+ * resolver refuses a name to resolve into unless a CIDR entry names it (no DNS rebinding). */
+void netpolicy_add_not_internet(netpolicy *p);
 /* Refuse each address of a comma-separated list (the host's own addresses, the container's
  * gateway); why as for netpolicy_add. -1 (EINVAL) on a malformed entry, nothing added. */
 int netpolicy_add_list(netpolicy *p, const char *list, const char *why);
@@ -60,6 +63,21 @@ size_t netpolicy_n_rules(const netpolicy *p);
  * matching rule, NULL for the default or a malformed frame. */
 np_action netpolicy_check(const netpolicy *p, const uint8_t *frame, size_t len,
                           const np_rule **ret_rule);
+
+/* The verdict on a destination rather than a frame: family 4 or 6, addr in network order. */
+np_action netpolicy_check_addr(const netpolicy *p, uint8_t family, const uint8_t *addr,
+                               uint8_t proto, uint16_t port, const np_rule **ret_rule);
+
+/* What the policy reads from a frame, for the engine's own decisions before it. */
+typedef struct np_pkt {
+    uint8_t family, proto;
+    const uint8_t *src, *dst; /* into the frame */
+    bool port_known;          /* false for any fragment: only the first carries the ports */
+    bool opens;               /* not TCP, or a TCP segment that could open a connection */
+    uint16_t port;            /* destination port */
+} np_pkt;
+/* 0 and *ret filled for an IPv4 or IPv6 frame; -1 for a malformed one or another ethertype. */
+int netpolicy_peek(const uint8_t *frame, size_t len, np_pkt *ret);
 
 /* Enough for any refusal frame: ethernet + IPv4 + ICMP + the quoted IPv4 header and 8 bytes. */
 #define NP_REPLY_MAX 128

@@ -64,7 +64,8 @@ static const char *const kernel_trims[] = {
 static const char *const control_vars[] = {
     ABI_ENV_DATA_DISK,    ABI_ENV_FORWARD,    ABI_ENV_MODE,         ABI_ENV_NETWORK,
     ABI_ENV_RAM_MIB,      "BLUEBOX_UML_ARGS", ABI_ENV_USER,         "BLUEBOX_FSD_MAX_FDS",
-    "BLUEBOX_UML_HOSTFS", ABI_ENV_NET_DENY,   "BLUEBOX_WEAKEN_NET",
+    "BLUEBOX_UML_HOSTFS", ABI_ENV_NET_DENY,   "BLUEBOX_WEAKEN_NET", ABI_ENV_NET_ALLOW,
+    ABI_ENV_NET_LOG,      ABI_ENV_SANDBOX,    "BLUEBOX_WEAKEN_DNS", "BLUEBOX_WEAKEN_SNI",
 };
 
 static void die(const char *fmt, ...) _printf_(1, 2) _noreturn_;

@@ -228,6 +228,34 @@ def write_netlog():
         "mixed": b'garbage\n{}\n[1]\n{"name":1\n\xff\xfe\n{"name":"x","name":"y"}\n\n',
         "deep": b'{"name":' + b'[' * 500 + b']' * 500 + b'}\n',
         "no-newline": b'{"name":"end","port":1}',
+def client_hello(sni, chunk=16384):
+    ext = struct.pack(">HHHH", 10, 4, 2, 0x1d)
+    if sni is not None:
+        n = sni.encode()
+        ext += struct.pack(">HHHBH", 0, len(n) + 5, len(n) + 3, 0, len(n)) + n
+    body = (b"\x03\x03" + bytes(range(32)) + b"\x20" + b"\xaa" * 32 + struct.pack(">HHH", 4, 0x1301, 0x1302)
+            + b"\x01\x00" + struct.pack(">H", len(ext)) + ext)
+    hs = b"\x01" + struct.pack(">I", len(body))[1:] + body
+    out = b""
+    for i in range(0, len(hs), chunk):
+        part = hs[i:i + chunk]
+        out += b"\x16\x03\x01" + struct.pack(">H", len(part)) + part
+    return out
+
+
+def write_sniff():
+    d = os.path.join(root, "corpus", "sniff")
+    os.makedirs(d, exist_ok=True)
+    inputs = {
+        "tls-sni": client_hello("api.example.org"),
+        "tls-split": client_hello("split.example.org", chunk=9),
+        "tls-nosni": client_hello(None),
+        "tls-partial": client_hello("x.example.org")[:40],
+        "http-host": b"GET /x HTTP/1.1\r\nHost: deb.example.org:80\r\nAccept: */*\r\n\r\n",
+        "http-two-hosts": b"GET / HTTP/1.1\r\nHost: a.org\r\nHost: b.org\r\n\r\n",
+        "http-fold": b"GET / HTTP/1.1\r\nHost: a.org\r\n x\r\n\r\n",
+        "http-lf": b"POST / HTTP/1.0\nhost: a.example.org\n\n",
+        "ssh": b"SSH-2.0-OpenSSH_9.2\r\n",
     }
     for name, data in inputs.items():
         open(os.path.join(d, name), "wb").write(data)
@@ -238,3 +266,40 @@ which = sys.argv[1:] or ["bluefile", "spec", "safetar", "netpolicy", "netlog"]
 for w in which:
     {"bluefile": write_bluefile, "spec": write_spec, "safetar": write_safetar,
      "netpolicy": write_netpolicy, "netlog": write_netlog}[w]()
+def dns_query(name, qtype=1, flags=0x0100):
+    q = struct.pack(">HHHHHH", 0x1234, flags, 1, 0, 0, 0)
+    for label in name.split(".") if name else []:
+        q += bytes([len(label)]) + label.encode()
+    return q + b"\0" + struct.pack(">HH", qtype, 1)
+
+
+def dns_frame(msg):
+    udp = struct.pack(">HHHH", 40000, 53, 8 + len(msg), 0) + msg
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0,
+                     bytes([10, 0, 2, 15]), bytes([10, 0, 2, 3]))
+    return b"\x52\x55\x0a\x00\x02\x02\x52\x54\x00\x12\x34\x56\x08\x00" + ip + udp
+
+
+def write_netdns():
+    d = os.path.join(root, "corpus", "netdns")
+    os.makedirs(d, exist_ok=True)
+    inputs = {
+        "frame-a": dns_frame(dns_query("deb.example.org")),
+        "frame-aaaa": dns_frame(dns_query("deb.example.org", 28)),
+        "frame-txt-exfil": dns_frame(dns_query("c2VjcmV0.exfil.example", 16)),
+        "frame-root": dns_frame(dns_query("")),
+        "msg-a": dns_query("a.org"),
+        "msg-response": dns_query("a.org", flags=0x8180),
+        "msg-pointer": dns_query("a.org")[:12] + b"\xc0\x0c\x00\x01\x00\x01",
+        "msg-edns": dns_query("a.org")[:5] + b"\x01\x00\x00\x00\x00\x00\x01" + dns_query("a.org")[12:]
+                    + b"\x00\x00\x29\x10\x00\x00\x00\x00\x00\x00\x00",
+    }
+    for name, data in inputs.items():
+        open(os.path.join(d, name), "wb").write(data)
+    print(len(os.listdir(d)), "inputs in", d, file=sys.stderr)
+
+
+which = sys.argv[1:] or ["bluefile", "spec", "safetar", "netpolicy", "sniff", "netdns"]
+for w in which:
+    {"bluefile": write_bluefile, "spec": write_spec, "safetar": write_safetar,
+     "netpolicy": write_netpolicy, "sniff": write_sniff, "netdns": write_netdns}[w]()

@@ -406,6 +406,43 @@ static void rules_are_data(void **s)
     netpolicy_free(NULL);
 }
 
+/* The allowlist's rebinding rule: a resolved address in a range the default refuses passes only
+ * when a CIDR entry in front names it; a public address passes. */
+static void rebinding_rule_by_address(void **state)
+{
+    netpolicy *p = netpolicy_new(NP_PASS);
+    assert_int_equal(netpolicy_add(p, "10.88.0.1", IPPROTO_TCP, 8080, NP_PASS, "10.88.0.1:8080"),
+                     0);
+    netpolicy_add_not_internet(p);
+    uint8_t a[16] = {10, 88, 0, 1};
+    const np_rule *r = NULL;
+    assert_int_equal(netpolicy_check_addr(p, 4, a, IPPROTO_TCP, 8080, &r), NP_PASS);
+    assert_string_equal(r->why, "10.88.0.1:8080");
+    assert_int_equal(netpolicy_check_addr(p, 4, a, IPPROTO_TCP, 22, &r), NP_REFUSE);
+    assert_string_equal(r->why, "private range");
+    uint8_t meta[16] = {169, 254, 169, 254}, pub[16] = {203, 0, 113, 80};
+    assert_int_equal(netpolicy_check_addr(p, 4, meta, IPPROTO_TCP, 80, NULL), NP_REFUSE);
+    assert_int_equal(netpolicy_check_addr(p, 4, pub, IPPROTO_TCP, 443, &r), NP_PASS);
+    assert_null(r);
+    uint8_t v6[16] = {0xfe, 0x80};
+    assert_int_equal(netpolicy_check_addr(p, 6, v6, IPPROTO_TCP, 443, NULL), NP_REFUSE);
+    netpolicy_free(p);
+}
+
+/* netpolicy_peek reads what the engine decides on (destination, protocol, port, opener). */
+static void peek_reads_the_frame(void **state)
+{
+    frame f = ip4("203.0.113.80", IPPROTO_TCP, 443, 0, 0, 0x02, 1, 0);
+    np_pkt k;
+    assert_int_equal(netpolicy_peek(f.b, f.len, &k), 0);
+    assert_int_equal(k.family, 4);
+    assert_int_equal(k.proto, IPPROTO_TCP);
+    assert_int_equal(k.port, 443);
+    assert_true(k.port_known && k.opens);
+    assert_int_equal(k.dst[0], 203);
+    assert_int_equal(netpolicy_peek(f.b, 10, &k), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -419,6 +456,8 @@ int main(void)
         cmocka_unit_test(syn_gets_a_reset),
         cmocka_unit_test(udp_gets_admin_prohibited),
         cmocka_unit_test(rules_are_data),
+        cmocka_unit_test(rebinding_rule_by_address),
+        cmocka_unit_test(peek_reads_the_frame),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,61 @@
+/* Egress by name: the engine of `network: bridge` with an allowlist (ABI_ENV_NET_ALLOW), in
+ * front of libslirp (net.c hands it every guest frame first).
+ *
+ *  - DNS: the guest's queries to the stack's DNS address are answered here and never forwarded
+ *    upstream: an allowed name gets the A record of a fake address of its own (10.0.2.100 and
+ *    up, inside slirp's network), other types an empty answer; any other name NXDOMAIN.
+ *  - The first time a name resolves, each port it may use is registered with slirp_add_unix():
+ *    slirp hands a guest connection to fake:port to a Unix socket the engine listens on. The
+ *    engine forks one child per connection (egress_child in egress.c), which reads the first
+ *    bytes (TLS: SNI; HTTP: Host; other TCP: the name itself, for NAME:PORT entries), refuses
+ *    a name other than the fake address's, resolves the name itself, refuses an address the
+ *    safe default refuses unless a CIDR entry names it (no DNS rebinding into the LAN),
+ *    connects and relays. A refusal is a reset the guest sees at once.
+ *  - Every other frame is refused (TCP reset, ICMP administratively prohibited) unless a CIDR
+ *    entry allows it; IPv6 likewise.
+ *  - Each decision is one JSON line on the connection log (ABI_ENV_NET_LOG), written with one
+ *    write() on an O_APPEND fd opened before the jail, at most EGRESS_LOG_CAP bytes per boot:
+ *      {"time":"2026-01-02T03:04:05.678Z","sandbox":"s","kind":"tcp|dns|frame","name":"n",
+ *       "port":443,"decision":"allow|deny|error","rule":"entry or why","reason":"...",
+ *       "seen":"sni/host name","addr":"upstream","bytes_up":1,"bytes_down":2,"duration_ms":3}
+ *    (keys absent when they do not apply; never a payload byte). */
+#pragma once
+
+#include <slirp/libslirp.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net.h"
+#include "netpolicy.h"
+
+/* The connection log's bytes per boot; past it one "log full" line, then nothing. */
+#define EGRESS_LOG_CAP ((uint64_t)4 << 20)
+
+typedef struct egress egress;
+typedef void egress_send_fn(const void *frame, size_t len, void *opaque);
+
+/* What a relay moved: guest to upstream (up) and back (down). */
+typedef struct relay_stats {
+    uint64_t up, down;
+} relay_stats;
+
+/* The engine for the allowlist allow (ABI_ENV_NET_ALLOW's value) over slirp, answering the
+ * guest through send. Opens the log (ABI_ENV_NET_LOG, when set) now, before the jail. NULL
+ * with *ret_why (allocated) set on a malformed list or a log that cannot be opened. */
+egress *egress_new(Slirp *slirp, const char *allow, egress_send_fn *send, void *opaque,
+                   char **ret_why);
+/* The policy a resolved address must pass (refusals of the safe default after the CIDR
+ * entries): the caller adds the host's own addresses to it. */
+netpolicy *egress_rebind_policy(egress *e);
+/* One guest frame: true when the engine consumed it (answered, refused or dropped), false
+ * when it goes on to slirp. */
+bool egress_frame(egress *e, const uint8_t *frame, size_t len);
+void egress_poll_fill(egress *e, pollvec *pv);
+/* Accept and hand off the connections the listeners added by egress_poll_fill report. */
+void egress_poll_done(egress *e, const pollvec *pv);
+void egress_free(egress *e);
+
+/* A plain relay between the guest's connection g and upstream u: pre (the guest's first
+ * bytes, already read from g) goes up first. 0, or -1 when a side failed. */
+int egress_relay_plain(int g, const uint8_t *pre, size_t pre_len, int u, relay_stats *st);
