@@ -305,6 +305,7 @@ typedef struct end {
     int fd;
     SSL *ssl;
     bool eof;
+    bool truncated; /* TLS ended without close_notify: passed on as such, not as a clean end */
 } end;
 
 /* >0 bytes, 0 at EOF, -1 on error; -2: nothing to hand out yet (TLS records that carry no
@@ -319,6 +320,7 @@ static ssize_t end_read(end *e, void *buf, size_t n)
         return r;
     }
     size_t got = 0;
+    errno = 0;
     if (SSL_read_ex(e->ssl, buf, n, &got) == 1)
         return (ssize_t)got;
     switch (SSL_get_error(e->ssl, 0)) {
@@ -327,8 +329,18 @@ static ssize_t end_read(end *e, void *buf, size_t n)
     case SSL_ERROR_WANT_READ:
     case SSL_ERROR_WANT_WRITE:
         return -2;
-    case SSL_ERROR_SYSCALL:
-        return errno == 0 ? 0 : -1; /* an EOF without close_notify: many servers do it */
+    case SSL_ERROR_SYSCALL: /* our guest BIO's plain EOF */
+        if (ERR_peek_error() != 0 || errno != 0)
+            return -1;
+        e->truncated = true;
+        return 0;
+    case SSL_ERROR_SSL:
+        /* An EOF without close_notify: many clients and servers end so. */
+        if (ERR_GET_REASON(ERR_peek_error()) != SSL_R_UNEXPECTED_EOF_WHILE_READING)
+            return -1;
+        ERR_clear_error();
+        e->truncated = true;
+        return 0;
     default:
         return -1;
     }
@@ -532,7 +544,7 @@ int secrets_relay(int guest_fd, const void *pre, size_t pre_len, int upstream_fd
     st->requests = m.requests;
     st->substituted = m.substituted;
     st->leaks = m.scan.leaks;
-    if (g.ssl)
+    if (g.ssl && !u.truncated)
         SSL_shutdown(g.ssl);
     SSL_free(g.ssl);
     SSL_free(u.ssl);
