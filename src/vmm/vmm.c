@@ -35,7 +35,9 @@
 #include "vmm/disklimit.h"
 #include "vmm/jail.h"
 #include "vmm/net.h"
+#include "vmm/secrets.h"
 #include "vmm/stdin_ring.h"
+#include "vmm/tlsbroker.h"
 
 #define UML_LOG   ABI_MEM_DIR "/uml.log"
 #define SERIAL_FD 3
@@ -207,6 +209,25 @@ static void write_spec(const launch_spec *s)
             die("cannot write the launch spec: %s", strerror(errno));
         off += (size_t)w;
     }
+}
+
+/* The sandbox's secrets (secrets.h), read from the host's fd before anything else runs:
+ * the fd is closed and its variable gone before the spec copies our environment and long
+ * before UML starts. With any, the TLS broker's CA is made now and goes into the spec for
+ * the guest to trust. The egress proxy's children use both (secrets_relay()). */
+static secrets vmm_secrets;
+
+static void secrets_setup(launch_spec *spec)
+{
+    _cleanup_error_ bb_error *err = NULL;
+    if (secrets_load_env(&vmm_secrets, &err) < 0)
+        die("%s", err->msg);
+    if (vmm_secrets.n == 0)
+        return;
+    static const char *const trust[] = TLSBROKER_TRUST_FILES;
+    if (tlsbroker_start(&vmm_secrets, trust, ELEMENTSOF(trust), &err) < 0)
+        die("%s", err->msg);
+    spec->ca_pem = xstrdup(tlsbroker_ca_pem(vmm_secrets.broker));
 }
 
 static char *vmm_dir(void)
@@ -745,6 +766,7 @@ int main(int argc, char **argv)
     if (argc < 2)
         die("no command to run (usage: bluebox-vmm COMMAND [ARG...])");
     _cleanup_spec_ launch_spec spec = {0};
+    secrets_setup(&spec);
     spec_fill(&spec, argc, argv);
     spec_mounts(&spec);
     unsigned mib = ram_mib();
