@@ -230,6 +230,30 @@ static void secrets_setup(launch_spec *spec)
     spec->ca_pem = xstrdup(tlsbroker_ca_pem(vmm_secrets.broker));
 }
 
+#ifdef BB_WEAKEN_KNOBS
+/* security/weaken's secret-env (bluebox-vmm-weak only, never installed): each placeholder
+ * in the guest's environment replaced by its real value, so the escape suite's
+ * secret-in-guest check can be seen to fail. */
+static void weaken_secrets(launch_spec *spec)
+{
+    const char *weak = getenv("BLUEBOX_WEAKEN_SECRETS");
+    if (!weak || !streq(weak, "1"))
+        return;
+    for (size_t i = 0; i < spec->env.n; i++) {
+        char *eq = strchr(spec->env.v[i], '=');
+        const secret *sec = NULL;
+        for (size_t k = 0; eq && k < vmm_secrets.n; k++)
+            if (streq(eq + 1, vmm_secrets.v[k].placeholder))
+                sec = &vmm_secrets.v[k];
+        if (!sec)
+            continue;
+        char *kv = xasprintf("%.*s=%s", (int)(eq - spec->env.v[i]), spec->env.v[i], sec->value);
+        free(spec->env.v[i]);
+        spec->env.v[i] = kv;
+    }
+}
+#endif
+
 static char *vmm_dir(void)
 {
     char *self = realpath("/proc/self/exe", NULL);
@@ -768,6 +792,9 @@ int main(int argc, char **argv)
     _cleanup_spec_ launch_spec spec = {0};
     secrets_setup(&spec);
     spec_fill(&spec, argc, argv);
+#ifdef BB_WEAKEN_KNOBS
+    weaken_secrets(&spec);
+#endif
     spec_mounts(&spec);
     unsigned mib = ram_mib();
     vmm_net *net = net_setup(getenv(ABI_ENV_NETWORK), getenv(ABI_ENV_FORWARD));
