@@ -25,7 +25,7 @@
 #define LEAF_DAYS 7
 /* A handshake that takes longer than this is a peer that is not going to finish one. */
 #define HANDSHAKE_S 30
-#define IO_CHUNK    16384
+#define IO_CHUNK    65536
 
 struct tlsbroker {
     EVP_PKEY *ca_key; /* in this process's memory only */
