@@ -488,7 +488,7 @@ static bool request_line(const line *l, framing *f)
             return false;
     static const char v10[] = " HTTP/1.0", v11[] = " HTTP/1.1";
     size_t k = sizeof v10 - 1;
-    if (l->n < k || (memcmp(l->p + l->n - k, v10, k) && memcmp(l->p + l->n - k, v11, k)))
+    if (l->n < k || (memcmp(l->p + l->n - k, v10, k) != 0 && memcmp(l->p + l->n - k, v11, k) != 0))
         return false;
     f->tunnel = (size_t)(sp - l->p) == 7 && memcmp(l->p, "CONNECT", 7) == 0;
     return true;
@@ -498,11 +498,11 @@ static bool request_line(const line *l, framing *f)
 static int rewrite(subst *m, strbuf *out)
 {
     const char *cur = m->head.s, *end = m->head.s + m->head.len;
-    line l;
+    line l = {0};
     framing f = {0};
-    next_line(&cur, end, &l);
     m->requests++;
-    if (!request_line(&l, &f)) { /* not HTTP/1.x after all: as it is, and so on */
+    if (!next_line(&cur, end, &l) ||
+        !request_line(&l, &f)) { /* not HTTP/1.x after all: as it is, and so on */
         sb_putn(out, m->head.s, m->head.len);
         m->state = SUBST_TUNNEL;
         return 0;
