@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from test_runtime import Home
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 
@@ -277,3 +279,87 @@ def test_sandbox_ca_vouches_only_for_secret_hosts(tmp_path):
     nc = ca.extensions.get_extension_for_class(x509.NameConstraints)
     assert nc.critical
     assert sorted(n.value for n in nc.value.permitted_subtrees) == ["api.test", "other.test"]
+
+
+# ---------------------------------------------------------------------------- end to end
+# Through a uml guest: needs the Bluefile's `allow:`/`secrets:` keys (bluebox's host side)
+# and the egress proxy that calls secrets_relay() (bluebox-vmm). Skipped by a bluebox whose
+# Bluefile refuses the keys. Root, podman, the Debian test image and its apt mirror (curl).
+def _e2e_prereqs():
+    if os.geteuid() != 0 or not os.environ.get("BLUEBOX_TEST_DEBIAN_IMAGE"):
+        pytest.skip("needs root, podman and BLUEBOX_TEST_DEBIAN_IMAGE (tests/integration/setup.sh)")
+    if not Path("/usr/bin/linux.uml").exists():
+        pytest.skip("needs user-mode-linux")
+
+
+def _host_addr():
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show", "scope", "global"],
+                         capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        w = line.split()
+        if not w[1].startswith(("podman", "cni-", "veth")):
+            return w[3].split("/")[0]
+    pytest.skip("no global IPv4 address on this host")
+
+
+def test_secret_end_to_end(tmp_path, bluebox_bin):
+    """The guest's curl, with only the placeholder in its environment, reaches an HTTPS
+    server of the test (its CA handed to bluebox as BLUEBOX_UPSTREAM_CA) through the sandbox
+    CA the guest init installed: the server receives the real value; the guest's output and
+    environment hold only the placeholder; another secret's placeholder sent there arrives
+    as it is and the connection log counts the attempt."""
+    _e2e_prereqs()
+    addr = _host_addr()
+    name = "host.containers.internal"
+    trust = make_pki(tmp_path, [name])
+    up = Upstream(tmp_path, True)
+    up.sock.close()  # listen on every address: host.containers.internal is the host's
+    up.sock = socket.create_server(("0.0.0.0", 0))
+    up.port = up.sock.getsockname()[1]
+    threading.Thread(target=up.serve, daemon=True).start()
+    h = Home(bluebox_bin)
+    try:
+        sb = h.sandbox("secrets-e2e", f"""base: {os.environ['BLUEBOX_TEST_DEBIAN_IMAGE']}
+pkgmgr: apt
+backend: uml
+ram_mib: 512
+network: bridge
+packages: [curl]
+allow:
+  - {name}:{up.port}
+  - {addr}/32
+secrets:
+  - name: API_TOKEN
+    from_env: BB_E2E_TOKEN
+    hosts: [{name}]
+  - name: OTHER_TOKEN
+    from_env: BB_E2E_OTHER
+    hosts: [other.invalid]
+""")
+        env = {"BB_E2E_TOKEN": VAL_A, "BB_E2E_OTHER": VAL_B,
+               "BLUEBOX_UPSTREAM_CA": str(trust)}
+        r = h("build", sb, env=env, timeout=900)
+        if r.returncode != 0 and b"unknown key" in r.stderr:
+            pytest.skip("this bluebox has no Bluefile secrets yet: "
+                        + r.stderr.decode().strip().splitlines()[-1])
+        assert r.returncode == 0, r
+        script = (f'echo "env $API_TOKEN $OTHER_TOKEN"; '
+                  f'curl -sS -H "Authorization: Bearer $API_TOKEN" -H "X-Other: $OTHER_TOKEN" '
+                  f'https://{name}:{up.port}/one; echo; '
+                  f'cat /proc/[0-9]*/environ 2>/dev/null | tr "\\0" "\\n" | grep TOKEN | sort -u')
+        r = h("run", sb, "--", "sh", "-c", script, env=env, timeout=300)
+        out = r.stdout.decode()
+        assert r.returncode == 0, r
+        assert f"env {PH_A} {PH_B}" in out, out
+        assert "got real" in out, out
+        assert VAL_A not in out and VAL_B not in out, out
+        assert any(f"Authorization: Bearer {VAL_A}" in hd for hd in up.heads), up.heads
+        assert any(f"X-Other: {PH_B}" in hd for hd in up.heads), up.heads
+        log = Path(h.dir / "home" / "logs" / f"{sb}.net.log")
+        if log.exists():
+            text = log.read_text()
+            assert VAL_A not in text and VAL_B not in text
+            assert "leak" in text, text
+    finally:
+        up.close()
+        h.close()
