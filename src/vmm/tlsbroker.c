@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -512,6 +514,10 @@ int secrets_relay(int guest_fd, const void *pre, size_t pre_len, int upstream_fd
 {
     *st = (relay_stats){0};
     end g = {.fd = guest_fd}, u = {.fd = upstream_fd};
+    /* Whole records and heads go out as they are written (fails harmlessly off TCP). */
+    int one = 1;
+    setsockopt(guest_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(upstream_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     pre_bio pb = {.fd = guest_fd, .pre = pre, .left = pre_len};
     subst m;
     subst_init(&m, s, host);
