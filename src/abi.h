@@ -50,6 +50,7 @@
 #define ABI_ENV_SANDBOX    "BLUEBOX_SANDBOX"
 /* Placeholders the guest sees instead of a secret's value: this prefix and 32 hex digits. */
 #define ABI_SECRET_PREFIX  "BLUEBOX_SECRET_"
+
 /* What bluebox-vmm's TLS broker verifies real servers against (src/vmm/tlsbroker.h): the
  * host's CA bundle and, when ABI_ENV_UPSTREAM_CA names a PEM file on the host, that file too,
  * bind-mounted read-only. */
