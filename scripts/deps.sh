@@ -5,7 +5,7 @@ set -eu
 
 PKGS="build-essential pkg-config meson ninja-build clang clang-format clang-tidy cppcheck
 libclang-rt-14-dev llvm
-libyaml-dev libjansson-dev libarchive-dev libcmocka-dev libevent-dev
+libyaml-dev libjansson-dev libarchive-dev libcmocka-dev libevent-dev libssl-dev
 libacl1-dev libxml2-dev liblzma-dev libzstd-dev liblz4-dev libbz2-dev zlib1g-dev
 libnettle8 nettle-dev libicu-dev
 python3 python3-pytest

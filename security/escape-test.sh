@@ -1510,6 +1510,113 @@ $ISO"
 }
 want image-user && check_image_user
 
+# ---------------------------------------------------------------- secrets (issue 17)
+# A Bluefile secret (from the invoking environment, for one allowed host) must never be in
+# the guest: its environment holds a placeholder, and its real value is in no process's
+# environment, command line or memory, no file the guest can read (the image, /.bluebox, the
+# RAM layer), the container's environment or argv as podman inspect shows them, host ps, or
+# the logs. Guest root dumps all of that into /data and the host searches it, so the guest
+# never learns what is looked for. Needs the Bluefile's `secrets:` keys (skipped by a bluebox
+# that refuses them) and the uml VMM's broker.
+secret_dump_script() {
+    mem_scan_script | sed 's|/data/.esc-mem|/data/.esc-sec/mem|g; /^echo "SCANNED/d'
+    cat <<'EOF'
+d=/data/.esc-sec
+env >$d/env
+for p in /proc/[0-9]*; do
+    tr '\0' '\n' <$p/environ >>$d/environ 2>/dev/null
+    tr '\0' ' ' <$p/cmdline >>$d/cmdline 2>/dev/null
+done
+find / \( -path /proc -o -path /sys -o -path /dev -o -path /data -o -path /.bluebox/vmm \) -prune \
+    -o -type f -size -16384k -print 2>/dev/null | while read -r f; do cat "$f"; done >$d/files 2>/dev/null
+echo DUMPED >$d/done
+sleep 5
+EOF
+}
+
+# in_data NAME CMD...: CMD on the sandbox's data directory, as its owner (strict: podman unshare)
+in_data() {
+    if [ "$ME" = 0 ]; then "$@"; else podman unshare "$@"; fi
+}
+
+check_secret_in_guest() {
+    if [ "$BACKEND" != uml ]; then
+        skip secret-in-guest "uml only (the VMM's broker substitutes secrets)"
+        return
+    fi
+    local c=$BASE_NAME-s value out data cid="" where="" pid
+    value=escape-secret-value-$(rand)
+    define "$c" "base: $IMAGE
+backend: $BACKEND
+ram_mib: 256
+network: bridge
+$ISO
+allow:
+  - api.escape.test
+secrets:
+  - name: ESC_TOKEN
+    from_env: BLUEBOX_ESCAPE_SECRET
+    hosts: [api.escape.test]"
+    if ! out=$(BLUEBOX_ESCAPE_SECRET=$value "$BIN" build "$c" 2>&1); then
+        if grep -qiE "secrets|allow" <<<"$out"; then
+            skip secret-in-guest "this bluebox has no Bluefile secrets: $(tail -n1 <<<"$out")"
+        else
+            fail secret-in-guest "bluebox build failed: $(tail -n1 <<<"$out")"
+        fi
+        return
+    fi
+    data=$BLUEBOX_HOME/data/$c
+    in_data mkdir -p "$data/.esc-sec/mem" && in_data chmod -R 0777 "$data/.esc-sec"
+    BLUEBOX_ESCAPE_SECRET=$value "$BIN" run "$c" -- sh -c "$(secret_dump_script)" \
+        </dev/null >"$WORK/secret.out" 2>&1 &
+    pid=$!
+    # While the guest sleeps after its dump: the container as podman shows it, and host ps.
+    for _ in $(seq 1 120); do
+        in_data test -e "$data/.esc-sec/done" && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 1
+    done
+    cid=$(containers_of "$c" | cut -d' ' -f1)
+    podman inspect --format '{{.Path}} {{join .Args " "}} {{join .Config.CreateCommand " "}} {{join .Config.Env " "}}' \
+        "${cid:-none}" 2>/dev/null | grep -qF "$value" && where="$where podman-inspect"
+    pgrep -f -- "$value" >/dev/null && where="$where host-ps"
+    wait "$pid"
+    grep -rqF "$value" "$BLUEBOX_HOME/logs" 2>/dev/null && where="$where logs"
+    grep -qF "$value" "$WORK/secret.out" && where="$where guest-output"
+    local scan ph mib hits
+    scan=$(in_data python3 - "$data/.esc-sec" "$value" <<'EOF'
+import os, sys
+d, value = sys.argv[1], sys.argv[2].encode()
+hits, n = [], 0
+for root, _, files in os.walk(d):
+    for f in files:
+        try:
+            data = open(os.path.join(root, f), "rb").read()
+        except OSError:
+            continue
+        n += len(data)
+        if value in data:
+            hits.append(os.path.relpath(os.path.join(root, f), d))
+try:
+    ph = b"ESC_TOKEN=BLUEBOX_SECRET_" in open(os.path.join(d, "env"), "rb").read()
+except OSError:
+    ph = False
+print("placeholder" if ph else "no-placeholder", n >> 20, ",".join(sorted(hits)[:8]) or "-")
+EOF
+    )
+    in_data rm -rf "$data/.esc-sec" 2>/dev/null
+    read -r ph mib hits <<<"$scan"
+    [ "${hits:--}" = - ] || where="$where guest($hits)"
+    if [ -n "$where" ]; then
+        fail secret-in-guest "the secret's real value shows in:$where"
+    elif [ "$ph" != placeholder ]; then
+        fail secret-in-guest "the guest's environment has no placeholder for ESC_TOKEN, so nothing was tested: $(tail -n1 "$WORK/secret.out")"
+    else
+        pass secret-in-guest "the guest holds only a placeholder: the real value is in no guest environment, command line, memory or readable file (${mib} MiB dumped), podman inspect, host ps or log"
+    fi
+}
+want secret-in-guest && check_secret_in_guest
+
 # ---------------------------------------------------------------- /data and logs around a run
 # One sandbox, built on first use, for the checks below: /data a plain directory (no
 # data_limit), no network. data-inuse runs last, since an old bluebox's destroy goes through.

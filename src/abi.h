@@ -55,6 +55,13 @@
 /* Placeholders the guest sees instead of a secret's value: this prefix and 32 hex digits. */
 #define ABI_SECRET_PREFIX "BLUEBOX_SECRET_"
 
+/* What bluebox-vmm's TLS broker verifies real servers against (src/vmm/tlsbroker.h): the
+ * host's CA bundle and, when ABI_ENV_UPSTREAM_CA names a PEM file on the host, that file too,
+ * bind-mounted read-only. */
+#define ABI_ENV_UPSTREAM_CA    "BLUEBOX_UPSTREAM_CA"
+#define ABI_UPSTREAM_CA_SYSTEM ABI_DIR "/ca/system.pem"
+#define ABI_UPSTREAM_CA_EXTRA  ABI_DIR "/ca/extra.pem"
+
 /* A uml run's stdin in bulk. UML's serial line reads its input one byte per host read()
  * (about 2 MB/s), so bluebox-vmm writes stdin into a ring file on the exec tmpfs instead,
  * which the kernel has as a read-only block device without COW header (ubd1, the guest's

@@ -38,6 +38,7 @@
 #include "agent/agent.h"
 #include "agent/chain.h"
 #include "agent/proto.h"
+#include "guest/cainstall.h"
 #include "guest/cpuinfo.h"
 #include "guest/datadisk.h"
 #include "guest/root.h"
@@ -219,6 +220,21 @@ static void root_setup(const launch_spec *spec)
 {
     _cleanup_error_ bb_error *err = NULL;
     if (guest_root_setup(spec, if_nametoindex(NET_DEV) ? NET_DNS : NULL, &err) < 0)
+        fail("%s", err->msg);
+}
+
+/* The sandbox CA of the VMM's TLS broker, when it brokers secrets (cainstall.h): trusted
+ * before any workload runs. */
+static void ca_setup(launch_spec *spec)
+{
+    if (!spec->ca_pem)
+        return;
+    _cleanup_strv_ strv shared = {0};
+    for (size_t i = 0; i < spec->n_mounts; i++)
+        strv_add(&shared, spec->mounts[i].path);
+    _cleanup_error_ bb_error *err = NULL;
+    if (ca_install("", spec->ca_pem, spec->root_flags & SPEC_ROOT_RO, &shared, &spec->env, &err) <
+        0)
         fail("%s", err->msg);
 }
 
@@ -596,6 +612,7 @@ int guest_init_main(int argc, char **argv)
     _cleanup_spec_ launch_spec spec = {0};
     read_spec(&spec);
     root_setup(&spec);
+    ca_setup(&spec);
     cpuinfo_fix();
     if (spec.hostname[0] && sethostname(spec.hostname, strlen(spec.hostname)) < 0)
         fail("cannot set the hostname: %s", strerror(errno));

@@ -25,6 +25,7 @@ enum {
     T_MOUNT = 'M',
     T_USER = 'U',
     T_TTY = 't',
+    T_CA = 'C', /* optional, at most once */
 };
 static const char singular[] = {T_MODE, T_CWD,  T_HOST, T_UID,  T_GID,
                                 T_ROWS, T_COLS, T_ROOT, T_USER, T_TTY};
@@ -97,6 +98,8 @@ char *spec_encode(const launch_spec *s, size_t *ret_len)
     }
     put_u32(&b, T_TTY, s->tty ? 1 : 0);
     put_str(&b, T_USER, s->user ? s->user : "");
+    if (s->ca_pem)
+        put_str(&b, T_CA, s->ca_pem);
     *ret_len = b.len;
     return sb_steal(&b);
 }
@@ -227,6 +230,12 @@ static int take_one(launch_spec *s, uint8_t tag, const uint8_t *d, size_t n)
             return -1;
         s->tty = v == 1;
         return 0;
+    case T_CA:
+        if (s->ca_pem || n > SPEC_CA_MAX || n < strlen(SPEC_CA_BEGIN) ||
+            memcmp(d, SPEC_CA_BEGIN, strlen(SPEC_CA_BEGIN)) != 0)
+            return -1;
+        s->ca_pem = str_of(d, n);
+        return s->ca_pem ? 0 : -1;
     default:
         return -1;
     }
@@ -289,5 +298,6 @@ void spec_clear(launch_spec *s)
         free(s->mounts[i].path);
     free(s->mounts);
     free(s->user);
+    free(s->ca_pem);
     *s = (launch_spec){0};
 }

@@ -44,6 +44,9 @@ typedef enum {
 #define SPEC_MOUNT_FS     0x20u /* served by the file server */
 #define SPEC_MOUNT_FLAGS  0x3fu
 #define SPEC_FS_TAG       "bbfs" /* + the mount's index among the SPEC_MOUNT_FS ones */
+/* The sandbox CA (optional, at most once): one PEM certificate of at most this size. */
+#define SPEC_CA_MAX   16384
+#define SPEC_CA_BEGIN "-----BEGIN CERTIFICATE-----\n"
 
 typedef struct spec_mount {
     char *path; /* absolute, normalised: no empty, "." or ".." component, not "/" */
@@ -69,6 +72,9 @@ typedef struct launch_spec {
     unsigned root_flags; /* SPEC_ROOT_* */
     spec_mount *mounts;  /* in mount order: a mount inside another comes after it */
     size_t n_mounts;
+    /* The sandbox CA's certificate (PEM) when bluebox-vmm brokers secrets (vmm/tlsbroker.h):
+     * the guest init adds it to the guest's trust store. NULL when there is none. */
+    char *ca_pem;
 } launch_spec;
 
 const char *spec_mode_name(spec_mode m);

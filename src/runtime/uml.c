@@ -15,6 +15,7 @@
 #include "image.h"
 #include "launch.h"
 #include "uml_bundle.h"
+#include "upstream_ca.h"
 #include "util/spawn.h"
 #include "util/xalloc.h"
 
@@ -108,6 +109,9 @@ static int uml_flags(const launch *l, strv *argv, bb_error **err)
     if (l->bf->network == NET_BRIDGE) { /* refused by the VMM's network policy */
         _cleanup_free_ char *deny = host_addresses();
         strv_push(argv, xasprintf("--env=" ABI_ENV_NET_DENY "=%s", deny));
+        /* The TLS broker's trust, for a sandbox with secrets (upstream_ca.h). */
+        if (upstream_ca_flags(argv, err) < 0)
+            return -1;
     }
     if (l->mode == LAUNCH_AGENT) /* slirp forwards the published port to the guest's agent */
         strv_add(argv, "--env=" ABI_ENV_FORWARD "=" ABI_AGENT_PORT_STR);

@@ -35,7 +35,9 @@
 #include "vmm/disklimit.h"
 #include "vmm/jail.h"
 #include "vmm/net.h"
+#include "vmm/secrets.h"
 #include "vmm/stdin_ring.h"
+#include "vmm/tlsbroker.h"
 
 #define UML_LOG   ABI_MEM_DIR "/uml.log"
 #define SERIAL_FD 3
@@ -211,6 +213,49 @@ static void write_spec(const launch_spec *s)
         off += (size_t)w;
     }
 }
+
+/* The sandbox's secrets (secrets.h), read from the host's fd before anything else runs:
+ * the fd is closed and its variable gone before the spec copies our environment and long
+ * before UML starts. With any, the TLS broker's CA is made now and goes into the spec for
+ * the guest to trust. The egress proxy's children use both (secrets_relay()). */
+static secrets vmm_secrets;
+
+static void secrets_setup(launch_spec *spec)
+{
+    _cleanup_error_ bb_error *err = NULL;
+    if (secrets_load_env(&vmm_secrets, &err) < 0)
+        die("%s", err->msg);
+    if (vmm_secrets.n == 0)
+        return;
+    static const char *const trust[] = TLSBROKER_TRUST_FILES;
+    if (tlsbroker_start(&vmm_secrets, trust, ELEMENTSOF(trust), &err) < 0)
+        die("%s", err->msg);
+    spec->ca_pem = xstrdup(tlsbroker_ca_pem(vmm_secrets.broker));
+}
+
+#ifdef BB_WEAKEN_KNOBS
+/* security/weaken's secret-env (bluebox-vmm-weak only, never installed): each placeholder
+ * in the guest's environment replaced by its real value, so the escape suite's
+ * secret-in-guest check can be seen to fail. */
+static void weaken_secrets(launch_spec *spec)
+{
+    const char *weak = getenv("BLUEBOX_WEAKEN_SECRETS");
+    if (!weak || !streq(weak, "1"))
+        return;
+    for (size_t i = 0; i < spec->env.n; i++) {
+        char *eq = strchr(spec->env.v[i], '=');
+        const secret *sec = NULL;
+        for (size_t k = 0; eq && k < vmm_secrets.n; k++)
+            if (streq(eq + 1, vmm_secrets.v[k].placeholder))
+                sec = &vmm_secrets.v[k];
+        if (!sec)
+            continue;
+        char *kv = xasprintf("%.*s=%s", (int)(eq - spec->env.v[i]), spec->env.v[i], sec->value);
+        free(spec->env.v[i]);
+        spec->env.v[i] = kv;
+    }
+}
+#endif
 
 static char *vmm_dir(void)
 {
@@ -750,7 +795,11 @@ int main(int argc, char **argv)
     if (argc < 2)
         die("no command to run (usage: bluebox-vmm COMMAND [ARG...])");
     _cleanup_spec_ launch_spec spec = {0};
+    secrets_setup(&spec);
     spec_fill(&spec, argc, argv);
+#ifdef BB_WEAKEN_KNOBS
+    weaken_secrets(&spec);
+#endif
     spec_mounts(&spec);
     unsigned mib = ram_mib();
     vmm_net *net = net_setup(getenv(ABI_ENV_NETWORK), getenv(ABI_ENV_FORWARD));

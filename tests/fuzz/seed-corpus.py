@@ -105,6 +105,10 @@ spec_cases = {
     "reordered": SPEC_MAGIC + u32("k", 0) + rec("c", b"/") + rec("a", b"true") + rec("m", b"run")
                  + rec("h", b"h") + u32("u", 1) + u32("g", 1) + u32("r", 0) + rec("M", b"\0/x")
                  + u32("R", 0) + rec("U", b"1:1") + u32("t", 0),
+    "with-ca": spec(extra=rec("C", b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")),
+    "ca-twice": spec(extra=rec("C", b"-----BEGIN CERTIFICATE-----\nA\n")
+                     + rec("C", b"-----BEGIN CERTIFICATE-----\nB\n")),
+    "ca-not-pem": spec(extra=rec("C", b"-----BEGIN PRIVATE KEY-----\nA\n")),
     "user-name-group": spec(user=b"app:wheel"),
     "user-too-long": spec(user=b"u" * 1025),
     "user-twice": spec(user=b"app", extra=rec("U", b"root")),

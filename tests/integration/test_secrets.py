@@ -1,0 +1,365 @@
+"""Secrets the guest never holds (issue 17), the VMM's side: secrets_relay() (src/vmm/tlsbroker.c)
+over real sockets, driven by build/tlsbroker_driver in the place of the egress proxy's
+per-connection child. The guest's side is a Python ssl client that trusts only the sandbox CA
+the broker made; the real host is a Python ssl server with a CA of its own, handed to the
+broker as its upstream trust (as BLUEBOX_UPSTREAM_CA does for bluebox). The server must
+receive the real value, the client must never see it, and a placeholder sent toward a host
+its secret does not list must arrive as the placeholder and be counted.
+
+The end-to-end test through a uml guest needs the Bluefile's secrets (helper P) and the
+egress proxy (helper E); see test_secret_end_to_end at the bottom."""
+import datetime
+import json
+import os
+import socket
+import ssl
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from test_runtime import Home
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+
+PH_A = "BLUEBOX_SECRET_" + "0123456789abcdef" * 2
+PH_B = "BLUEBOX_SECRET_" + "fedcba9876543210" * 2
+VAL_A = "sk-live-real-value-AAAA"
+VAL_B = "ghp-real-value-BBBB"
+
+x509 = pytest.importorskip("cryptography.x509")
+from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
+from cryptography.x509.oid import NameOID  # noqa: E402
+
+
+def driver_path():
+    b = os.environ.get("BLUEBOX_BIN", str(REPO / "build" / "bluebox"))
+    p = Path(b).resolve().parent / "tlsbroker_driver"
+    if not p.exists():
+        pytest.skip(f"{p} is not built (meson builds it with the unit tests)")
+    return p
+
+
+def _name(cn):
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+
+def make_pki(d: Path, names):
+    """An upstream CA and a server certificate for `names`, as PEM files in d."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (x509.CertificateBuilder().subject_name(_name("test upstream CA"))
+          .issuer_name(_name("test upstream CA")).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number())
+          .not_valid_before(now - datetime.timedelta(hours=1))
+          .not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False,
+                                       False), critical=True)
+          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()),
+                         critical=False)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder().subject_name(_name(names[0])).issuer_name(ca.subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]),
+                           critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
+                ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    (d / "ca.pem").write_bytes(ca.public_bytes(pem))
+    (d / "server.pem").write_bytes(cert.public_bytes(pem))
+    (d / "server.key").write_bytes(key.private_bytes(
+        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return d / "ca.pem"
+
+
+class Upstream:
+    """An HTTP/1.1 server (TLS or plain) that records every request head it receives and
+    answers each with a body that says only whether the real value arrived."""
+
+    def __init__(self, d: Path, tls: bool):
+        self.heads = []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.ctx = None
+        if tls:
+            self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.ctx.load_cert_chain(d / "server.pem", d / "server.key")
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.one, args=(c,), daemon=True).start()
+
+    def one(self, c):
+        try:
+            if self.ctx:
+                c = self.ctx.wrap_socket(c, server_side=True)
+            buf = b""
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    more = c.recv(65536)
+                    if not more:
+                        return
+                    buf += more
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                self.heads.append(head.decode("latin-1"))
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    k, _, v = line.partition(b":")
+                    if k.strip().lower() == b"content-length":
+                        length = int(v)
+                while len(buf) < length:
+                    buf += c.recv(65536)
+                body, buf = buf[:length], buf[length:]
+                got = b"real" if VAL_A.encode() in head else b"placeholder"
+                reply = b"got " + got + b" body " + str(len(body)).encode()
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(reply), reply))
+        except (OSError, ssl.SSLError):
+            return
+        finally:
+            c.close()
+
+    def close(self):
+        self.sock.close()
+
+
+def start_driver(tmp: Path, trust: Path, port: int, mode: str, n: int, *hosts):
+    secrets = [
+        {"name": "API_TOKEN", "placeholder": PH_A, "value": VAL_A, "hosts": ["api.test"]},
+        {"name": "OTHER", "placeholder": PH_B, "value": VAL_B, "hosts": ["other.test"]},
+    ]
+    (tmp / "secrets.json").write_text(json.dumps(secrets))
+    p = subprocess.Popen([str(driver_path()), str(tmp / "secrets.json"), str(trust),
+                          str(tmp / "sandbox-ca.pem"), str(port), mode, str(n), *hosts],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    assert line.strip().isdigit(), p.stderr.read()
+    return p, int(line)
+
+
+def guest_client(tmp: Path, port: int, host: str, tls: bool):
+    s = socket.create_connection(("127.0.0.1", port), timeout=20)
+    if tls:
+        ctx = ssl.create_default_context(cafile=str(tmp / "sandbox-ca.pem"))
+        s = ctx.wrap_socket(s, server_hostname=host)
+    return s
+
+
+def read_responses(s, n):
+    """n HTTP responses with Content-Length; the raw bytes of all of them."""
+    raw, buf = b"", b""
+    for _ in range(n):
+        while b"\r\n\r\n" not in buf:
+            more = s.recv(65536)
+            assert more, f"connection closed after {raw + buf!r}"
+            buf += more
+        head, rest = buf.split(b"\r\n\r\n", 1)
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        while len(rest) < length:
+            rest += s.recv(65536)
+        raw += head + b"\r\n\r\n" + rest[:length]
+        buf = rest[length:]
+    return raw
+
+
+def finish(p):
+    out, err = p.communicate(timeout=20)
+    assert p.returncode == 0, err
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def requests_for(host):
+    body = b"payload " + PH_A.encode()  # bodies pass untouched
+    return (f"POST /one HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {PH_A}\r\n"
+            f"X-Other: {PH_B}\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body + (
+            f"GET /two HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {PH_A}\r\n\r\n").encode()
+
+
+@pytest.mark.parametrize("tls", [True, False], ids=["https", "http"])
+def test_real_value_reaches_only_its_host(tmp_path, tls):
+    trust = make_pki(tmp_path, ["api.test", "other.test"])
+    up = Upstream(tmp_path, tls)
+    p, port = start_driver(tmp_path, trust, up.port, "tls" if tls else "plain", 1, "api.test")
+    try:
+        s = guest_client(tmp_path, port, "api.test", tls)
+        # Cut into small writes: the rewriter holds heads across reads.
+        data = requests_for("api.test")
+        for i in range(0, len(data), 37):
+            s.sendall(data[i:i + 37])
+        raw = read_responses(s, 2)
+        s.close()
+    finally:
+        up.close()
+    stats = finish(p)
+    assert raw.count(b"got real") == 2
+    assert VAL_A.encode() not in raw and VAL_B.encode() not in raw
+    assert len(up.heads) == 2
+    assert all(f"Authorization: Bearer {VAL_A}" in h for h in up.heads)
+    assert PH_A not in "".join(up.heads)
+    assert f"X-Other: {PH_B}" in up.heads[0]  # another host's secret stays a placeholder
+    assert b"body %d" % len(b"payload " + PH_A.encode()) in raw
+    assert stats == [{"ret": 0, "host": "api.test", "up": len(data), "down": len(raw),
+                      "requests": 2, "substituted": 2, "leaks": 1, "error": ""}]
+
+
+def test_placeholder_to_other_host_is_counted(tmp_path):
+    """PH_A sent to other.test (which carries only PH_B's secret): it arrives as the
+    placeholder, and the attempt is counted for the log."""
+    trust = make_pki(tmp_path, ["api.test", "other.test"])
+    up = Upstream(tmp_path, True)
+    p, port = start_driver(tmp_path, trust, up.port, "tls", 1, "other.test")
+    try:
+        s = guest_client(tmp_path, port, "other.test", True)
+        s.sendall(requests_for("other.test"))
+        raw = read_responses(s, 2)
+        s.close()
+    finally:
+        up.close()
+    stats = finish(p)
+    assert raw.count(b"got placeholder") == 2
+    assert all(f"Authorization: Bearer {PH_A}" in h for h in up.heads)
+    assert f"X-Other: {VAL_B}" in up.heads[0]
+    assert VAL_A not in "".join(up.heads)
+    assert stats[0]["leaks"] == 3 and stats[0]["substituted"] == 1
+
+
+def test_untrusted_upstream_is_refused(tmp_path):
+    """The real host's certificate must verify against the upstream trust: another CA's
+    server gets no request (and no value), and the guest reads why."""
+    make_pki(tmp_path, ["api.test"])
+    other = tmp_path / "other"
+    other.mkdir()
+    wrong_trust = make_pki(other, ["api.test"])
+    up = Upstream(tmp_path, True)
+    p, port = start_driver(tmp_path, wrong_trust, up.port, "tls", 1, "api.test")
+    try:
+        s = guest_client(tmp_path, port, "api.test", True)
+        raw = read_responses(s, 1)
+        s.close()
+    finally:
+        up.close()
+    stats = finish(p)
+    assert raw.startswith(b"HTTP/1.1 502")
+    assert b"did not verify" in raw
+    assert stats[0]["ret"] == -1 and "did not verify" in stats[0]["error"]
+    assert up.heads == []
+
+
+def test_sandbox_ca_vouches_only_for_secret_hosts(tmp_path):
+    """The sandbox CA's name constraints: a leaf it signs for a host no secret lists does not
+    verify in the guest, whatever the broker is asked to do."""
+    trust = make_pki(tmp_path, ["evil.test"])
+    up = Upstream(tmp_path, True)
+    p, port = start_driver(tmp_path, trust, up.port, "tls", 1, "evil.test")
+    try:
+        with pytest.raises(ssl.SSLCertVerificationError):
+            guest_client(tmp_path, port, "evil.test", True)
+    finally:
+        up.close()
+        p.kill()
+        p.wait()
+    pem = (tmp_path / "sandbox-ca.pem").read_text()
+    assert pem.count("BEGIN CERTIFICATE") == 1 and "PRIVATE KEY" not in pem
+    ca = x509.load_pem_x509_certificate(pem.encode())
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    nc = ca.extensions.get_extension_for_class(x509.NameConstraints)
+    assert nc.critical
+    assert sorted(n.value for n in nc.value.permitted_subtrees) == ["api.test", "other.test"]
+
+
+# ---------------------------------------------------------------------------- end to end
+# Through a uml guest: needs the Bluefile's `allow:`/`secrets:` keys (bluebox's host side)
+# and the egress proxy that calls secrets_relay() (bluebox-vmm). Skipped by a bluebox whose
+# Bluefile refuses the keys. Root, podman, the Debian test image and its apt mirror (curl).
+def _e2e_prereqs():
+    if os.geteuid() != 0 or not os.environ.get("BLUEBOX_TEST_DEBIAN_IMAGE"):
+        pytest.skip("needs root, podman and BLUEBOX_TEST_DEBIAN_IMAGE (tests/integration/setup.sh)")
+    if not Path("/usr/bin/linux.uml").exists():
+        pytest.skip("needs user-mode-linux")
+
+
+def _host_addr():
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show", "scope", "global"],
+                         capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        w = line.split()
+        if not w[1].startswith(("podman", "cni-", "veth")):
+            return w[3].split("/")[0]
+    pytest.skip("no global IPv4 address on this host")
+
+
+def test_secret_end_to_end(tmp_path, bluebox_bin):
+    """The guest's curl, with only the placeholder in its environment, reaches an HTTPS
+    server of the test (its CA handed to bluebox as BLUEBOX_UPSTREAM_CA) through the sandbox
+    CA the guest init installed: the server receives the real value; the guest's output and
+    environment hold only the placeholder; another secret's placeholder sent there arrives
+    as it is and the connection log counts the attempt."""
+    _e2e_prereqs()
+    addr = _host_addr()
+    name = "host.containers.internal"
+    trust = make_pki(tmp_path, [name])
+    up = Upstream(tmp_path, True)
+    up.sock.close()  # listen on every address: host.containers.internal is the host's
+    up.sock = socket.create_server(("0.0.0.0", 0))
+    up.port = up.sock.getsockname()[1]
+    threading.Thread(target=up.serve, daemon=True).start()
+    h = Home(bluebox_bin)
+    try:
+        sb = h.sandbox("secrets-e2e", f"""base: {os.environ['BLUEBOX_TEST_DEBIAN_IMAGE']}
+pkgmgr: apt
+backend: uml
+ram_mib: 512
+network: bridge
+packages: [curl]
+allow:
+  - {name}:{up.port}
+  - {addr}/32
+secrets:
+  - name: API_TOKEN
+    from_env: BB_E2E_TOKEN
+    hosts: [{name}]
+  - name: OTHER_TOKEN
+    from_env: BB_E2E_OTHER
+    hosts: [other.invalid]
+""")
+        env = {"BB_E2E_TOKEN": VAL_A, "BB_E2E_OTHER": VAL_B,
+               "BLUEBOX_UPSTREAM_CA": str(trust)}
+        r = h("build", sb, env=env, timeout=900)
+        if r.returncode != 0 and b"unknown key" in r.stderr:
+            pytest.skip("this bluebox has no Bluefile secrets yet: "
+                        + r.stderr.decode().strip().splitlines()[-1])
+        assert r.returncode == 0, r
+        script = (f'echo "env $API_TOKEN $OTHER_TOKEN"; '
+                  f'curl -sS -H "Authorization: Bearer $API_TOKEN" -H "X-Other: $OTHER_TOKEN" '
+                  f'https://{name}:{up.port}/one; echo; '
+                  f'cat /proc/[0-9]*/environ 2>/dev/null | tr "\\0" "\\n" | grep TOKEN | sort -u')
+        r = h("run", sb, "--", "sh", "-c", script, env=env, timeout=300)
+        out = r.stdout.decode()
+        assert r.returncode == 0, r
+        assert f"env {PH_A} {PH_B}" in out, out
+        assert "got real" in out, out
+        assert VAL_A not in out and VAL_B not in out, out
+        assert any(f"Authorization: Bearer {VAL_A}" in hd for hd in up.heads), up.heads
+        assert any(f"X-Other: {PH_B}" in hd for hd in up.heads), up.heads
+        log = Path(h.dir / "home" / "logs" / f"{sb}.net.log")
+        if log.exists():
+            text = log.read_text()
+            assert VAL_A not in text and VAL_B not in text
+            assert "leak" in text, text
+    finally:
+        up.close()
+        h.close()
