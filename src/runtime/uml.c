@@ -75,23 +75,13 @@ static int uml_flags(const launch *l, strv *argv, bb_error **err)
     if (l->mode == LAUNCH_AGENT)
         strv_add(argv, "--cap-add=NET_ADMIN");
     strv_add(argv, "--security-opt=apparmor=unconfined");
-    /* Test-only until the Bluefile's allow: lands (issue 17, the lead replaces this): with
-     * BLUEBOX_NET_ALLOW in bluebox's own environment, a bridge sandbox runs in allowlist
-     * mode, logging to the host file BLUEBOX_NET_LOG names; podman's /etc/hosts stays (the
-     * VMM resolves allowed names itself; the jail keeps the file out of the guest's view). */
-    const char *allow = getenv(ABI_ENV_NET_ALLOW), *netlog = getenv(ABI_ENV_NET_LOG);
-    if (l->bf->network == NET_BRIDGE && allow) {
-        strv_push(argv, xasprintf("--env=" ABI_ENV_NET_ALLOW "=%s", allow));
-        if (netlog && *netlog) {
-            strv_add(argv, "-v");
-            strv_push(argv, xasprintf("%s:" ABI_NET_LOG ":rw", netlog));
-            strv_add(argv, "--env=" ABI_ENV_NET_LOG "=" ABI_NET_LOG);
-        }
-    } else {
+    if (!l->bf->has_allow) {
         /* podman's /etc/hosts carries the host's entries: the guest init writes its own
          * (src/guest/root.c). Its /etc/resolv.conf stays for the VMM's libslirp, which
          * forwards the guest's DNS to those resolvers; the jail keeps it out of the guest's
-         * view. */
+         * view. With allow: the VMM answers the guest's DNS and resolves allowed names itself
+         * (src/vmm/egress.h), so podman's file stays, equally out of the guest's view; the
+         * list, the log and the secrets are launch.c's egress flags. */
         strv_add(argv, "--no-hosts");
     }
     /* A read-only root's /tmp, /run and /var/tmp are the guest's own tmpfs (in its RAM), not
@@ -110,7 +100,7 @@ static int uml_flags(const launch *l, strv *argv, bb_error **err)
         _cleanup_free_ char *deny = host_addresses();
         strv_push(argv, xasprintf("--env=" ABI_ENV_NET_DENY "=%s", deny));
         /* The TLS broker's trust, for a sandbox with secrets (upstream_ca.h). */
-        if (upstream_ca_flags(argv, err) < 0)
+        if (l->bf->n_secrets > 0 && upstream_ca_flags(argv, err) < 0)
             return -1;
     }
     if (l->mode == LAUNCH_AGENT) /* slirp forwards the published port to the guest's agent */

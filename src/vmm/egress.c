@@ -90,6 +90,7 @@ struct egress {
     shared_state *shared;     /* with the children */
     pid_t kids[MAX_CHILDREN]; /* proxy children that may be alive; 0 = free */
     const char *sandbox;
+    const secrets *secrets; /* vmm.c's; NULL or empty: no broker, no leak scan */
     bool weaken_dns, weaken_sni;
     size_t pv_start, pv_n; /* the listeners' slots in this round's poll set */
 };
@@ -98,8 +99,9 @@ struct egress {
 
 typedef struct logrec {
     const char *kind, *name, *decision, *rule, *reason, *seen, *addr;
-    int port;   /* -1: none */
-    bool stats; /* bytes and duration present */
+    int port;      /* -1: none */
+    bool stats;    /* bytes and duration present */
+    bool brokered; /* relayed by the secrets broker: its counters present */
     relay_stats st;
     int64_t ms;
 } logrec;
@@ -166,6 +168,14 @@ static void elog(egress *e, const logrec *r)
                                 ",\"bytes_up\":%llu,\"bytes_down\":%llu,\"duration_ms\":%lld",
                                 (unsigned long long)r->st.up, (unsigned long long)r->st.down,
                                 (long long)r->ms);
+    if (r->brokered)
+        off += (size_t)snprintf(buf + off, sizeof buf - off,
+                                ",\"brokered\":true,\"requests\":%llu,\"substituted\":%llu",
+                                (unsigned long long)r->st.requests,
+                                (unsigned long long)r->st.substituted);
+    if (r->st.leaks)
+        off += (size_t)snprintf(buf + off, sizeof buf - off, ",\"leaks\":%llu",
+                                (unsigned long long)r->st.leaks);
     off += (size_t)snprintf(buf + off, sizeof buf - off, "}\n");
     log_write(e, buf, off < sizeof buf ? off : sizeof buf - 1);
 }
@@ -212,8 +222,8 @@ static bool knob(const char *name)
 #endif
 }
 
-egress *egress_new(Slirp *slirp, const char *allow, egress_send_fn *send, void *opaque,
-                   char **ret_why)
+egress *egress_new(Slirp *slirp, const char *allow, const secrets *sec, egress_send_fn *send,
+                   void *opaque, char **ret_why)
 {
     allowlist a;
     const char *bad = allow;
@@ -225,7 +235,8 @@ egress *egress_new(Slirp *slirp, const char *allow, egress_send_fn *send, void *
         return NULL;
     }
     egress *e = xmalloc(sizeof *e);
-    *e = (egress){.slirp = slirp, .allow = a, .send = send, .opaque = opaque, .log_fd = -1};
+    *e = (egress){
+        .slirp = slirp, .allow = a, .secrets = sec, .send = send, .opaque = opaque, .log_fd = -1};
     for (size_t i = 0; i < FAKE_N; i++)
         for (size_t k = 0; k < FAKE_PORTS; k++)
             e->fakes[i].listen_fd[k] = -1;
@@ -716,11 +727,14 @@ static int send_all(int fd, const uint8_t *b, size_t n)
     return 0;
 }
 
-int egress_relay_plain(int g, const uint8_t *pre, size_t pre_len, int u, relay_stats *st)
+int egress_relay_plain(int g, const uint8_t *pre, size_t pre_len, int u, leak_scan *ls,
+                       relay_stats *st)
 {
     if (pre_len && send_all(u, pre, pre_len) < 0)
         return -1;
     st->up += pre_len;
+    if (ls)
+        leak_scan_feed(ls, pre, pre_len);
     uint8_t *buf = xmalloc(RELAY_BUF);
     int fds[2] = {g, u};
     bool open_in[2] = {true, true}; /* g still sends / u still sends */
@@ -754,9 +768,11 @@ int egress_relay_plain(int g, const uint8_t *pre, size_t pre_len, int u, relay_s
                 open_in[0] = open_in[1] = false;
                 break;
             }
-            if (i == 0)
+            if (i == 0) {
                 st->up += (uint64_t)r;
-            else
+                if (ls)
+                    leak_scan_feed(ls, buf, (size_t)r);
+            } else
                 st->down += (uint64_t)r;
         }
     }
@@ -806,13 +822,27 @@ static _noreturn_ void egress_child(egress *e, const fake *f, uint16_t port, int
     if (pre_len < 0)
         pre_len = 0;
     relay_stats st = {0};
-    /* EGRESS RELAY CALL SITE: the one place that decides how this connection is relayed. For
-     * helper S's broker the lead wires in here: if f->name carries a secret,
-     * secrets_relay(g, pre, pre_len, u, f->name, c.tls, secrets, &st); otherwise, as now, the
-     * plain relay. */
-    int rc = egress_relay_plain(g, pre, (size_t)pre_len, u, &st);
+    int rc;
+    if (e->secrets && secrets_for_host(e->secrets, f->name)) {
+        /* a host a secret goes to: the broker (TLS terminated with the sandbox's CA) */
+        rc = secrets_relay(g, pre, (size_t)pre_len, u, f->name, c.tls, e->secrets, &st);
+        c.rec.brokered = true;
+    } else {
+        /* any other host: passed as it is; with secrets, a plain stream is searched for
+         * placeholders (a TLS stream is opaque here: its host cannot get a value either) */
+        leak_scan ls;
+        bool scan = e->secrets && e->secrets->n > 0;
+        if (scan)
+            leak_scan_init(&ls, e->secrets, f->name);
+        rc = egress_relay_plain(g, pre, (size_t)pre_len, u, scan ? &ls : NULL, &st);
+        if (scan)
+            st.leaks = ls.leaks;
+    }
+    free(pre);
     if (rc < 0)
-        c.rec.reason = "a side failed during the relay";
+        c.rec.reason = st.error ? st.error : "a side failed during the relay";
+    if (st.leaks)
+        c.rec.reason = "attempted leak: a secret's placeholder sent to a host it does not list";
     c.rec.stats = true;
     c.rec.st = st;
     c.rec.ms = mono_ms_since(c.start_ms);

@@ -28,6 +28,8 @@
 
 #include "net.h"
 #include "netpolicy.h"
+#include "secrets.h"
+#include "tlsbroker.h" /* relay_stats */
 
 /* The connection log's bytes per boot; past it one "log full" line, then nothing. */
 #define EGRESS_LOG_CAP ((uint64_t)4 << 20)
@@ -35,16 +37,14 @@
 typedef struct egress egress;
 typedef void egress_send_fn(const void *frame, size_t len, void *opaque);
 
-/* What a relay moved: guest to upstream (up) and back (down). */
-typedef struct relay_stats {
-    uint64_t up, down;
-} relay_stats;
-
 /* The engine for the allowlist allow (ABI_ENV_NET_ALLOW's value) over slirp, answering the
- * guest through send. Opens the log (ABI_ENV_NET_LOG, when set) now, before the jail. NULL
- * with *ret_why (allocated) set on a malformed list or a log that cannot be opened. */
-egress *egress_new(Slirp *slirp, const char *allow, egress_send_fn *send, void *opaque,
-                   char **ret_why);
+ * guest through send. Opens the log (ABI_ENV_NET_LOG, when set) now, before the jail. With
+ * secrets (may be NULL or empty), connections to a host one lists go through the broker
+ * (secrets_relay(), tlsbroker.h) and every other plain stream is scanned for placeholders
+ * (attempted leaks, logged). NULL with *ret_why (allocated) set on a malformed list or a log
+ * that cannot be opened. */
+egress *egress_new(Slirp *slirp, const char *allow, const secrets *sec, egress_send_fn *send,
+                   void *opaque, char **ret_why);
 /* The policy a resolved address must pass (refusals of the safe default after the CIDR
  * entries): the caller adds the host's own addresses to it. */
 netpolicy *egress_rebind_policy(egress *e);
@@ -57,5 +57,7 @@ void egress_poll_done(egress *e, const pollvec *pv);
 void egress_free(egress *e);
 
 /* A plain relay between the guest's connection g and upstream u: pre (the guest's first
- * bytes, already read from g) goes up first. 0, or -1 when a side failed. */
-int egress_relay_plain(int g, const uint8_t *pre, size_t pre_len, int u, relay_stats *st);
+ * bytes, already read from g) goes up first; what goes up is fed to ls when not NULL. 0, or
+ * -1 when a side failed. */
+int egress_relay_plain(int g, const uint8_t *pre, size_t pre_len, int u, leak_scan *ls,
+                       relay_stats *st);

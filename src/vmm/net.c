@@ -312,17 +312,17 @@ static void egress_send(const void *frame, size_t len, void *opaque)
 }
 
 /* bridge with an allowlist (ABI_ENV_NET_ALLOW set, even empty): the egress engine decides. */
-static egress *allowlist_engine(vmm_net *n, const char *allow)
+static egress *allowlist_engine(vmm_net *n, const char *allow, const secrets *sec)
 {
     _cleanup_free_ char *why = NULL;
-    egress *e = egress_new(n->slirp, allow, egress_send, n, &why);
+    egress *e = egress_new(n->slirp, allow, sec, egress_send, n, &why);
     if (!e)
         net_die("%s", why);
     add_host_refusals(egress_rebind_policy(e));
     return e;
 }
 
-vmm_net *net_setup(const char *mode, const char *forward)
+vmm_net *net_setup(const char *mode, const char *forward, const secrets *sec)
 {
     /* none with forwards (an up sandbox's agent port): libslirp's restricted mode, in which
      * the guest reaches nothing at all and only the host forwards reach the guest. */
@@ -369,7 +369,7 @@ vmm_net *net_setup(const char *mode, const char *forward)
         net_die("cannot start the user-mode network stack (libslirp)");
     const char *allow = getenv(ABI_ENV_NET_ALLOW);
     if (!restricted && allow)
-        n->egress = allowlist_engine(n, allow);
+        n->egress = allowlist_engine(n, allow, sec);
     else if (!restricted)
         n->policy = bridge_policy();
     if (forward && *forward) {

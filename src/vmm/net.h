@@ -11,6 +11,7 @@
 #include "util/strv.h"
 
 typedef struct vmm_net vmm_net;
+typedef struct secrets secrets;
 
 /* A growing poll set shared by the relay and the network. */
 typedef struct pollvec {
@@ -23,8 +24,8 @@ size_t pollvec_add(pollvec *pv, int fd, short events);
  * ports forwarded from the container's namespace to the same port in the guest). NULL for
  * none without forwards; none with forwards is a restricted stack (the guest reaches nothing,
  * the forwards reach the guest). Dies with a clear message on a bad value or when the stack
- * cannot start. */
-vmm_net *net_setup(const char *mode, const char *forward);
+ * cannot start. With an allowlist the egress engine takes secrets (egress.h; may be empty). */
+vmm_net *net_setup(const char *mode, const char *forward, const secrets *sec);
 /* The kernel's vec0 device for the guest (nothing for none). */
 void net_kernel_args(const vmm_net *n, strv *argv);
 /* Add the network's fds to pv and lower *timeout_ms (-1 = none) for its timers. */

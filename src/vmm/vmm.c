@@ -802,7 +802,7 @@ int main(int argc, char **argv)
 #endif
     spec_mounts(&spec);
     unsigned mib = ram_mib();
-    vmm_net *net = net_setup(getenv(ABI_ENV_NETWORK), getenv(ABI_ENV_FORWARD));
+    vmm_net *net = net_setup(getenv(ABI_ENV_NETWORK), getenv(ABI_ENV_FORWARD), &vmm_secrets);
     _cleanup_free_ char *dir = vmm_dir();
     disk_limit disk;
     const char *why = NULL;
