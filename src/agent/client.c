@@ -22,7 +22,7 @@
 #include "util/time.h"
 #include "util/xalloc.h"
 
-#define DIAL_MS      2000
+#define DIAL_MS 2000
 /* The agent answers a hello at once when idle; 20 execs at once on a loaded two-core host
  * took over 10 s under uml's ptrace (test_agent's twenty parallel execs). */
 #define HANDSHAKE_MS 30000
