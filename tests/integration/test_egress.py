@@ -104,9 +104,11 @@ def took(out, tag):
 
 class DnsSpy:
     """A DNS forwarder on addr:53 that records every name asked, passing queries on to the
-    host's own resolver: as the container's only nameserver, it sees whatever leaves."""
+    host's own resolver: as the container's only nameserver, it sees whatever leaves.
+    answers: names it answers itself (an IPv4 address each; no AAAA), for test servers."""
 
-    def __init__(self, addr):
+    def __init__(self, addr, answers=None):
+        self.answers = answers or {}
         ns = [ln.split()[1] for ln in open("/etc/resolv.conf") if ln.startswith("nameserver")]
         self.upstream = ns[0]
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -125,13 +127,31 @@ class DnsSpy:
             off += 1 + m[off]
         return ".".join(labels).lower()
 
+    @staticmethod
+    def answer(m, addr):
+        """The reply to query m: one A record for addr (an empty answer to other types)."""
+        end = 12
+        while m[end]:
+            end += 1 + m[end]
+        question = m[12:end + 5]
+        qtype = struct.unpack(">H", m[end + 1:end + 3])[0]
+        rr = b""
+        if qtype == 1:
+            rr = struct.pack(">HHHIH", 0xC00C, 1, 1, 60, 4) + socket.inet_aton(addr)
+        return (m[:2] + struct.pack(">HHHHH", 0x8180, 1, 1 if rr else 0, 0, 0) + question
+                + rr)
+
     def loop(self):
         while not self.stop.is_set():
             try:
                 m, peer = self.sock.recvfrom(4096)
             except OSError:
                 continue
-            self.names.append(self.qname(m))
+            name = self.qname(m)
+            self.names.append(name)
+            if name in self.answers:
+                self.sock.sendto(self.answer(m, self.answers[name]), peer)
+                continue
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as up:
                 up.settimeout(3)
                 try:
