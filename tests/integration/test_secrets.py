@@ -12,9 +12,11 @@ import datetime
 import json
 import os
 import re
+import shutil
 import socket
 import ssl
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 
@@ -416,3 +418,58 @@ secrets:
         sink.close()
         h.close()
 
+
+
+def test_secret_end_to_end_strict(env, tmp_path, bluebox_bin):  # noqa: F811
+    """isolation: strict (rootless podman, the VMM a subordinate UID): the secret still
+    reaches the VMM (a memfd at fd 3) and the upstream trust file (bind-mounted), so the HTTPS
+    server gets the real value through the sandbox CA while the guest holds the placeholder;
+    the connection log is the sandbox root's and `logs --net` reads it."""
+    _e2e_prereqs()
+    user = env["BLUEBOX_TEST_USER"]
+    addr = _host_addr()  # rootless: host.containers.internal is the host's own address
+    name = "host.containers.internal"
+    pki = Path(tempfile.mkdtemp(prefix="bluebox-it-pki-", dir="/var/tmp"))
+    pki.chmod(0o755)
+    trust = make_pki(pki, [name])
+    trust.chmod(0o644)  # the VMM reads it as the sandbox's root, a subordinate UID
+    up = _listen_everywhere(Upstream(pki, True))
+    h = Home(bluebox_bin, user=user)
+    h.user_env = {"BB_E2E_TOKEN": VAL_A, "BLUEBOX_UPSTREAM_CA": str(trust)}
+    try:
+        sb = h.sandbox("secrets-strict", f"""base: {os.environ['BLUEBOX_TEST_DEBIAN_IMAGE']}
+pkgmgr: apt
+backend: uml
+ram_mib: 512
+isolation: strict
+network: bridge
+packages: [curl]
+allow:
+  - {name}:{up.port}
+  - {addr}/32
+secrets:
+  - name: API_TOKEN
+    from_env: BB_E2E_TOKEN
+    hosts: [{name}]
+""")
+        r = h("build", sb, timeout=900)
+        assert r.returncode == 0, r
+        script = (f'echo "env $API_TOKEN"; '
+                  f'curl -sS -H "Authorization: Bearer $API_TOKEN" '
+                  f'https://{name}:{up.port}/one 2>&1; echo')
+        r = h("run", sb, "--", "sh", "-c", script, timeout=300)
+        out = r.stdout.decode()
+        assert r.returncode == 0, r
+        m = re.search(r"^env (BLUEBOX_SECRET_[0-9a-f]{32})$", out, re.M)
+        assert m and "got real" in out and VAL_A not in out, out
+        assert [f"Authorization: Bearer {VAL_A}" in hd for hd in up.heads] == [True], up.heads
+        log = h.dir / "home" / "logs" / "net" / f"{sb}.log"
+        assert log.stat().st_uid != os.stat(h.dir).st_uid  # the sandbox's root owns it
+        assert VAL_A not in log.read_text()
+        shown = h("logs", sb, "--net")
+        assert shown.returncode == 0, shown
+        assert f"{name}:{up.port}".encode() in shown.stdout, shown
+    finally:
+        up.close()
+        h.close()
+        shutil.rmtree(pki, ignore_errors=True)
