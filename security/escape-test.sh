@@ -1044,9 +1044,10 @@ fi
 # gets NXDOMAIN from bluebox's own resolver and is never looked up upstream (a query that left
 # could carry data out). sni-fronting: with the mirror allowed, a connection to
 # the allowed name that says another name (an HTTP Host, a TLS SNI) is reset before anything
-# reaches the server, while the same request with the right name gets an answer. The list
-# reaches the VMM through bluebox's environment (BLUEBOX_NET_ALLOW, BLUEBOX_NET_LOG) until the
-# Bluefile's allow: key lands.
+# reaches the server, while the same request with the right name gets an answer. Each list is
+# the Bluefile's allow:; the denial is read from the sandbox's connection log,
+# logs/net/<name>.log (strict: the VMM's file, owned by the sandbox's root, read through
+# podman unshare).
 E=$BASE_NAME-e
 apt_mirror_host() {
     cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null |
@@ -1063,6 +1064,23 @@ hs = b"\x01" + struct.pack(">I", len(body))[1:] + body
 print("".join("\\%03o" % b for b in b"\x16\x03\x01" + struct.pack(">H", len(hs)) + hs))
 EOF
 }
+# egress_box ENTRY...: sandbox E's Bluefile with allow: ENTRY..., built (the image is cached)
+egress_box() {
+    local out list="" a
+    for a in "$@"; do list+=$'\n'"  - \"$a\""; done
+    [ -d "$BLUEBOX_HOME/sandboxes/$E" ] || define "$E" ""
+    printf '%s\n' "base: $IMAGE
+backend: $BACKEND
+ram_mib: 256
+network: bridge
+$ISO
+allow:$list" >"$BLUEBOX_HOME/sandboxes/$E/Bluefile"
+    out=$("$BIN" build "$E" 2>&1) || setup_error "bluebox build $E failed: $(tail -n1 <<<"$out")"
+}
+# net_log FILE: a connection log as this user can read it (strict: the sandbox's root owns it)
+net_log() {
+    if [ "$ME" = 0 ]; then cat "$1" 2>/dev/null; else podman unshare cat "$1" 2>/dev/null; fi
+}
 egress_checks() {
     local host out log
     if [ "$BACKEND" != uml ]; then
@@ -1076,44 +1094,36 @@ egress_checks() {
         want sni-fronting && skip sni-fronting "no apt mirror name that resolves here to test with"
         return
     fi
-    define "$E" "base: $IMAGE
-backend: $BACKEND
-ram_mib: 256
-network: bridge
-$ISO"
-    out=$("$BIN" build "$E" 2>&1) || setup_error "bluebox build $E failed: $(tail -n1 <<<"$out")"
-    log=$WORK/egress.log
-    : >"$log"
-    chmod 600 "$log"
-
+    log=$BLUEBOX_HOME/logs/net/$E.log
     local evil
     evil=$(client_hello "fronted.invalid")
     # dns-exfil: the list names another host; the mirror's name, which resolves upstream, is
     # the name the guest must not get answered
-    # (strict: the container's root is a subordinate uid that cannot open our file; no log)
-    local logvar=BLUEBOX_NET_LOG=$log
-    [ "$MODE" = strict ] && logvar=BLUEBOX_NET_LOG=
-    out=$(env BLUEBOX_NET_ALLOW=allowed.invalid "$logvar" "$BIN" run "$E" -- sh -c "
+    egress_box allowed.invalid
+    out=$("$BIN" run "$E" -- sh -c "
 echo '== dns-exfil'
 nslookup $host 2>&1 | grep -E 'Address:|NXDOMAIN' | tail -n1" </dev/null 2>&1)
-    out+=$'\n'$(env BLUEBOX_NET_ALLOW="$host" "$logvar" "$BIN" run "$E" -- sh -c "
+    net_log "$log" >"$WORK/egress-dns.log"
+    egress_box "$host"
+    out+=$'\n'$("$BIN" run "$E" -- sh -c "
 echo '== sni-fronting'
 # (the write side stays open a while: a server may reset a request half-closed at once)
 { printf 'HEAD / HTTP/1.0\r\nHost: $host\r\n\r\n'; sleep 2; } | timeout 10 nc $host 80 | head -c 12; echo ' (right Host)'
 { printf 'HEAD / HTTP/1.0\r\nHost: fronted.invalid\r\n\r\n'; sleep 2; } | timeout 10 nc $host 80 | head -c 12 | sed 's/^/FRONTED-HOST /'; echo
 { printf '$evil'; sleep 2; } | timeout 10 nc $host 80 | head -c 12 | od -c | head -n1 | sed 's/^/FRONTED-SNI /'; echo
 echo '== end'" </dev/null 2>&1)
+    net_log "$log" >"$WORK/egress.log"
     printf '%s\n' "$out" >"$WORK/egress.out"
-    [ -n "${BLUEBOX_ESCAPE_DEBUG:-}" ] && { cat "$WORK/egress.out"; cat "$log"; } >&2
+    [ -n "${BLUEBOX_ESCAPE_DEBUG:-}" ] && { cat "$WORK/egress.out"; cat "$WORK/egress.log"; } >&2
     if want dns-exfil; then
         local ans
         ans=$(printf '%s\n' "$out" | awk '$0 == "== dns-exfil" {on=1; next} /^== / {on=0} on' | head -n1)
         if [[ $ans == *"Address:"* ]]; then
             fail dns-exfil "a name not on the allowlist resolved ($host -> ${ans#*Address: }): guest DNS leaves the sandbox"
-        elif [ "$MODE" = standard ] && ! grep -qF "\"name\":\"$host\",\"decision\":\"deny\"" "$log"; then
-            fail dns-exfil "no logged denial for $host: ${ans:-no answer}"
+        elif ! grep -qF "\"kind\":\"dns\",\"name\":\"$host\",\"decision\":\"deny\"" "$WORK/egress-dns.log"; then
+            fail dns-exfil "no logged denial for $host in $log: ${ans:-no answer}"
         else
-            pass dns-exfil "a name not on the allowlist gets NXDOMAIN from bluebox's resolver, never asked upstream$([ "$MODE" = standard ] && echo ', logged')"
+            pass dns-exfil "a name not on the allowlist gets NXDOMAIN from bluebox's resolver, never asked upstream, logged"
         fi
     fi
     if want sni-fronting; then
@@ -1123,10 +1133,12 @@ echo '== end'" </dev/null 2>&1)
             fail sni-fronting "a request to $host with Host: fronted.invalid got an answer: $(grep '^FRONTED-HOST' <<<"$sec")"
         elif grep -q '^FRONTED-SNI 0000000 ' <<<"$sec"; then
             fail sni-fronting "a TLS ClientHello to $host naming fronted.invalid got an answer: $(grep '^FRONTED-SNI' <<<"$sec")"
+        elif [ "$(grep -F '"decision":"deny"' "$WORK/egress.log" | grep -cF '"seen":"fronted.invalid"')" -lt 2 ]; then
+            fail sni-fronting "the fronted Host and SNI were refused, but $log does not show both denials"
         elif ! grep -q '^HTTP/.*(right Host)' <<<"$sec"; then
             warn sni-fronting "fronting was refused, but so was the right request to $host (nothing to compare): $(head -n1 <<<"$sec")"
         else
-            pass sni-fronting "a Host or TLS SNI naming another name than the allowed one is reset before it reaches $host"
+            pass sni-fronting "a Host or TLS SNI naming another name than the allowed one is reset before it reaches $host, logged"
         fi
     fi
 }
@@ -1558,11 +1570,7 @@ secrets:
     from_env: BLUEBOX_ESCAPE_SECRET
     hosts: [api.escape.test]"
     if ! out=$(BLUEBOX_ESCAPE_SECRET=$value "$BIN" build "$c" 2>&1); then
-        if grep -qiE "secrets|allow" <<<"$out"; then
-            skip secret-in-guest "this bluebox has no Bluefile secrets: $(tail -n1 <<<"$out")"
-        else
-            fail secret-in-guest "bluebox build failed: $(tail -n1 <<<"$out")"
-        fi
+        fail secret-in-guest "bluebox build failed: $(tail -n1 <<<"$out")"
         return
     fi
     data=$BLUEBOX_HOME/data/$c

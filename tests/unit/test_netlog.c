@@ -37,6 +37,18 @@ static void table(void **s)
     free(t);
 }
 
+/* A rule and a reason both: the reason follows the rule after a space, in parentheses. */
+static void rule_and_reason(void **s)
+{
+    (void)s;
+    size_t bad;
+    char *t = render("{\"name\":\"api.example.com\",\"port\":443,\"decision\":\"allow\","
+                     "\"rule\":\"api.example.com\",\"reason\":\"attempted leak\"}\n",
+                     200, &bad);
+    assert_contains(t, "  api.example.com (attempted leak)  ");
+    free(t);
+}
+
 static void last_lines_only(void **s)
 {
     (void)s;
@@ -84,6 +96,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(table),
+        cmocka_unit_test(rule_and_reason),
         cmocka_unit_test(last_lines_only),
         cmocka_unit_test(hostile),
     };
