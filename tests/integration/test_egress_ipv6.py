@@ -17,8 +17,6 @@ Needs root, podman, uml and BLUEBOX_TEST_DEBIAN=1."""
 import json
 import os
 
-import pytest
-
 from test_egress_registries import DEBIAN, apt_hosts
 from test_podman_build import env  # noqa: F401  (session fixture: setup.sh, --debian)
 from test_runtime import UML, Home
