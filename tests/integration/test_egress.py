@@ -5,8 +5,7 @@ HTTP GET by name to the machine's Debian mirror works when the mirror is allowed
 when it is not; a Host or TLS SNI naming another name than the one resolved, an IP literal, UDP
 to an outside address, and a name resolving into the host's range without a CIDR entry are all
 refused promptly (a raw TCP client to a NAME:PORT entry gets through) and logged as JSON
-lines. Until the Bluefile's `allow:` lands, bluebox takes the list from its own environment
-(BLUEBOX_NET_ALLOW, BLUEBOX_NET_LOG: test-only). Needs root."""
+lines (the Bluefile's `allow:`, the log at logs/net/<name>.log). Needs root."""
 import json
 import os
 import selectors
@@ -162,23 +161,24 @@ def spied_containers_conf(tmp_path, spy_addr):
 @pytest.fixture
 def sandbox(env, bluebox_bin, tmp_path):  # noqa: F811
     h = Home(bluebox_bin)
-    name = h.sandbox(f"egress-{os.getpid()}",
-                     f"base: {IMAGE}\nbackend: uml\nram_mib: 256\nnetwork: bridge\n")
-    r = h("build", name)
-    assert r.returncode == 0, r
-    log = tmp_path / "net.log"
+    base = f"base: {IMAGE}\nbackend: uml\nram_mib: 256\nnetwork: bridge\n"
+    name = h.sandbox(f"egress-{os.getpid()}", base)
+    bf = h.dir / "home" / "sandboxes" / name / "Bluefile"
+    log = h.dir / "home" / "logs" / "net" / f"{name}.log"
 
     def run(allow, script, timeout=180, extra=None):
-        log.write_text("")
-        log.chmod(0o600)
-        e = {"BLUEBOX_NET_LOG": str(log), **(extra or {})}
-        if allow is not None:
-            e["BLUEBOX_NET_ALLOW"] = allow
-        r = h("run", name, "--", "sh", "-c", script, timeout=timeout, env=e)
+        """allow: the `allow:` entries, comma-separated (None: plain bridge)."""
+        entries = "".join(f"  - {a}\n" for a in allow.split(",")) if allow else ""
+        bf.write_text(base + ("allow:\n" + entries if allow is not None else ""))
+        r = h("build", name)
+        assert r.returncode == 0, r
+        if log.exists():
+            log.write_text("")
+        r = h("run", name, "--", "sh", "-c", script, timeout=timeout, env=extra or {})
         assert r.returncode == 0, r
         out = r.stdout.decode()
         print(out)
-        return out, read_log(log)
+        return out, read_log(log) if log.exists() else []
 
     yield run
     h.close()
