@@ -1005,6 +1005,7 @@ static int pool_spawn(egress *e)
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return -1;
+    pool_count(e, 0, 0); /* before the fork: the pool's own counts come after */
     pid_t engine = getpid(), pid = fork();
     if (pid == 0)
         pool_main(e, engine, sv[1]);
@@ -1013,7 +1014,6 @@ static int pool_spawn(egress *e)
         close(sv[0]);
         return -1;
     }
-    pool_count(e, 0, 0);
     e->pool_fd = sv[0];
     e->pool_pid = pid;
     return 0;
