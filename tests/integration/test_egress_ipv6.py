@@ -8,8 +8,9 @@ socket, and those reach bluebox-vmm. So the guest (perl, in the Debian test imag
 Ethernet frames: a TCP SYN and a UDP datagram to an outside IPv6 address, and as the control
 that raw frames do get answered, an IPv4 SYN to a private-range address (refused with a reset
 on both paths). Checked:
-* with `allow:` the v6 frames are refused and logged (`kind: frame`, the address, tcp/udp),
-  nothing comes back for them, and `bluebox logs --net` shows them; the resolver answers an
+* with `allow:` the v6 frames are refused the way v4 ones are: the SYN gets a TCP reset and
+  the datagram an ICMPv6 administratively prohibited (nothing else comes back), and both are
+  logged (`kind: frame`, the address, tcp/udp), and `bluebox logs --net` shows them; the resolver answers an
   AAAA query for the allowed name with no address (the name's real v6 address never reaches
   the guest) and a denied name's AAAA with NXDOMAIN, logged;
 * on plain bridge nothing comes back for the v6 frames either (libslirp has no IPv6 here).
@@ -91,7 +92,7 @@ bind($p, $ll) or die "bind: $!";
 for ([v6 => v6(6)], [v6 => v6(17)], [v4 => $v4]) {
     send($p, $_->[1], 0, $ll) or die "send $_->[0]: $!";
 }
-my ($rst4, $from6) = (0, 0);
+my ($rst4, $from6, $rst6, $adm6) = (0, 0, 0, 0);
 my $end = time + 2;
 while ((my $left = $end - time) > 0) {
     my $rin = ''; vec($rin, fileno($p), 1) = 1;
@@ -100,13 +101,18 @@ while ((my $left = $end - time) > 0) {
     next if length $f < 34 || substr($f, 6, 6) eq $mac;  # our own frames, seen outgoing
     my $type = unpack 'n', substr($f, 12, 2);
     if ($type == 0x86dd && length $f >= 54) {
-        $from6++ if substr($f, 22, 16) eq $dst6;
+        if (substr($f, 22, 16) eq $dst6) {  # from the refused address: which answer
+            $from6++;
+            my $nh = unpack 'C', substr($f, 20, 1);
+            $rst6++ if $nh == 6 && length $f >= 74 && (unpack('C', substr($f, 67, 1)) & 4);
+            $adm6++ if $nh == 58 && substr($f, 54, 2) eq "\x01\x01";
+        }
     } elsif ($type == 0x0800 && substr($f, 26, 4) eq $dst4 && unpack('C', substr($f, 23, 1)) == 6) {
         my $flags = unpack 'C', substr($f, 14 + 4 * (unpack('C', substr($f, 14, 1)) & 15) + 13, 1);
         $rst4++ if $flags & 4;
     }
 }
-print "rst4=$rst4 from6=$from6\n";
+print "rst4=$rst4 from6=$from6 rst6=$rst6 adm6=$adm6\n";
 """
 
 
@@ -142,7 +148,8 @@ def test_ipv6_frames_refused_and_logged(env, bluebox_bin):  # noqa: F811
         out = run_probe(h, name, [allowed], allowed, denied)
         assert "v6-socket: " in out, out  # the guest kernel's own refusal
         assert "rst4=1 " in out, out  # the control: a raw v4 SYN is answered with a reset
-        assert "from6=0" in out, out  # and nothing at all for the v6 frames
+        # the v6 frames likewise: a reset for the SYN, admin-prohibited for the datagram
+        assert "from6=2 rst6=1 adm6=1" in out, out
         if mirrors:  # a name the guest may use: no AAAA record (the real one stays outside)
             assert "aaaa-allowed rcode=0 answers=0" in out, out
         assert "aaaa-denied rcode=3 answers=0" in out, out
@@ -158,6 +165,6 @@ def test_ipv6_frames_refused_and_logged(env, bluebox_bin):  # noqa: F811
 
         # plain bridge: the same frames, and again nothing comes back for IPv6
         out = run_probe(h, name, None, allowed, denied)
-        assert "rst4=1 " in out and "from6=0" in out, out
+        assert "rst4=1 " in out and "from6=0 " in out, out
     finally:
         h.close()
