@@ -11,9 +11,9 @@ interleaved (each twice):
   libslirp, the path plain `network: bridge` takes (plain bridge itself no longer reaches the
   host, so this is the same path with the host opened by one entry);
 * allowlist: the server by name (`host.containers.internal:PORT`): bluebox's resolver, a fake
-  address, a proxy child forked per connection that reads the SNI/Host, resolves the name
-  itself and relays;
-* intercept: the same name carrying a secret: the proxy child runs the broker, which
+  address, a proxy process per connection (a pre-forked worker of the proxy pool) that reads
+  the SNI/Host, resolves the name itself and relays;
+* intercept: the same name carrying a secret: the proxy process runs the broker, which
   terminates the guest's TLS with a leaf of the sandbox CA and opens its own verified TLS to
   the server.
 Measured in the guest (date +%s.%N): one download of M MiB with apt's own HTTPS client
