@@ -15,9 +15,11 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,9 +50,12 @@
  * not bind (src/vmm/jail.c), so the guest cannot reach the directory through hostfs to swap a
  * socket for a symlink to another one (libslirp connects by path). Made before the jail. */
 #define SOCK_DIR "/dev/bluebox-egress"
-/* Proxy children at once: each is a process of the container, whose pids limit UML shares. */
+/* Proxy processes at once, the pool's own included: each is a process of the container,
+ * whose pids limit UML shares. */
 #define MAX_CHILDREN 64
-#define RELAY_BUF    65536
+/* Workers the pool keeps forked and waiting, so that a connection never waits for a fork. */
+#define POOL_IDLE 2
+#define RELAY_BUF 65536
 
 /* A name's upstream address, kept a while for the next connection's child (which would
  * otherwise ask the container's resolver again each time). */
@@ -68,7 +73,17 @@ typedef struct resolved {
 typedef struct shared_state {
     uint64_t logged;        /* bytes logged this boot (the cap) */
     resolved cache[FAKE_N]; /* by fake address slot */
+    int pool_kids;          /* the pool's workers alive, idle ones included (the pool writes) */
+    int pool_idle;          /* of which waiting for a connection */
 } shared_state;
+
+/* What the engine hands a pool worker with the guest's connection (SCM_RIGHTS): the worker was
+ * forked before the name may have had its fake address, so it learns both from here. */
+typedef struct handoff {
+    uint32_t slot; /* the fake address's index */
+    uint16_t port;
+    char name[SNIFF_NAME_MAX + 1];
+} handoff;
 
 typedef struct fake {
     char name[SNIFF_NAME_MAX + 1]; /* "" = free */
@@ -87,8 +102,9 @@ struct egress {
     void *opaque;
     fake fakes[FAKE_N];
     int log_fd;
-    shared_state *shared;     /* with the children */
-    pid_t kids[MAX_CHILDREN]; /* proxy children that may be alive; 0 = free */
+    shared_state *shared; /* with the children */
+    int pool_fd;          /* the hand-off socket to the pool's workers; -1: no pool yet */
+    pid_t pool_pid;
     const char *sandbox;
     const secrets *secrets; /* vmm.c's; NULL or empty: no broker, no leak scan */
     bool weaken_dns, weaken_sni;
@@ -235,8 +251,13 @@ egress *egress_new(Slirp *slirp, const char *allow, const secrets *sec, egress_s
         return NULL;
     }
     egress *e = xmalloc(sizeof *e);
-    *e = (egress){
-        .slirp = slirp, .allow = a, .secrets = sec, .send = send, .opaque = opaque, .log_fd = -1};
+    *e = (egress){.slirp = slirp,
+                  .allow = a,
+                  .secrets = sec,
+                  .send = send,
+                  .opaque = opaque,
+                  .log_fd = -1,
+                  .pool_fd = -1};
     for (size_t i = 0; i < FAKE_N; i++)
         for (size_t k = 0; k < FAKE_PORTS; k++)
             e->fakes[i].listen_fd[k] = -1;
@@ -310,6 +331,10 @@ void egress_free(egress *e)
         munmap(e->shared, sizeof *e->shared);
     if (e->log_fd >= 0)
         close(e->log_fd);
+    if (e->pool_fd >= 0)
+        close(e->pool_fd); /* idle workers see the end and exit */
+    if (e->pool_pid > 0)
+        kill(e->pool_pid, SIGKILL); /* busy ones with it (PR_SET_PDEATHSIG) */
     free(e);
 }
 
@@ -498,7 +523,8 @@ bool egress_frame(egress *e, const uint8_t *frame, size_t len)
 
 typedef struct conn {
     egress *e;
-    const fake *f;
+    const char *name; /* the fake address's name */
+    size_t slot;      /* the fake address's index */
     uint16_t port;
     int g; /* the guest's connection (slirp's end is the other) */
     int64_t start_ms;
@@ -558,7 +584,7 @@ static bool name_matches(conn *c, const allow_entry *entry)
     c->tls = proto == SNIFF_TLS;
     if (res == SNIFF_FOUND) {
         c->rec.seen = c->seen;
-        if (streq(c->seen, c->f->name) || c->e->weaken_sni)
+        if (streq(c->seen, c->name) || c->e->weaken_sni)
             return true;
         c->rec.reason = proto == SNIFF_TLS ? "the TLS server name (SNI) is another name"
                                            : "the HTTP Host is another name";
@@ -609,7 +635,7 @@ static void cache_unlock(resolved *r)
 
 static resolved *cache_of(conn *c)
 {
-    return &c->e->shared->cache[c->f - c->e->fakes];
+    return &c->e->shared->cache[c->slot];
 }
 
 /* Whether the address passes the rebinding rule; sets rec's reason when not. */
@@ -633,7 +659,7 @@ static int connect_cached(conn *c)
     cache_lock(r);
     copy = *r;
     cache_unlock(r);
-    if (!streq(copy.name, c->f->name) || now_mono_ms() >= copy.expires_ms ||
+    if (!streq(copy.name, c->name) || now_mono_ms() >= copy.expires_ms ||
         !address_ok(c, copy.family, copy.addr))
         return -1;
     struct sockaddr_storage ss = {0};
@@ -660,7 +686,7 @@ static void cache_store(conn *c, int family, const void *raw)
 {
     resolved *r = cache_of(c);
     cache_lock(r);
-    memcpy(r->name, c->f->name, sizeof r->name);
+    memcpy(r->name, c->name, sizeof r->name);
     r->family = family;
     memcpy(r->addr, raw, family == AF_INET ? 4 : 16);
     r->expires_ms = now_mono_ms() + RESOLVED_MS;
@@ -682,7 +708,7 @@ static int connect_upstream(conn *c)
     char port[8];
     snprintf(port, sizeof port, "%u", c->port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    int gr = getaddrinfo(c->f->name, port, &hints, &res);
+    int gr = getaddrinfo(c->name, port, &hints, &res);
     if (gr != 0) {
         c->rec.decision = "error";
         c->rec.reason = "the name does not resolve";
@@ -780,27 +806,52 @@ int egress_relay_plain(int g, const uint8_t *pre, size_t pre_len, int u, leak_sc
     return rc;
 }
 
-/* Close everything inherited but the guest's connection and the log. */
-static void close_others(int a, int b)
+/* Close every inherited fd but the n in keep (ascending; -1s ignored). */
+static void close_except(const int *keep, size_t n)
 {
-    int lo = a < b ? a : b, hi = a < b ? b : a;
-    if (lo > 3)
-        close_range(3, (unsigned)lo - 1, 0);
-    if (hi > lo + 1)
-        close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
-    close_range((unsigned)hi + 1, ~0U, 0);
+    unsigned lo = 3;
+    for (size_t i = 0; i < n; i++) {
+        if (keep[i] < (int)lo)
+            continue;
+        if ((unsigned)keep[i] > lo)
+            close_range(lo, (unsigned)keep[i] - 1, 0);
+        lo = (unsigned)keep[i] + 1;
+    }
+    close_range(lo, ~0U, 0);
 }
 
-static _noreturn_ void egress_child(egress *e, const fake *f, uint16_t port, int g)
+static void sort_fds(int *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            int t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+}
+
+/* A proxy process's start: it dies with its parent (checked after asking: the parent may
+ * have gone before), signals as a fresh process has them, and only the fds in keep (n of
+ * them) stay open. */
+static void proxy_start(pid_t parent, int *keep, size_t n)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(0);
     sigset_t all;
     sigemptyset(&all);
     sigprocmask(SIG_SETMASK, &all, NULL);
-    close_others(g, e->log_fd >= 0 ? e->log_fd : g);
-    conn c = {.e = e, .f = f, .port = port, .g = g, .start_ms = now_mono_ms()};
-    c.rec = (logrec){.kind = "tcp", .name = f->name, .port = port, .decision = "deny"};
-    const allow_entry *entry = allowlist_match(&e->allow, f->name, port);
+    sort_fds(keep, n);
+    close_except(keep, n);
+}
+
+/* One guest connection g to the fake address slot (name) on port: decide, connect, relay,
+ * log; then the process ends. */
+static _noreturn_ void proxy_conn(egress *e, size_t slot, const char *name, uint16_t port, int g)
+{
+    conn c = {.e = e, .name = name, .slot = slot, .port = port, .g = g, .start_ms = now_mono_ms()};
+    c.rec = (logrec){.kind = "tcp", .name = name, .port = port, .decision = "deny"};
+    const allow_entry *entry = allowlist_match(&e->allow, name, port);
     if (!entry) { /* the list has no such port for it (cannot happen: we listen on its ports) */
         c.rec.reason = "port not allowed for this name";
         elog(e, &c.rec);
@@ -823,9 +874,9 @@ static _noreturn_ void egress_child(egress *e, const fake *f, uint16_t port, int
         pre_len = 0;
     relay_stats st = {0};
     int rc;
-    if (e->secrets && secrets_for_host(e->secrets, f->name)) {
+    if (e->secrets && secrets_for_host(e->secrets, name)) {
         /* a host a secret goes to: the broker (TLS terminated with the sandbox's CA) */
-        rc = secrets_relay(g, pre, (size_t)pre_len, u, f->name, c.tls, e->secrets, &st);
+        rc = secrets_relay(g, pre, (size_t)pre_len, u, name, c.tls, e->secrets, &st);
         c.rec.brokered = true;
     } else {
         /* any other host: passed as it is; with secrets, a plain stream is searched for
@@ -833,7 +884,7 @@ static _noreturn_ void egress_child(egress *e, const fake *f, uint16_t port, int
         leak_scan ls;
         bool scan = e->secrets && e->secrets->n > 0;
         if (scan)
-            leak_scan_init(&ls, e->secrets, f->name);
+            leak_scan_init(&ls, e->secrets, name);
         rc = egress_relay_plain(g, pre, (size_t)pre_len, u, scan ? &ls : NULL, &st);
         if (scan)
             st.leaks = ls.leaks;
@@ -850,6 +901,155 @@ static _noreturn_ void egress_child(egress *e, const fake *f, uint16_t port, int
     _exit(0);
 }
 
+/* ---- the pool --------------------------------------------------------------------------- */
+
+/* A fork per connection cost the connection its setup time twice: the engine's loop (and with
+ * it every frame of the guest) stalled through fork() and the copy-on-write faults after it,
+ * and the child started cold. So the engine forks once, a pool process, and hands each
+ * connection over a SOCK_SEQPACKET socket (the guest's fd with SCM_RIGHTS, and a handoff) to
+ * whichever of the pool's waiting workers takes it; the pool forks the replacement off the
+ * engine's loop. A worker is still one process per connection with the engine's state as it
+ * was at the pool's fork (the allowlist, secrets, log fd and rebinding policy are set before
+ * the loop starts and never change; the fake address's name comes with the fd, and the
+ * resolved-address cache is in the shared memory). Workers die with the pool, the pool with
+ * the engine (PR_SET_PDEATHSIG); workers and pool together stay within MAX_CHILDREN. */
+
+/* A worker: waits for one connection, then serves it. It keeps only the hand-off socket
+ * (until it has its connection), the pipe telling the pool it was taken, and the log. */
+static _noreturn_ void pool_worker(egress *e, pid_t pool, int ctl, int taken)
+{
+    int keep[] = {ctl, taken, e->log_fd};
+    proxy_start(pool, keep, e->log_fd >= 0 ? 3 : 2);
+    /* Touched now, not on the connection's path: the first faults of a fresh fork. */
+    void *warm = xmalloc(RELAY_BUF);
+    memset(warm, 0, RELAY_BUF);
+    free(warm);
+    handoff h;
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {.iov_base = &h, .iov_len = sizeof h};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+    ssize_t r;
+    do
+        r = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
+    while (r < 0 && errno == EINTR);
+    close(ctl); /* one connection per worker: the channel goes before any guest byte is read */
+    ssize_t w = write(taken, "t", 1);
+    (void)w;
+    close(taken);
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    if (r != (ssize_t)sizeof h || !cm || cm->cmsg_level != SOL_SOCKET ||
+        cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int)))
+        _exit(0); /* the engine is gone (or sent nothing usable) */
+    int g;
+    memcpy(&g, CMSG_DATA(cm), sizeof g);
+    h.name[SNIFF_NAME_MAX] = '\0';
+    if (h.slot >= FAKE_N || !h.name[0])
+        _exit(0);
+    proxy_conn(e, h.slot, h.name, h.port, g);
+}
+
+static void pool_count(egress *e, int kids, int idle)
+{
+    __atomic_store_n(&e->shared->pool_idle, idle, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->shared->pool_kids, kids, __ATOMIC_RELAXED);
+}
+
+/* The pool: keeps POOL_IDLE workers waiting on ctl, reaps those that ended. */
+static _noreturn_ void pool_main(egress *e, pid_t engine, int ctl)
+{
+    int keep[] = {ctl, e->log_fd};
+    proxy_start(engine, keep, e->log_fd >= 0 ? 2 : 1);
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, NULL);
+    int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK), taken[2];
+    if (sfd < 0 || pipe2(taken, O_CLOEXEC | O_NONBLOCK) < 0)
+        _exit(1);
+    pid_t self = getpid();
+    int kids = 0, idle = 0;
+    for (;;) {
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            kids--;
+        bool failed = false;
+        while (idle < POOL_IDLE && kids < MAX_CHILDREN - 1 && !failed) {
+            pid_t pid = fork();
+            if (pid == 0)
+                pool_worker(e, self, ctl, taken[1]);
+            failed = pid < 0;
+            if (pid > 0)
+                kids++, idle++;
+        }
+        if (idle > kids) /* an idle worker ended without a connection (killed) */
+            idle = kids;
+        pool_count(e, kids, idle);
+        struct pollfd p[2] = {{.fd = taken[0], .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+        if (poll(p, 2, failed ? 100 : -1) < 0 && errno != EINTR)
+            _exit(1);
+        char b[64];
+        ssize_t n;
+        while ((n = read(taken[0], b, sizeof b)) > 0)
+            idle -= (int)n;
+        if (idle < 0)
+            idle = 0;
+        struct signalfd_siginfo si;
+        while (read(sfd, &si, sizeof si) > 0)
+            ;
+    }
+}
+
+/* Fork the pool (its end of the hand-off socket is pool_end). 0, or -1 with errno. */
+static int pool_spawn(egress *e)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return -1;
+    pool_count(e, 0, 0); /* before the fork: the pool's own counts come after */
+    pid_t engine = getpid(), pid = fork();
+    if (pid == 0)
+        pool_main(e, engine, sv[1]);
+    close(sv[1]);
+    if (pid < 0) {
+        close(sv[0]);
+        return -1;
+    }
+    e->pool_fd = sv[0];
+    e->pool_pid = pid;
+    return 0;
+}
+
+static void pool_gone(egress *e)
+{
+    if (e->pool_fd >= 0)
+        close(e->pool_fd);
+    e->pool_fd = -1;
+    if (e->pool_pid > 0)
+        kill(e->pool_pid, SIGKILL); /* vmm.c reaps it (SIGCHLD) */
+    e->pool_pid = 0;
+}
+
+/* Hand g to a worker: 0, or -1 when the pool is gone. */
+static int pool_send(egress *e, const fake *f, uint16_t port, int g)
+{
+    handoff h = {.slot = (uint32_t)(f - e->fakes), .port = port};
+    memcpy(h.name, f->name, sizeof h.name);
+    char cbuf[CMSG_SPACE(sizeof(int))] = {0};
+    struct iovec iov = {.iov_base = &h, .iov_len = sizeof h};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &g, sizeof g);
+    ssize_t w;
+    do
+        w = sendmsg(e->pool_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (w < 0 && errno == EINTR);
+    return w == (ssize_t)sizeof h ? 0 : -1;
+}
+
 /* ---- polling ---------------------------------------------------------------------------- */
 
 void egress_poll_fill(egress *e, pollvec *pv)
@@ -861,16 +1061,12 @@ void egress_poll_fill(egress *e, pollvec *pv)
     e->pv_n = pv->n - e->pv_start;
 }
 
-/* A free slot for a proxy child, NULL when MAX_CHILDREN are alive. vmm.c reaps children
- * (SIGCHLD); one that is gone (reaped) fails kill(pid, 0), whatever way it ended. */
-static pid_t *kid_slot(egress *e)
+/* Whether the pool has a worker for one more connection: all MAX_CHILDREN busy and none
+ * waiting means no (the hand-off would wait for one to end). */
+static bool pool_full(const egress *e)
 {
-    for (size_t i = 0; i < MAX_CHILDREN; i++)
-        if (e->kids[i] == 0 || (kill(e->kids[i], 0) < 0 && errno == ESRCH)) {
-            e->kids[i] = 0;
-            return &e->kids[i];
-        }
-    return NULL;
+    return __atomic_load_n(&e->shared->pool_idle, __ATOMIC_RELAXED) == 0 &&
+           __atomic_load_n(&e->shared->pool_kids, __ATOMIC_RELAXED) >= MAX_CHILDREN - 1;
 }
 
 static void accept_conn(egress *e, fake *f, size_t k)
@@ -882,33 +1078,33 @@ static void accept_conn(egress *e, fake *f, size_t k)
         int g = accept4(f->listen_fd[k], NULL, NULL, SOCK_CLOEXEC);
         if (g < 0)
             return;
-        pid_t *slot = kid_slot(e);
-        if (!slot) {
-            elog(e, &(logrec){.kind = "tcp",
-                              .name = f->name,
-                              .port = f->ports[k],
-                              .decision = "deny",
-                              .reason = "too many connections at once"});
-            close(g);
-            continue;
+        const char *why = NULL;
+        if (e->pool_fd < 0 && pool_spawn(e) < 0)
+            why = "cannot fork the proxy";
+        else if (pool_full(e))
+            why = "too many connections at once";
+        else if (pool_send(e, f, f->ports[k], g) < 0) {
+            /* the pool ended (killed): a new one, once */
+            pool_gone(e);
+            if (pool_spawn(e) < 0 || pool_send(e, f, f->ports[k], g) < 0)
+                why = "the proxy pool is gone";
         }
-        pid_t pid = fork();
-        if (pid == 0)
-            egress_child(e, f, f->ports[k], g);
-        if (pid > 0)
-            *slot = pid;
-        if (pid < 0)
+        if (why)
             elog(e, &(logrec){.kind = "tcp",
                               .name = f->name,
                               .port = f->ports[k],
-                              .decision = "error",
-                              .reason = "cannot fork the proxy"});
+                              .decision = why[0] == 't' ? "deny" : "error",
+                              .reason = why});
         close(g);
     }
 }
 
 void egress_poll_done(egress *e, const pollvec *pv)
 {
+    /* The pool, forked in the loop (after the jail, and before the guest's first connection):
+     * the same state a fork per connection had. */
+    if (e->pool_fd < 0)
+        (void)pool_spawn(e); /* failing, the first connection tries again and logs why */
     /* Listeners may have changed since the fill (a name's address recycled): match by fd. */
     for (size_t j = e->pv_start; j < e->pv_start + e->pv_n && j < pv->n; j++) {
         if (!(pv->v[j].revents & POLLIN) || pv->v[j].fd < 0)

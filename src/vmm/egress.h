@@ -6,13 +6,14 @@
  *    up, inside slirp's network), other types an empty answer; any other name NXDOMAIN.
  *  - The first time a name resolves, each port it may use is registered with slirp_add_unix():
  *    slirp hands a guest connection to fake:port to a Unix socket the engine listens on. The
- *    engine forks one child per connection (egress_child in egress.c), which reads the first
+ *    engine hands each connection to a process of its own, a pre-forked worker of the proxy
+ *    pool (pool_main and proxy_conn in egress.c), which reads the first
  *    bytes (TLS: SNI; HTTP: Host; other TCP: the name itself, for NAME:PORT entries), refuses
  *    a name other than the fake address's, resolves the name itself, refuses an address the
  *    safe default refuses unless a CIDR entry names it (no DNS rebinding into the LAN),
  *    connects and relays. A refusal is a reset the guest sees at once.
- *  - Every other frame is refused (TCP reset, ICMP administratively prohibited) unless a CIDR
- *    entry allows it; IPv6 likewise.
+ *  - Every other frame is refused (TCP reset, ICMP/ICMPv6 administratively prohibited) unless a
+ *    CIDR entry allows it; IPv6 likewise.
  *  - Each decision is one JSON line on the connection log (ABI_ENV_NET_LOG), written with one
  *    write() on an O_APPEND fd opened before the jail, at most EGRESS_LOG_CAP bytes per boot:
  *      {"time":"2026-01-02T03:04:05.678Z","sandbox":"s","kind":"tcp|dns|frame","name":"n",

@@ -204,6 +204,7 @@ static int parse_ip4(const uint8_t *f, size_t len, pkt *k)
         if (total < ihl + (k->proto == IPPROTO_TCP ? 20 : 8))
             return -1; /* a truncated transport header the stack would drop too */
         k->port_known = true;
+        k->l4 = (uint16_t)(ETH_HLEN + ihl);
         k->port = be16(ip + ihl + 2);
         if (k->proto == IPPROTO_TCP)
             k->opens = (ip[ihl + 13] & (TCP_SYN | TCP_ACK)) == TCP_SYN;
@@ -255,6 +256,7 @@ static int parse_ip6(const uint8_t *f, size_t len, pkt *k)
         if (off + (nh == IPPROTO_TCP ? 20 : 8) > end)
             return -1;
         k->port_known = true;
+        k->l4 = (uint16_t)off;
         k->port = be16(f + off + 2);
         if (nh == IPPROTO_TCP)
             k->opens = (f[off + 13] & (TCP_SYN | TCP_ACK)) == TCP_SYN;
@@ -452,11 +454,109 @@ static size_t icmp_prohibited(const uint8_t *f, const uint8_t *ip, size_t ihl, s
     return ETH_HLEN + 20 + 8 + quote;
 }
 
+/* The same for IPv6 (RFC 4443 2.4 e): no answer to a multicast destination or a multicast or
+ * unspecified source. */
+static bool ip6_answerable(const uint8_t *ip)
+{
+    static const uint8_t zero[16];
+    return ip[8] != 0xff && ip[24] != 0xff && memcmp(ip + 8, zero, 16) != 0;
+}
+
+/* Ethernet and IPv6 headers of a reply to f (IPv6 header ip) carrying payload bytes of proto;
+ * the caller fills out + ETH_HLEN + 40 onwards. */
+static void reply_headers6(const uint8_t *f, const uint8_t *ip, uint8_t *out, uint8_t proto,
+                           size_t payload)
+{
+    memcpy(out, f + 6, 6);
+    memcpy(out + 6, f, 6);
+    put16(out + 12, ETHERTYPE_IP6);
+    uint8_t *h = out + ETH_HLEN;
+    memset(h, 0, 40);
+    h[0] = 6 << 4;
+    put16(h + 4, (uint16_t)payload);
+    h[6] = proto;
+    h[7] = 64;
+    memcpy(h + 8, ip + 24, 16);
+    memcpy(h + 24, ip + 8, 16);
+}
+
+/* The checksum of an upper-layer body of len bytes under the IPv6 header h (RFC 8200 8.1). */
+static uint16_t csum6(const uint8_t *h, uint8_t proto, const uint8_t *body, size_t len)
+{
+    uint8_t pseudo[40] = {0};
+    memcpy(pseudo, h + 8, 32);
+    put32(pseudo + 32, (uint32_t)len);
+    pseudo[39] = proto;
+    return (uint16_t)~np_csum_fold(np_csum_add(np_csum_add(0, pseudo, 40), body, len));
+}
+
+static size_t tcp_reset6(const uint8_t *f, const uint8_t *ip, const np_pkt *k, size_t end,
+                         uint8_t *out)
+{
+    const uint8_t *t = f + k->l4;
+    uint8_t flags = t[13];
+    if (flags & TCP_RST)
+        return 0;
+    size_t doff = (size_t)(t[12] >> 4) * 4, seg = end - k->l4;
+    size_t data = doff >= 20 && doff <= seg ? seg - doff : 0;
+    uint32_t seq = 0, ack = 0;
+    uint8_t rflags = TCP_RST;
+    if (flags & TCP_ACK) {
+        seq = be32(t + 8);
+    } else {
+        ack = be32(t + 4) + (uint32_t)data + !!(flags & TCP_SYN) + !!(flags & TCP_FIN);
+        rflags |= TCP_ACK;
+    }
+    reply_headers6(f, ip, out, IPPROTO_TCP, 20);
+    uint8_t *r = out + ETH_HLEN + 40;
+    memset(r, 0, 20);
+    memcpy(r, t + 2, 2);
+    memcpy(r + 2, t, 2);
+    put32(r + 4, seq);
+    put32(r + 8, ack);
+    r[12] = 5 << 4;
+    r[13] = rflags;
+    put16(r + 16, csum6(out + ETH_HLEN, IPPROTO_TCP, r, 20));
+    return ETH_HLEN + 40 + 20;
+}
+
+static size_t icmp6_prohibited(const uint8_t *f, const uint8_t *ip, size_t end, uint8_t *out)
+{
+    size_t plen = end - ETH_HLEN, quote = plen < NP_QUOTE6_MAX ? plen : NP_QUOTE6_MAX;
+    reply_headers6(f, ip, out, IPPROTO_ICMPV6, 8 + quote);
+    uint8_t *c = out + ETH_HLEN + 40;
+    memset(c, 0, 8);
+    c[0] = 1; /* destination unreachable */
+    c[1] = 1; /* communication with the destination administratively prohibited */
+    memcpy(c + 8, ip, quote);
+    put16(c + 2, csum6(out + ETH_HLEN, IPPROTO_ICMPV6, c, 8 + quote));
+    return ETH_HLEN + 40 + 8 + quote;
+}
+
+static size_t refusal6(const uint8_t *frame, size_t len, uint8_t *out)
+{
+    pkt k;
+    if (parse_ip6(frame, len, &k) < 0 || !k.port_known)
+        return 0;
+    const uint8_t *ip = frame + ETH_HLEN;
+    if (!ip6_answerable(ip) || frame[6] & 1)
+        return 0;
+    size_t end = ETH_HLEN + 40 + (size_t)be16(ip + 4);
+    if (k.proto == IPPROTO_TCP)
+        return tcp_reset6(frame, ip, &k, end, out);
+    if (k.proto == IPPROTO_UDP)
+        return icmp6_prohibited(frame, ip, end, out);
+    return 0;
+}
+
 size_t netpolicy_refusal(const uint8_t *frame, size_t len, uint8_t *out, size_t cap)
 {
     pkt k;
-    if (cap < NP_REPLY_MAX || len < ETH_HLEN || be16(frame + 12) != ETHERTYPE_IP4 ||
-        parse_ip4(frame, len, &k) < 0 || !k.port_known)
+    if (cap < NP_REPLY_MAX || len < ETH_HLEN)
+        return 0;
+    if (be16(frame + 12) == ETHERTYPE_IP6)
+        return refusal6(frame, len, out);
+    if (be16(frame + 12) != ETHERTYPE_IP4 || parse_ip4(frame, len, &k) < 0 || !k.port_known)
         return 0;
     const uint8_t *ip = frame + ETH_HLEN;
     if (!ip4_answerable(ip) || frame[6] & 1) /* nor a multicast ethernet source */

@@ -75,17 +75,21 @@ typedef struct np_pkt {
     bool port_known;          /* false for any fragment: only the first carries the ports */
     bool opens;               /* not TCP, or a TCP segment that could open a connection */
     uint16_t port;            /* destination port */
+    uint16_t l4;              /* the transport header's offset in the frame (port_known only) */
 } np_pkt;
 /* 0 and *ret filled for an IPv4 or IPv6 frame; -1 for a malformed one or another ethertype. */
 int netpolicy_peek(const uint8_t *frame, size_t len, np_pkt *ret);
 
-/* Enough for any refusal frame: ethernet + IPv4 + ICMP + the quoted IPv4 header and 8 bytes. */
-#define NP_REPLY_MAX 128
-/* The frame that tells the guest no, for a frame netpolicy_check refused: a TCP RST (for any
- * TCP segment but a RST) or an ICMP destination unreachable, administratively prohibited (for
- * UDP, quoting the datagram's header). Written to out (cap >= NP_REPLY_MAX); returns its length,
- * 0 when the frame gets no answer (ICMP, other protocols, IPv6, fragments past the first,
- * broadcast or multicast sources). */
+/* Enough for any refusal frame: ethernet + IPv6 + ICMPv6 + the quoted start of the packet
+ * (NP_QUOTE6_MAX; IPv4's quote is its header and 8 bytes, at most 68). */
+#define NP_QUOTE6_MAX 128
+#define NP_REPLY_MAX  (14 + 40 + 8 + NP_QUOTE6_MAX)
+/* The frame that tells the guest no, for a frame netpolicy_check refused, IPv4 or IPv6 alike: a
+ * TCP RST (for any TCP segment but a RST) or, for UDP, a destination unreachable,
+ * administratively prohibited (ICMP type 3 code 13 quoting the datagram's header; ICMPv6 type 1
+ * code 1 quoting the packet's first NP_QUOTE6_MAX bytes). Written to out (cap >=
+ * NP_REPLY_MAX); returns its length, 0 when the frame gets no answer (ICMP, other protocols,
+ * fragments past the first, broadcast, multicast or unspecified addresses). */
 size_t netpolicy_refusal(const uint8_t *frame, size_t len, uint8_t *out, size_t cap);
 
 /* The Internet checksum (RFC 1071) of buf, folded, not complemented, continuing from sum. */

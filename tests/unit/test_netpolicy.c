@@ -281,9 +281,6 @@ static void ipv6_equivalents(void **s)
     for (size_t i = 0; i < 72; i += 8)
         memset(loop + i, 0, 8), loop[i] = 60;
     assert_int_equal(verdict(p, ip6("2001:4860::8888", 60, loop, 72)), NP_DROP);
-    frame f = ip6("::1", IPPROTO_TCP, NULL, 0);
-    uint8_t out[NP_REPLY_MAX];
-    assert_int_equal(netpolicy_refusal(f.b, f.len, out, sizeof out), 0); /* IPv6: dropped */
     netpolicy_free(p);
 }
 
@@ -358,6 +355,88 @@ static void syn_gets_a_reset(void **s)
     assert_int_equal(netpolicy_refusal(f.b, f.len, out, NP_REPLY_MAX - 1), 0);
     f = ip4("10.0.0.5", IPPROTO_ICMP, 0, 0, 0, 0, 0, 0);
     assert_int_equal(netpolicy_refusal(f.b, f.len, out, sizeof out), 0);
+}
+
+/* The checksum over an IPv6 reply's upper-layer body (pseudo-header from its IPv6 header). */
+static uint16_t sum6(const uint8_t *ip, const uint8_t *body, size_t len)
+{
+    uint8_t pseudo[40] = {0};
+    memcpy(pseudo, ip + 8, 32);
+    pseudo[34] = (uint8_t)(len >> 8), pseudo[35] = (uint8_t)len;
+    pseudo[39] = ip[6];
+    return sum16(body, len, sum16(pseudo, 40, 0));
+}
+
+static void check_ip6_header(const uint8_t *r, const char *src, uint8_t proto, size_t payload)
+{
+    assert_memory_equal(r, guest_mac, 6);
+    assert_memory_equal(r + 6, stack_mac, 6);
+    assert_int_equal(r[12], 0x86);
+    assert_int_equal(r[13], 0xdd);
+    const uint8_t *ip = r + 14;
+    assert_int_equal(ip[0] >> 4, 6);
+    assert_int_equal(ip[4] << 8 | ip[5], payload);
+    assert_int_equal(ip[6], proto);
+    uint8_t a[16];
+    inet_pton(AF_INET6, src, a);
+    assert_memory_equal(ip + 8, a, 16);
+    inet_pton(AF_INET6, "fec0::15", a);
+    assert_memory_equal(ip + 24, a, 16);
+}
+
+/* IPv6 is refused the way IPv4 is: a reset for TCP (past extension headers), ICMPv6
+ * administratively prohibited for UDP; no answer where IPv4 gets none. */
+static void ipv6_gets_reset_and_admin_prohibited(void **s)
+{
+    (void)s;
+    uint8_t out[NP_REPLY_MAX];
+    uint8_t hop[8] = {IPPROTO_TCP, 0};
+    frame f = ip6("2001:db8::1", 0, hop, 8);
+    size_t n = netpolicy_refusal(f.b, f.len, out, sizeof out);
+    assert_int_equal(n, 14 + 40 + 20);
+    check_ip6_header(out, "2001:db8::1", IPPROTO_TCP, 20);
+    const uint8_t *t = out + 54;
+    assert_int_equal(t[0] << 8 | t[1], 443);
+    assert_int_equal(get32(t + 8), 1); /* seq 0 + SYN */
+    assert_int_equal(t[13], 0x14);     /* RST|ACK */
+    assert_int_equal(sum6(out + 14, t, 20), 0xffff);
+
+    f = ip6("2001:db8::1", IPPROTO_UDP, NULL, 0);
+    n = netpolicy_refusal(f.b, f.len, out, sizeof out);
+    size_t quote = 40 + 20; /* the whole packet: it is short */
+    assert_int_equal(n, 14 + 40 + 8 + quote);
+    check_ip6_header(out, "2001:db8::1", IPPROTO_ICMPV6, 8 + quote);
+    const uint8_t *c = out + 54;
+    assert_int_equal(c[0], 1);
+    assert_int_equal(c[1], 1);
+    assert_memory_equal(c + 8, f.b + 14, quote);
+    assert_int_equal(sum6(out + 14, c, 8 + quote), 0xffff);
+
+    /* a long packet: the quote stops at NP_QUOTE6_MAX */
+    uint8_t opts[160] = {IPPROTO_UDP, 19}; /* destination options, 160 bytes */
+    f = ip6("2001:db8::1", 60, opts, 160);
+    n = netpolicy_refusal(f.b, f.len, out, sizeof out);
+    assert_int_equal(n, 14 + 40 + 8 + NP_QUOTE6_MAX);
+    assert_int_equal(sum6(out + 14, out + 54, 8 + NP_QUOTE6_MAX), 0xffff);
+
+    /* none for a reset, a multicast destination, the unspecified source, a later fragment,
+     * a multicast ethernet source, or a buffer too small */
+    f = ip6("2001:db8::1", IPPROTO_TCP, NULL, 0);
+    f.b[14 + 40 + 13] = 0x04;
+    assert_int_equal(netpolicy_refusal(f.b, f.len, out, sizeof out), 0);
+    f = ip6("ff02::1", IPPROTO_TCP, NULL, 0);
+    assert_int_equal(netpolicy_refusal(f.b, f.len, out, sizeof out), 0);
+    f = ip6("2001:db8::1", IPPROTO_TCP, NULL, 0);
+    memset(f.b + 14 + 8, 0, 16);
+    assert_int_equal(netpolicy_refusal(f.b, f.len, out, sizeof out), 0);
+    uint8_t frag[8] = {IPPROTO_TCP, 0, 0, 0x08}; /* offset 1 */
+    f = ip6("2001:db8::1", 44, frag, 8);
+    assert_int_equal(netpolicy_refusal(f.b, f.len, out, sizeof out), 0);
+    f = ip6("2001:db8::1", IPPROTO_TCP, NULL, 0);
+    f.b[6] |= 1;
+    assert_int_equal(netpolicy_refusal(f.b, f.len, out, sizeof out), 0);
+    f = ip6("2001:db8::1", IPPROTO_TCP, NULL, 0);
+    assert_int_equal(netpolicy_refusal(f.b, f.len, out, NP_REPLY_MAX - 1), 0);
 }
 
 static void udp_gets_admin_prohibited(void **s)
@@ -455,6 +534,7 @@ int main(void)
         cmocka_unit_test(ipv6_equivalents),
         cmocka_unit_test(syn_gets_a_reset),
         cmocka_unit_test(udp_gets_admin_prohibited),
+        cmocka_unit_test(ipv6_gets_reset_and_admin_prohibited),
         cmocka_unit_test(rules_are_data),
         cmocka_unit_test(rebinding_rule_by_address),
         cmocka_unit_test(peek_reads_the_frame),
