@@ -112,6 +112,43 @@ for my $i (1 .. $n) {
 print "flooded $n\n";
 """
 
+RAW_PL = r"""
+# raw.pl MODE DST DPORT: hand-made frames from guest root through AF_PACKET (uml: vec0)
+use strict; use Socket;
+my ($mode, $dst, $dport) = @ARGV;
+my $if = "vec0";
+open my $fh, "<", "/sys/class/net/$if/ifindex" or die; my $idx = <$fh> + 0;
+open $fh, "<", "/sys/class/net/$if/address" or die; my $mac = <$fh>; chomp $mac;
+my $src_mac = pack("H12", join "", split /:/, $mac);
+my $gw_mac = pack("H12", "52550a000202");
+my $src = inet_aton("10.0.2.15"); my $d = inet_aton($dst);
+socket(my $s, 17, SOCK_RAW, 0) or die "socket: $!";
+my $sll = pack("SnIsCCa8", 17, 0x0800, $idx, 1, 0, 6, $gw_mac);
+sub csum { my $b = shift; $b .= "\0" if length($b) % 2; my $sum = 0; $sum += $_ for unpack("n*", $b);
+  $sum = ($sum >> 16) + ($sum & 0xffff) while $sum >> 16; return ~$sum & 0xffff; }
+sub ip { my ($proto, $payload, $id, $frag) = @_;
+  my $h = pack("CCnnnCCna4a4", 0x45, 0, 20 + length $payload, $id, $frag, 64, $proto, 0, $src, $d);
+  substr($h, 10, 2) = pack("n", csum($h)); return $h . $payload; }
+sub tcp { my ($flags) = @_;
+  my $t = pack("nnNNCCnnn", 40000 + int(rand(1000)), $dport, int(rand(1 << 30)), 0, 5 << 4,
+    $flags, 64240, 0, 0);
+  my $pseudo = $src . $d . pack("CCn", 0, 6, length $t);
+  substr($t, 16, 2) = pack("n", csum($pseudo . $t)); return $t; }
+sub send_ip { my $pkt = shift; my $f = $gw_mac . $src_mac . pack("n", 0x0800) . $pkt;
+  defined send($s, $f, 0, $sll) or print "send: $!\n"; }
+if ($mode eq "synack") { send_ip(ip(6, tcp(0x12), 1, 0x4000)); }
+elsif ($mode eq "synfin") { send_ip(ip(6, tcp(0x03), 2, 0x4000)); }
+elsif ($mode eq "frag") {   # a SYN cut into two fragments: 8 bytes, then the other 12
+  my $t = tcp(0x02);
+  send_ip(ip(6, substr($t, 0, 8), 3, 0x2000));
+  send_ip(ip(6, substr($t, 8), 3, 1)); }
+elsif ($mode eq "udpfrag") { # a DNS query for a denied name to 10.0.2.3, in two fragments
+  my $q = pack("nnnnnn", 7, 0x0100, 1, 0, 0, 0) . "\x09fragexfil\x07invalid\0" . pack("nn", 1, 1);
+  my $u = pack("nnnn", 5353, $dport, 8 + length $q, 0) . $q;
+  send_ip(ip(17, substr($u, 0, 16), 4, 0x2000)); send_ip(ip(17, substr($u, 16), 4, 2)); }
+print "sent $mode\n";
+"""
+
 # -------------------------------------------------------------------------- host servers
 
 
@@ -131,6 +168,7 @@ class Reflector:
 
     def __init__(self):
         self.heads = []
+        self.accepted = 0
         self.sock = socket.create_server(("0.0.0.0", 0))
         self.port = self.sock.getsockname()[1]
         threading.Thread(target=self.serve, daemon=True).start()
@@ -141,6 +179,7 @@ class Reflector:
                 c, _ = self.sock.accept()
             except OSError:
                 return
+            self.accepted += 1
             threading.Thread(target=self.one, args=(c,), daemon=True).start()
 
     def one(self, c):
@@ -210,6 +249,7 @@ class Lab:
             pytest.skip("needs root and BLUEBOX_TEST_DEBIAN_IMAGE (tests/integration/setup.sh)")
         self.addr = host_addr()
         self.srv = Reflector()
+        self.closed = Reflector()  # on a port no entry allows: must never see a connection
         hosts = tmp / "hosts"
         hosts.write_text(f"{self.addr} api.bbt plain.bbt\n")
         hosts.chmod(0o644)
@@ -237,7 +277,7 @@ secrets:
         data = self.h.data(self.name)
         data.mkdir(parents=True, exist_ok=True)
         for fname, text in (("req.pl", REQ_PL), ("dns.pl", DNS_PL), ("tls.pl", TLS_PL),
-                            ("flood.pl", FLOOD_PL)):
+                            ("flood.pl", FLOOD_PL), ("raw.pl", RAW_PL)):
             (data / fname).write_text(text)
         self.log = self.h.dir / "home" / "logs" / "net" / f"{self.name}.log"
 
@@ -246,7 +286,8 @@ secrets:
         if self.log.exists():
             self.log.write_text("")
         script = "cd /tmp; req() { perl /data/req.pl \"$@\"; }\n" + script.replace(
-            "PORT", str(self.srv.port))
+            "CLOSED", str(self.closed.port)).replace("PORT", str(self.srv.port)).replace(
+            "HOSTADDR", self.addr)
         r = self.h("run", self.name, "--", "sh", "-c", script, env=self.env, timeout=600)
         out = r.stdout.decode(errors="replace")
         print(out)
@@ -257,6 +298,7 @@ secrets:
     def close(self):
         self.h.close()
         self.srv.close()
+        self.closed.close()
 
 
 @pytest.fixture(scope="module")
@@ -393,6 +435,11 @@ echo "== dns-outside"
 perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(PeerAddr => "8.8.8.8", PeerPort => 53, Proto => "udp"); $s->send(pack("nnnnnn", 1, 256, 1, 0, 0, 0) . "\6o-exfil\7invalid\0\0\1\0\1"); $rin = ""; vec($rin, fileno($s), 1) = 1; print !select($rin, undef, undef, 2) ? "outside silent\n" : defined $s->recv($a, 512) ? "outside answered\n" : "outside refused: $!\n"'
 echo "== tls"
 for m in split seg; do for s in evil.example plain.bbt; do echo "$m $s: $(perl /data/tls.pl plain.bbt PORT $s $m)"; done; done
+echo "== raw"
+for m in synack synfin frag; do perl /data/raw.pl $m HOSTADDR CLOSED; done
+perl /data/raw.pl frag HOSTADDR PORT
+perl /data/raw.pl udpfrag 10.0.2.3 53
+sleep 1
 echo "== hostfs"
 mkdir -p /mnt/h /mnt/p; mount -t hostfs none /mnt/h -o / 2>&1; mount -t hostfs none /mnt/p -o /proc 2>&1
 echo "proc entries: $(ls /mnt/p 2>/dev/null | wc -l)"
@@ -455,6 +502,21 @@ def test_dns_tricks_are_answered_locally_and_never_forwarded(refused):
     shown = out["logs --net"]
     assert 'new?line{"decision":"allow"}.bbt' in shown, shown
     assert not any(ln.startswith("line{") for ln in shown.splitlines()), shown
+
+
+@UML
+def test_hand_made_frames_from_guest_root_open_nothing(lab, refused):
+    """Guest root writes Ethernet frames itself (AF_PACKET): a SYN+ACK (which the engine
+    passes to slirp as part of no connection), a SYN+FIN, a SYN cut into IP fragments (to a
+    port nothing allows, and to the allowed port by its IP: fragments never pass a port
+    rule) and a DNS query in fragments. Nothing reaches a server, and no query is answered."""
+    out, raw = refused
+    assert out["raw"].count("sent ") == 5, out["raw"]
+    assert lab.closed.accepted == 0
+    lines = log_lines(raw)
+    frags = [e for e in lines if e.get("kind") == "frame" and e.get("name") == lab.addr
+             and "port" not in e]
+    assert len(frags) >= 4, lines  # both fragments of both SYNs refused
 
 
 @UML
