@@ -458,6 +458,9 @@ static int header_line(subst *m, const line *l, framing *f, strbuf *out)
     size_t name_len = colon ? (size_t)(colon - l->p) : 0;
     if (!colon || name_len == 0)
         return fail(m, "a header line without a name");
+    /* A bare CR ends a line for some servers (RFC 9112 2.2): a header hidden in a value. */
+    if (memchr(l->p, '\r', l->n) || memchr(l->p, '\0', l->n))
+        return fail(m, "a header line with a bare CR or a NUL");
     for (size_t i = 0; i < name_len; i++)
         if (!is_tchar(l->p[i]))
             return fail(m, "a header name with a character HTTP does not allow");
@@ -494,6 +497,100 @@ static bool request_line(const line *l, framing *f)
     return true;
 }
 
+/* Whether the name [h, h+n) (a port after ':' dropped, a trailing dot ignored) is the
+ * connection's host, case-insensitively. A bracketed IPv6 literal never is. */
+static bool same_host(const subst *m, const char *h, size_t n)
+{
+    if (!m->host)
+        return false;
+    const char *colon = memchr(h, ':', n);
+    if (colon) {
+        for (const char *c = colon + 1; c < h + n; c++)
+            if (!isdigit((unsigned char)*c))
+                return false;
+        n = (size_t)(colon - h);
+    }
+    if (n && h[n - 1] == '.')
+        n--;
+    size_t k = strlen(m->host);
+    if (k && m->host[k - 1] == '.')
+        k--;
+    return n && n == k && strncasecmp(h, m->host, n) == 0;
+}
+
+/* The request line's target: [p, p+n) between the method and the version. */
+static void request_target(const line *l, const char **p, size_t *n)
+{
+    const char *sp = memchr(l->p, ' ', l->n);
+    *p = sp + 1;
+    size_t end = l->n - (sizeof " HTTP/1.1" - 1);
+    *n = (size_t)(l->p + end - *p);
+}
+
+/* Whether the request goes to the connection's host (RFC 9112 3.2, 7.2): the authority of
+ * an absolute-form or CONNECT target, which a server prefers over Host, and exactly one Host
+ * header whatever the form (a client must send one; a server that reads Host first must see
+ * the same name). Anything that cannot be read that way is refused: the request is for a
+ * host this check cannot name. */
+static int check_target(subst *m, const line *rl, const char *head_end)
+{
+    const char *t;
+    size_t tn;
+    request_target(rl, &t, &tn);
+    for (size_t i = 0; i < tn; i++)
+        if ((unsigned char)t[i] <= ' ' || t[i] == 0x7f)
+            return fail(m, "a request target with a space or control character");
+    bool connect = t - rl->p == 8 && memcmp(rl->p, "CONNECT ", 8) == 0;
+    const char *auth = NULL;
+    size_t an = 0;
+    if (connect) {
+        auth = t, an = tn;
+    } else if (tn && t[0] != '/' && !(tn == 1 && t[0] == '*')) {
+        const char *sep = tn > 3 ? memmem(t, tn, "://", 3) : NULL;
+        if (!sep || sep == t)
+            return fail(m, "a request target the proxy cannot read");
+        for (const char *c = t; c < sep; c++)
+            if (!isalnum((unsigned char)*c) && *c != '+' && *c != '-' && *c != '.')
+                return fail(m, "a request target the proxy cannot read");
+        auth = sep + 3;
+        while (auth + an < t + tn && !strchr("/?#", auth[an]))
+            an++;
+    } else if (!tn) {
+        return fail(m, "a request target the proxy cannot read");
+    }
+    if (auth) {
+        const char *at = NULL;
+        for (size_t i = 0; i < an; i++)
+            if (auth[i] == '@')
+                at = auth + i;
+        if (at) /* user info: the host is after it */
+            an -= (size_t)(at + 1 - auth), auth = at + 1;
+        if (!same_host(m, auth, an))
+            return fail(m, "a request for another host than the connection's (its target)");
+    }
+    /* The Host headers. */
+    const char *cur = rl->p + rl->n;
+    cur = memchr(cur, '\n', (size_t)(head_end - cur));
+    cur = cur ? cur + 1 : head_end;
+    size_t hosts = 0;
+    line l;
+    while (next_line(&cur, head_end, &l) && l.n) {
+        const char *colon = memchr(l.p, ':', l.n);
+        if (!colon || !name_is(&l, (size_t)(colon - l.p), "host"))
+            continue;
+        const char *v = colon + 1;
+        size_t vn = l.n - (size_t)(colon + 1 - l.p);
+        trim(&v, &vn);
+        if (++hosts > 1)
+            return fail(m, "a request with more than one Host header");
+        if (!same_host(m, v, vn))
+            return fail(m, "a request for another host than the connection's (its Host)");
+    }
+    if (hosts == 0)
+        return fail(m, "a request without a Host header");
+    return 0;
+}
+
 /* A whole head is in m->head: rewrite it into out and pick what follows. */
 static int rewrite(subst *m, strbuf *out)
 {
@@ -507,6 +604,10 @@ static int rewrite(subst *m, strbuf *out)
         m->state = SUBST_TUNNEL;
         return 0;
     }
+    /* Before a byte of it goes out: a value goes only to its host, and a request on the
+     * connection for another host gets nothing (the connection ends). */
+    if (check_target(m, &l, end) < 0)
+        return -1;
     sb_putn(out, l.p, l.n);
     sb_puts(out, "\r\n");
     while (next_line(&cur, end, &l) && l.n)

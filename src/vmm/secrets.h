@@ -91,7 +91,9 @@ void leak_scan_feed(leak_scan *ls, const void *data, size_t n);
 /* The request-side machine for one connection to `host`: feed it what the guest sent, in
  * any cuts; it appends to `out` what goes upstream. Heads are held (at most SUBST_HEAD_MAX)
  * until complete, rewritten, then released; bodies (Content-Length or chunked) pass through
- * as they come; pipelined requests follow one another. A request it cannot frame (a
+ * as they come; pipelined requests follow one another. Each request must be for `host`: its
+ * absolute-form or CONNECT target, if any, and its one Host header name it (a port and a
+ * trailing dot aside, any case). A request for another host, or one it cannot frame (a
  * malformed or oversize head, conflicting lengths) stops it: -1 and a static reason in
  * `error`, and nothing more of the connection is released. An upgrade (CONNECT, Upgrade:,
  * an HTTP/2 preface, anything not HTTP/1.x) passes through untouched from there on. */

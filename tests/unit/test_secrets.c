@@ -174,7 +174,7 @@ static const char pipelined[] =
     "GET /q?k=" PH_A " HTTP/1.1\r\nHost: api.example.com\r\nX-Two:  a" PH_A "b" PH_A
     "  \r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
     "5;ext=1\r\nhello\r\n2f\r\n" PH_A "\r\n0\r\nX-Trailer: " PH_A "\r\n\r\n"
-    "GET /last HTTP/1.0\nAuthorization: " PH_A "\n\n";
+    "GET /last HTTP/1.0\nHost: API.example.com.:443\nAuthorization: " PH_A "\n\n";
 
 static const char pipelined_out[] =
     "POST /v1/x HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer " VAL_A "\r\n"
@@ -183,7 +183,7 @@ static const char pipelined_out[] =
     "GET /q?k=" PH_A " HTTP/1.1\r\nHost: api.example.com\r\nX-Two: a" VAL_A "b" VAL_A
     "\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
     "5;ext=1\r\nhello\r\n2f\r\n" PH_A "\r\n0\r\nX-Trailer: " PH_A "\r\n\r\n"
-    "GET /last HTTP/1.0\r\nAuthorization: " VAL_A "\r\n\r\n";
+    "GET /last HTTP/1.0\r\nHost: API.example.com.:443\r\nAuthorization: " VAL_A "\r\n\r\n";
 
 static void test_subst_pipelined_any_cut(void **state)
 {
@@ -213,8 +213,18 @@ static void test_subst_other_host(void **state)
     _cleanup_secrets_ secrets s = load_good();
     subst m;
     subst_init(&m, &s, "elsewhere.example");
+    _cleanup_sb_ strbuf in = {0};
+    for (const char *p = pipelined, *hit; *p; p = hit + strlen("api.example.com")) {
+        hit = strcasestr(p, "api.example.com");
+        if (!hit) {
+            sb_puts(&in, p);
+            break;
+        }
+        sb_putn(&in, p, (size_t)(hit - p));
+        sb_puts(&in, "elsewhere.example");
+    }
     int r;
-    _cleanup_free_ char *out = run(&m, pipelined, strlen(pipelined), 7, &r);
+    _cleanup_free_ char *out = run(&m, in.s, in.len, 7, &r);
     assert_int_equal(r, 0);
     assert_null(strstr(out, VAL_A));
     assert_null(strstr(out, VAL_B));
@@ -253,16 +263,21 @@ static void test_subst_refused(void **state)
 {
     (void)state;
     static const char *const bad[] = {
-        "POST / HTTP/1.1\r\nA: " PH_A "\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
-        "POST / HTTP/1.1\r\nA: " PH_A "\r\nContent-Length: 5\r\nTransfer-Encoding: "
+        "POST / HTTP/1.1\r\nHost: api.example.com\r\nA: " PH_A
+        "\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: api.example.com\r\nA: " PH_A
+        "\r\nContent-Length: 5\r\nTransfer-Encoding: "
         "chunked\r\n\r\n",
-        "POST / HTTP/1.1\r\nA: " PH_A "\r\nContent-Length: -1\r\n\r\n",
-        "POST / HTTP/1.1\r\nA: " PH_A "\r\nTransfer-Encoding: gzip\r\n\r\n",
-        "GET / HTTP/1.1\r\nA: " PH_A "\r\n folded\r\n\r\n",
-        "GET / HTTP/1.1\r\nA: " PH_A "\r\nNo colon\r\n\r\n",
-        "GET / HTTP/1.1\r\nA: " PH_A "\r\nBad name: x\r\n\r\n",
-        "POST / HTTP/1.1\r\nA: " PH_A "\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-        "POST / HTTP/1.1\r\nA: " PH_A "\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n",
+        "POST / HTTP/1.1\r\nHost: api.example.com\r\nA: " PH_A "\r\nContent-Length: -1\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: api.example.com\r\nA: " PH_A
+        "\r\nTransfer-Encoding: gzip\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: api.example.com\r\nA: " PH_A "\r\n folded\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: api.example.com\r\nA: " PH_A "\r\nNo colon\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: api.example.com\r\nA: " PH_A "\r\nBad name: x\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: api.example.com\r\nA: " PH_A
+        "\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        "POST / HTTP/1.1\r\nHost: api.example.com\r\nA: " PH_A
+        "\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n",
     };
     _cleanup_secrets_ secrets s = load_good();
     for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
@@ -275,6 +290,66 @@ static void test_subst_refused(void **state)
         assert_non_null(m.error);
         if (i < 7)
             assert_string_equal(out, "");
+        subst_clear(&m);
+    }
+}
+
+/* A request for another host than the connection's gets nothing, its head not a byte: the
+ * target (absolute form, CONNECT) and the one Host header must both name the host. */
+static void test_subst_other_target(void **state)
+{
+    (void)state;
+    static const char first[] = "GET /1 HTTP/1.1\r\nHost: Api.Example.Com:8443\r\n"
+                                "Authorization: " PH_A "\r\n\r\n";
+    static const char *const bad[] = {
+        "GET /2 HTTP/1.1\r\nHost: evil.example\r\nAuthorization: " PH_A "\r\n\r\n",
+        "GET http://evil.example/2 HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: " PH_A
+        "\r\n\r\n",
+        "GET http://api.example.com@evil.example/ HTTP/1.1\r\nHost: api.example.com\r\n"
+        "Authorization: " PH_A "\r\n\r\n",
+        "CONNECT evil.example:443 HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: " PH_A
+        "\r\n\r\n",
+        "GET /2 HTTP/1.1\r\nHost: api.example.com\r\nHost: evil.example\r\nAuthorization: " PH_A
+        "\r\n\r\n",
+        "GET /2 HTTP/1.1\r\nAuthorization: " PH_A "\r\n\r\n",
+        "GET /2 HTTP/1.1\r\nHost: api.example.com.evil.example\r\nAuthorization: " PH_A "\r\n\r\n",
+        "GET /2 HTTP/1.1\r\nHost: api.example.com:x\r\nAuthorization: " PH_A "\r\n\r\n",
+        "GET evil.example/2 HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: " PH_A "\r\n\r\n",
+        "GET /2 HTTP/1.1\r\nX: a\rHost: evil.example\r\nHost: api.example.com\r\n"
+        "Authorization: " PH_A "\r\n\r\n",
+    };
+    _cleanup_secrets_ secrets s = load_good();
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+        subst m;
+        subst_init(&m, &s, "api.example.com");
+        _cleanup_sb_ strbuf in = {0};
+        sb_puts(&in, first);
+        sb_puts(&in, bad[i]);
+        int r;
+        _cleanup_free_ char *out = run(&m, in.s, in.len, 0, &r);
+        if (r != -1)
+            fail_msg("case %zu accepted: %s", i, out);
+        assert_non_null(m.error);
+        /* The first request went (with its value), nothing of the second. */
+        assert_non_null(strstr(out, "GET /1 HTTP/1.1"));
+        assert_null(strstr(out, "/2"));
+        assert_null(strstr(out, "evil"));
+        subst_clear(&m);
+    }
+    /* The same host in the forms that name it. */
+    static const char *const good[] = {
+        "GET http://API.example.com.:80/x HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+        "OPTIONS * HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+        "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n",
+    };
+    for (size_t i = 0; i < ELEMENTSOF(good); i++) {
+        subst m;
+        subst_init(&m, &s, "api.example.com");
+        int r;
+        _cleanup_free_ char *out = run(&m, good[i], strlen(good[i]), 0, &r);
+        if (r != 0)
+            fail_msg("case %zu refused: %s", i, m.error);
+        assert_string_equal(out, good[i]);
         subst_clear(&m);
     }
 }
@@ -299,8 +374,9 @@ static void test_subst_tunnel(void **state)
         subst_clear(&m);
     }
     /* An upgrade: its head is rewritten, what follows is the new protocol's. */
-    const char up[] = "GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nAuthorization: " PH_A
-                      "\r\n\r\nGET / HTTP/1.1\r\nAuthorization: " PH_A "\r\n\r\n";
+    const char up[] =
+        "GET /ws HTTP/1.1\r\nHost: api.example.com\r\nUpgrade: websocket\r\n"
+        "Authorization: " PH_A "\r\n\r\nGET / HTTP/1.1\r\nAuthorization: " PH_A "\r\n\r\n";
     subst m;
     subst_init(&m, &s, "api.example.com");
     int r;
@@ -315,11 +391,17 @@ static void test_subst_tunnel(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_good),       cmocka_unit_test(test_parse_refused),
-        cmocka_unit_test(test_load_fd),          cmocka_unit_test(test_hosts),
-        cmocka_unit_test(test_leak_scan_cuts),   cmocka_unit_test(test_subst_pipelined_any_cut),
-        cmocka_unit_test(test_subst_other_host), cmocka_unit_test(test_subst_oversize),
-        cmocka_unit_test(test_subst_refused),    cmocka_unit_test(test_subst_tunnel),
+        cmocka_unit_test(test_parse_good),
+        cmocka_unit_test(test_parse_refused),
+        cmocka_unit_test(test_load_fd),
+        cmocka_unit_test(test_hosts),
+        cmocka_unit_test(test_leak_scan_cuts),
+        cmocka_unit_test(test_subst_pipelined_any_cut),
+        cmocka_unit_test(test_subst_other_host),
+        cmocka_unit_test(test_subst_oversize),
+        cmocka_unit_test(test_subst_refused),
+        cmocka_unit_test(test_subst_tunnel),
+        cmocka_unit_test(test_subst_other_target),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
