@@ -267,7 +267,12 @@ int egress_secrets_memfd(const bluefile *bf, char *const *values, char *const *p
                 jw_putc(&w, ',');
             jw_str(&w, s->hosts.v[j]);
         }
-        jw_raw(&w, "]}");
+        jw_raw(&w, "]");
+        for (size_t j = 0; j < s->headers.n; j++) { /* optional: only when named */
+            jw_raw(&w, j ? "," : ",\"headers\":[");
+            jw_str(&w, s->headers.v[j]);
+        }
+        jw_raw(&w, s->headers.n ? "]}" : "}");
     }
     jw_putc(&w, ']');
     jw_flush(&w);

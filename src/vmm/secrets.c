@@ -102,9 +102,38 @@ static int take_hosts(secret *sec, json_t *hosts, size_t i, bb_error **err)
     return 0;
 }
 
+/* "headers" (optional): HTTP token names, lower-cased. */
+static int take_headers(secret *sec, json_t *headers, size_t i, bb_error **err)
+{
+    if (!headers)
+        return 0;
+    if (!json_is_array(headers) || json_array_size(headers) == 0 ||
+        json_array_size(headers) > SECRET_HEADERS_MAX)
+        return bb_fail(err, EINVAL, "secret %zu (%s): headers must be a list of 1 to %d names", i,
+                       sec->name, SECRET_HEADERS_MAX);
+    size_t k;
+    json_t *h;
+    json_array_foreach(headers, k, h)
+    {
+        const char *v = json_is_string(h) ? json_string_value(h) : "";
+        size_t n = strlen(v);
+        bool ok = n > 0 && n <= 128;
+        for (size_t j = 0; ok && j < n; j++)
+            ok = isalnum((unsigned char)v[j]) || strchr("!#$%&'*+-.^_`|~", v[j]);
+        if (!ok)
+            return bb_fail(err, EINVAL, "secret %zu (%s): header %zu is not a header name", i,
+                           sec->name, k);
+        char *copy = xstrdup(v);
+        for (char *c = copy; *c; c++)
+            *c = (char)tolower((unsigned char)*c);
+        strv_push(&sec->headers, copy);
+    }
+    return 0;
+}
+
 static int take_one(secrets *s, json_t *o, size_t i, bb_error **err)
 {
-    static const char *const keys[] = {"name", "placeholder", "value", "hosts"};
+    static const char *const keys[] = {"name", "placeholder", "value", "hosts", "headers"};
     if (!json_is_object(o))
         return bb_fail(err, EINVAL, "secret %zu: not an object", i);
     const char *key;
@@ -139,7 +168,9 @@ static int take_one(secrets *s, json_t *o, size_t i, bb_error **err)
     sec->value_len = json_string_length(value);
     sec->value = xmalloc(sec->value_len + 1);
     memcpy(sec->value, json_string_value(value), sec->value_len + 1);
-    return take_hosts(sec, json_object_get(o, "hosts"), i, err);
+    if (take_hosts(sec, json_object_get(o, "hosts"), i, err) < 0)
+        return -1;
+    return take_headers(sec, json_object_get(o, "headers"), i, err);
 }
 
 static int parse(const char *json, size_t len, secrets *s, bb_error **err)
@@ -232,6 +263,7 @@ void secrets_clear(secrets *s)
         free(sec->name);
         free(sec->placeholder);
         strv_clear(&sec->hosts);
+        strv_clear(&sec->headers);
     }
     free(s->v);
     *s = (secrets){0};
@@ -391,8 +423,24 @@ static void trim(const char **v, size_t *n)
         (*n)--;
 }
 
-/* The value with every placeholder of a secret that lists the host replaced. */
-static void put_value(subst *m, const char *v, size_t n, strbuf *out)
+/* Whether the header [name, name+n) is one sec's value goes into. */
+static bool credential_header(const secret *sec, const char *name, size_t n)
+{
+    static const char *const always[] = SECRET_HEADERS;
+    for (size_t k = 0; always[k]; k++)
+        if (strlen(always[k]) == n && strncasecmp(always[k], name, n) == 0)
+            return true;
+    for (size_t k = 0; k < sec->headers.n; k++)
+        if (strlen(sec->headers.v[k]) == n && strncasecmp(sec->headers.v[k], name, n) == 0)
+            return true;
+    return false;
+}
+
+/* The value of header `name` with every placeholder of a secret that lists the host and
+ * goes into this header replaced. One that lists the host but not the header stays, and is
+ * an attempted leak: a header the guest picks may come back (CORS reflects Origin). */
+static void put_value(subst *m, const char *name, size_t name_len, const char *v, size_t n,
+                      strbuf *out)
 {
     size_t i = 0;
     while (i < n) {
@@ -401,7 +449,12 @@ static void put_value(subst *m, const char *v, size_t n, strbuf *out)
         size_t at = hit ? (size_t)(hit - v) : n;
         const secret *sec =
             hit && n - at >= SECRET_PLACEHOLDER_LEN ? secrets_match(m->s, hit) : NULL;
-        if (sec && secret_has_host(sec, m->host)) {
+        bool here = sec && secret_has_host(sec, m->host);
+        if (here && !credential_header(sec, name, name_len)) {
+            m->scan.leaks++;
+            here = false;
+        }
+        if (here) {
             sb_putn(out, v + i, at - i);
             sb_putn(out, sec->value, sec->value_len);
             m->substituted++;
@@ -475,7 +528,7 @@ static int header_line(subst *m, const line *l, framing *f, strbuf *out)
         f->tunnel = true;
     sb_putn(out, l->p, name_len + 1);
     sb_putc(out, ' ');
-    put_value(m, v, vn, out);
+    put_value(m, l->p, name_len, v, vn, out);
     sb_puts(out, "\r\n");
     return 0;
 }

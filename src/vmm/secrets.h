@@ -1,12 +1,14 @@
 /* Secrets the guest never holds (issue 17): what bluebox-vmm knows of them and what it does
  * with the bytes a guest sends to a host.
  *
- * The host hands the VMM one JSON array [{"name","placeholder","value","hosts":[...]}] in an
+ * The host hands the VMM one JSON array [{"name","placeholder","value","hosts":[...],
+ * optionally "headers":[...]}] in an
  * inherited fd (ABI_ENV_SECRETS_FD); the guest's environment holds only the placeholders
  * (ABI_SECRET_PREFIX + 32 hex digits). secrets_load_env() reads and closes that fd before the
  * guest boots. On a connection to a host that carries a secret, the request heads the guest
  * sends (HTTP/1.x, plain or inside the TLS broker, tlsbroker.h) go through a subst machine:
- * a placeholder in a header value becomes the real value when that secret lists the host;
+ * a placeholder in the value of a credential header (SECRET_HEADERS and the secret's own)
+ * becomes the real value when that secret lists the host;
  * anything else (request lines, bodies, placeholders of other secrets) passes untouched and
  * every placeholder that goes to a host not listed for it counts as an attempted leak.
  *
@@ -40,8 +42,18 @@ typedef struct secret {
     char *placeholder; /* what the guest holds */
     char *value;       /* what only the hosts below receive; wiped on clear */
     size_t value_len;
-    strv hosts; /* lower-case names, or "*.suffix" for any name below suffix */
+    strv hosts;   /* lower-case names, or "*.suffix" for any name below suffix */
+    strv headers; /* lower-case header names it goes into beyond SECRET_HEADERS */
 } secret;
+
+/* The request headers every secret goes into (lower case, NULL-terminated); a secret's
+ * `headers` add to them. A placeholder in any other header, the request line or a body stays
+ * as it is (and, in a header, counts as an attempted leak: a header the host may echo). */
+#define SECRET_HEADERS                                                                             \
+    {                                                                                              \
+        "authorization", "proxy-authorization", "x-api-key", NULL                                  \
+    }
+#define SECRET_HEADERS_MAX 16
 
 typedef struct secrets {
     secret *v;

