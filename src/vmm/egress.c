@@ -24,6 +24,7 @@
 #include "abi.h"
 #include "allow.h"
 #include "netdns.h"
+#include "httpcheck.h"
 #include "sniff.h"
 #include "util/macro.h"
 #include "util/time.h"
@@ -827,6 +828,9 @@ static _noreturn_ void egress_child(egress *e, const fake *f, uint16_t port, int
         /* a host a secret goes to: the broker (TLS terminated with the sandbox's CA) */
         rc = secrets_relay(g, pre, (size_t)pre_len, u, f->name, c.tls, e->secrets, &st);
         c.rec.brokered = true;
+    } else if (!c.tls && entry->port == 0 && !e->weaken_sni) {
+        /* plain HTTP on a name entry: every request must name the host (httpcheck.h) */
+        rc = http_relay_checked(g, pre, (size_t)pre_len, u, f->name, e->secrets, &st);
     } else {
         /* any other host: passed as it is; with secrets, a plain stream is searched for
          * placeholders (a TLS stream is opaque here: its host cannot get a value either) */

@@ -10,7 +10,8 @@
  *    bytes (TLS: SNI; HTTP: Host; other TCP: the name itself, for NAME:PORT entries), refuses
  *    a name other than the fake address's, resolves the name itself, refuses an address the
  *    safe default refuses unless a CIDR entry names it (no DNS rebinding into the LAN),
- *    connects and relays. A refusal is a reset the guest sees at once.
+ *    connects and relays (plain HTTP on a name entry request by request, httpcheck.h). A
+ *    refusal is a reset the guest sees at once.
  *  - Every other frame is refused (TCP reset, ICMP administratively prohibited) unless a CIDR
  *    entry allows it; IPv6 likewise.
  *  - Each decision is one JSON line on the connection log (ABI_ENV_NET_LOG), written with one

@@ -304,7 +304,7 @@ bool secrets_for_host(const secrets *s, const char *host)
 
 const secret *secrets_match(const secrets *s, const char *p)
 {
-    for (size_t i = 0; i < s->n; i++)
+    for (size_t i = 0; s && i < s->n; i++)
         if (memcmp(s->v[i].placeholder, p, SECRET_PLACEHOLDER_LEN) == 0)
             return &s->v[i];
     return NULL;
@@ -369,6 +369,12 @@ void subst_init(subst *m, const secrets *s, const char *host)
 {
     *m = (subst){.s = s, .host = host, .state = SUBST_HEAD};
     leak_scan_init(&m->scan, s, host);
+}
+
+void subst_init_strict(subst *m, const secrets *s, const char *host)
+{
+    subst_init(m, s, host);
+    m->strict = true;
 }
 
 void subst_clear(subst *m)
@@ -653,6 +659,9 @@ static int rewrite(subst *m, strbuf *out)
     m->requests++;
     if (!next_line(&cur, end, &l) ||
         !request_line(&l, &f)) { /* not HTTP/1.x after all: as it is, and so on */
+        if (m->strict)
+            return fail(m, "bytes that are not an HTTP/1.x request (an upgraded stream needs "
+                           "TLS or a NAME:PORT entry)");
         sb_putn(out, m->head.s, m->head.len);
         m->state = SUBST_TUNNEL;
         return 0;
@@ -670,10 +679,10 @@ static int rewrite(subst *m, strbuf *out)
     if (f.te && f.have_len)
         return fail(m, "both Transfer-Encoding and Content-Length");
     m->left = f.len;
-    m->state = f.tunnel    ? SUBST_TUNNEL
-               : f.chunked ? SUBST_CHUNK_SIZE
-               : f.len     ? SUBST_BODY
-                           : SUBST_HEAD;
+    m->state = f.tunnel && !m->strict ? SUBST_TUNNEL
+               : f.chunked            ? SUBST_CHUNK_SIZE
+               : f.len                ? SUBST_BODY
+                                      : SUBST_HEAD;
     return 0;
 }
 
@@ -710,6 +719,9 @@ static ssize_t feed_head(subst *m, const char *d, size_t n, strbuf *out)
     /* Something that does not even start like a method (TLS, HTTP/2's preface is caught at
      * its request line): not ours to parse. */
     if (m->head.len == 0 && !is_tchar(d[0])) {
+        if (m->strict)
+            return fail(m, "bytes that are not an HTTP/1.x request (an upgraded stream needs "
+                           "TLS or a NAME:PORT entry)");
         m->state = SUBST_TUNNEL;
         return 0;
     }

@@ -123,6 +123,10 @@ typedef enum {
 typedef struct subst {
     const secrets *s;
     const char *host;
+    /* Only HTTP/1.x, to the end (plain HTTP on a name entry, httpcheck.h): what is not an
+     * HTTP/1.x request fails instead of passing, and CONNECT and Upgrade do not end the
+     * parsing (the stream is read as requests whatever the server answered). */
+    bool strict;
     subst_state state;
     strbuf head; /* the head being collected, or a chunk-size/trailer line */
     uint64_t left;
@@ -133,5 +137,7 @@ typedef struct subst {
 } subst;
 
 void subst_init(subst *m, const secrets *s, const char *host);
+/* The same, strict (above): the per-request host check of a plain HTTP connection. */
+void subst_init_strict(subst *m, const secrets *s, const char *host);
 int subst_feed(subst *m, const void *data, size_t n, strbuf *out);
 void subst_clear(subst *m);

@@ -411,6 +411,59 @@ static void test_subst_headers(void **state)
     subst_clear(&m);
 }
 
+/* Strict (plain HTTP on a name entry, httpcheck.h): requests only, to the end. What the
+ * lenient machine passes as a tunnel fails here, and CONNECT or Upgrade to the same host do
+ * not stop the reading: a server that ignores them reads the next request, which must be
+ * checked too. */
+static void test_subst_strict(void **state)
+{
+    (void)state;
+    static const char ok1[] = "GET /a HTTP/1.1\r\nHost: plain.example\r\n\r\n"
+                              "POST /b HTTP/1.1\r\nHost: PLAIN.example.:80\r\n"
+                              "Content-Length: 3\r\n\r\nxyz";
+    static const char *const bad[] = {
+        "GET /2 HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+        "GET http://evil.example/2 HTTP/1.1\r\nHost: plain.example\r\n\r\n",
+        "CONNECT evil.example:443 HTTP/1.1\r\nHost: plain.example\r\n\r\n",
+        "CONNECT plain.example:443 HTTP/1.1\r\nHost: plain.example\r\n\r\n"
+        "GET /2 HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+        "GET /ws HTTP/1.1\r\nHost: plain.example\r\nUpgrade: websocket\r\n\r\n"
+        "GET /2 HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+        "GET /ws HTTP/1.1\r\nHost: plain.example\r\nUpgrade: websocket\r\n\r\n\x81\x85/2evil",
+        "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n/2evil",
+        "GET /2 HTTP/1.2\r\nHost: evil.example\r\n\r\n",
+        "\x16\x03\x01/2evil\r\n\r\n",
+    };
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+        subst m;
+        subst_init_strict(&m, NULL, "plain.example");
+        _cleanup_sb_ strbuf in = {0};
+        sb_puts(&in, ok1);
+        sb_puts(&in, bad[i]);
+        for (size_t step = 0; step <= 16; step += 16) {
+            subst_clear(&m);
+            subst_init_strict(&m, NULL, "plain.example");
+            int r;
+            _cleanup_free_ char *out = run(&m, in.s, in.len, step, &r);
+            if (r != -1)
+                fail_msg("case %zu accepted: %s", i, out);
+            assert_non_null(m.error);
+            assert_non_null(strstr(out, "xyz")); /* the good requests went */
+            assert_null(strstr(out, "/2"));
+            assert_null(strstr(out, "evil"));
+        }
+        subst_clear(&m);
+    }
+    subst m;
+    subst_init_strict(&m, NULL, "plain.example");
+    int r;
+    _cleanup_free_ char *out = run(&m, ok1, strlen(ok1), 1, &r);
+    assert_int_equal(r, 0);
+    assert_string_equal(out, ok1);
+    assert_int_equal(m.requests, 2);
+    subst_clear(&m);
+}
+
 /* What is not HTTP/1.x, and what stops being it, passes as it is. */
 static void test_subst_tunnel(void **state)
 {
@@ -460,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_subst_tunnel),
         cmocka_unit_test(test_subst_other_target),
         cmocka_unit_test(test_subst_headers),
+        cmocka_unit_test(test_subst_strict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
