@@ -97,13 +97,25 @@ static void log_rotation(void **s)
     assert_int_equal(size_of(log), 3);
     assert_int_equal(mode_of(log), 0600);
     assert_int_equal(size_of(old), -1);
-    /* over 4 MiB: moved to .1 (replacing the older one), a fresh one started */
+    /* over 4 MiB: moved to .1, the older ones to .2 and .3 (the oldest dropped), a fresh
+     * one started */
+    char *old2 = xasprintf("%s.2", log), *old3 = xasprintf("%s.3", log);
     assert_int_equal(truncate(log, EGRESS_LOG_ROTATE + 1), 0);
     assert_int_equal(write_file_atomic(old, "older\n", 6, 0600, &err), 0);
     assert_int_equal(egress_log_rotate(log, &err), 0);
     assert_int_equal(size_of(old), EGRESS_LOG_ROTATE + 1);
+    assert_int_equal(size_of(old2), 6);
+    assert_int_equal(size_of(old3), -1);
     assert_int_equal(size_of(log), 0);
     assert_int_equal(mode_of(log), 0600);
+    assert_int_equal(write_file_atomic(old3, "oldest\n", 7, 0600, &err), 0);
+    assert_int_equal(truncate(log, EGRESS_LOG_ROTATE + 2), 0);
+    assert_int_equal(egress_log_rotate(log, &err), 0);
+    assert_int_equal(size_of(old), EGRESS_LOG_ROTATE + 2);
+    assert_int_equal(size_of(old2), EGRESS_LOG_ROTATE + 1);
+    assert_int_equal(size_of(old3), 6); /* "oldest" dropped */
+    free(old2);
+    free(old3);
     /* exactly 4 MiB stays */
     assert_int_equal(truncate(log, EGRESS_LOG_ROTATE), 0);
     assert_int_equal(egress_log_rotate(log, &err), 0);
