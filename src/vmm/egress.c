@@ -23,8 +23,8 @@
 
 #include "abi.h"
 #include "allow.h"
-#include "netdns.h"
 #include "httpcheck.h"
+#include "netdns.h"
 #include "sniff.h"
 #include "util/macro.h"
 #include "util/time.h"
