@@ -801,9 +801,30 @@ static int check_secret_host(ctx *c, const char *what, const ynode *it, char **t
     return check_name(c, what, it, *text);
 }
 
+/* A header name (an HTTP token) that is not one the proxy frames requests by. */
+static int check_header_name(ctx *c, const char *what, const ynode *it, char **text)
+{
+    lower(*text);
+    const char *h = *text;
+    if (!*h || strlen(h) > 128 ||
+        strspn(h, "abcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+-.^_`|~") != strlen(h))
+        return fail_at(c, it,
+                       "%s must be an HTTP header name (letters, digits and !#$%%&'*+-.^_`|~; "
+                       "at most 128), got \"%s\"",
+                       what, h);
+    static const char *const framing[] = {"host",       "content-length", "transfer-encoding",
+                                          "connection", "upgrade",        NULL};
+    for (size_t k = 0; framing[k]; k++)
+        if (streq(h, framing[k]))
+            return fail_at(c, it, "%s: \"%s\" frames the request; a secret cannot go into it", what,
+                           h);
+    return 0;
+}
+
 static int read_secret(ctx *c, size_t i, const ynode *m, bf_secret *out)
 {
-    static const char *const allowed[] = {"name", "from_env", "from_file", "hosts", NULL};
+    static const char *const allowed[] = {"name",  "from_env", "from_file",
+                                          "hosts", "headers",  NULL};
     _cleanup_free_ char *what = xasprintf("secrets[%zu]", i);
     if (check_keys(c, what, m, allowed) < 0)
         return -1;
@@ -850,6 +871,19 @@ static int read_secret(ctx *c, size_t i, const ynode *m, bf_secret *out)
         return -1;
     if (out->hosts.n == 0)
         return fail_at(c, hosts, "%s is empty; name the hosts the value may be sent to", hw);
+    const ynode *headers = field(m, "headers");
+    if (headers) {
+        _cleanup_free_ char *hdw = xasprintf("%s.headers", what);
+        if (read_list(c, hdw, headers, check_header_name, &out->headers) < 0)
+            return -1;
+        if (out->headers.n == 0)
+            return fail_at(c, headers,
+                           "%s is empty; leave it out for the default (" SECRET_HEADERS_DEFAULT
+                           ") or name the headers the value goes into",
+                           hdw);
+        if (out->headers.n > 16)
+            return fail_at(c, headers, "%s has %zu names; at most 16", hdw, out->headers.n);
+    }
     return 0;
 }
 
@@ -1126,6 +1160,7 @@ void bluefile_free(bluefile *bf)
         free(bf->secrets[i].from_env);
         free(bf->secrets[i].from_file);
         strv_clear(&bf->secrets[i].hosts);
+        strv_clear(&bf->secrets[i].headers);
     }
     free(bf->secrets);
     free(bf);

@@ -50,7 +50,12 @@ typedef struct {
     char *from_env;  /* NULL when from_file */
     char *from_file; /* absolute, ~ expanded; NULL when from_env */
     strv hosts;      /* lower-case names or "*.suffix", each covered by `allow:` */
+    strv headers;    /* lower-case header names it goes into, beyond SECRET_HEADERS_DEFAULT */
 } bf_secret;
+
+/* The request headers a secret's placeholder is replaced in when it names no others (and
+ * always): what APIs read credentials from. A placeholder anywhere else stays. */
+#define SECRET_HEADERS_DEFAULT "Authorization, Proxy-Authorization and X-Api-Key"
 
 /* The most `allow:` entries and secrets a Bluefile may name. */
 #define BLUEFILE_MAX_ALLOW   256

@@ -1,6 +1,9 @@
 /* The on-disk layout under $BLUEBOX_HOME (default ~/.bluebox) and sandbox names. */
 #pragma once
 
+/* Rotated connection logs kept: <log>.1 (newest) to <log>.3. */
+#define NETLOG_GENERATIONS 3
+
 #include <stdbool.h>
 
 #include "util/err.h"
@@ -25,7 +28,8 @@ typedef enum {
     HP_SNAPSHOTS,     /* snapshots/<name> */
     HP_LOG,           /* logs/<name>.log */
     HP_BUILD_LOG,     /* logs/build/<name>.log: podman's whole output of the last build */
-    HP_NET_LOG,       /* logs/net/<name>.log: the connection log of allow: (runtime/egress.h) */
+    HP_NET_LOG,       /* logs/net/<name>.log: the connection log of allow: (runtime/egress.h);
+                       * rotated to <log>.1 .. <log>.NETLOG_GENERATIONS */
     HP_RUN,           /* run/<name>.json */
 } home_path;
 

@@ -238,8 +238,11 @@ int sandbox_rename(const char *root, const char *old, const char *new, bb_error 
     }
     if (r == 0) {
         move_old_logs(from[2], to[2]);
-        _cleanup_free_ char *f = xasprintf("%s.1", from[6]), *t = xasprintf("%s.1", to[6]);
-        (void)renameat2(AT_FDCWD, f, AT_FDCWD, t, RENAME_NOREPLACE); /* the rotated net log */
+        for (int n = 1; n <= NETLOG_GENERATIONS; n++) { /* the rotated net logs */
+            _cleanup_free_ char *f = xasprintf("%s.%d", from[6], n);
+            _cleanup_free_ char *t = xasprintf("%s.%d", to[6], n);
+            (void)renameat2(AT_FDCWD, f, AT_FDCWD, t, RENAME_NOREPLACE);
+        }
     }
     for (size_t i = 0; i < ELEMENTSOF(moved); i++) {
         free(from[i]);
@@ -282,10 +285,14 @@ int sandbox_remove(const char *root, const char *name, bool data, bb_error **err
     _cleanup_free_ char *log = home_path_of(root, HP_LOG, name);
     _cleanup_free_ char *build_log = home_path_of(root, HP_BUILD_LOG, name);
     _cleanup_free_ char *net_log = home_path_of(root, HP_NET_LOG, name);
-    _cleanup_free_ char *net_old = xasprintf("%s.1", net_log);
     if (remove_tree(def, err) < 0 || remove_tree(log, err) < 0 || remove_tree(build_log, err) < 0 ||
-        remove_tree(net_log, err) < 0 || remove_tree(net_old, err) < 0)
+        remove_tree(net_log, err) < 0)
         return -1;
+    for (int n = 1; n <= NETLOG_GENERATIONS; n++) {
+        _cleanup_free_ char *net_old = xasprintf("%s.%d", net_log, n);
+        if (remove_tree(net_old, err) < 0)
+            return -1;
+    }
     for (int n = 1; n <= RUNLOG_GENERATIONS; n++) {
         _cleanup_free_ char *old = runlog_generation(log, n);
         if (remove_tree(old, err) < 0)

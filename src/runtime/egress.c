@@ -69,9 +69,14 @@ int egress_log_rotate(const char *path, bb_error **err)
                 return bb_fail_errno(err, errno, "cannot make %s private", path);
             return 0;
         }
-        _cleanup_free_ char *old = xasprintf("%s.1", path);
-        if (rename(path, old) < 0)
-            return bb_fail_errno(err, errno, "cannot rotate %s", path);
+        /* Generations: .2 -> .3 (the oldest dropped), .1 -> .2, the log -> .1. A guest that
+         * fills the log at every boot needs NETLOG_GENERATIONS boots to push a line out. */
+        for (int n = NETLOG_GENERATIONS; n >= 1; n--) {
+            _cleanup_free_ char *to = xasprintf("%s.%d", path, n);
+            _cleanup_free_ char *from = n > 1 ? xasprintf("%s.%d", path, n - 1) : xstrdup(path);
+            if (rename(from, to) < 0 && (errno != ENOENT || n == 1))
+                return bb_fail_errno(err, errno, "cannot rotate %s to %s", from, to);
+        }
     } else if (errno != ENOENT) {
         return bb_fail_errno(err, errno, "cannot stat %s", path);
     }
@@ -267,7 +272,12 @@ int egress_secrets_memfd(const bluefile *bf, char *const *values, char *const *p
                 jw_putc(&w, ',');
             jw_str(&w, s->hosts.v[j]);
         }
-        jw_raw(&w, "]}");
+        jw_raw(&w, "]");
+        for (size_t j = 0; j < s->headers.n; j++) { /* optional: only when named */
+            jw_raw(&w, j ? "," : ",\"headers\":[");
+            jw_str(&w, s->headers.v[j]);
+        }
+        jw_raw(&w, s->headers.n ? "]}" : "}");
     }
     jw_putc(&w, ']');
     jw_flush(&w);

@@ -14,7 +14,8 @@
 #include "util/err.h"
 #include "util/strv.h"
 
-/* The connection log is rotated (to <log>.1) at a boot that finds it larger than this. */
+/* The connection log is rotated (to <log>.1, older ones to .2 and .3: NETLOG_GENERATIONS,
+ * core/home.h) at a boot that finds it larger than this. */
 #define EGRESS_LOG_ROTATE (4u << 20)
 /* The largest secret value, and the largest a secret file may be. */
 #define EGRESS_SECRET_MAX (64u << 10)
@@ -47,7 +48,8 @@ bool egress_has_secrets(const egress *e);
 /* ABI_ENV_NET_ALLOW's value: the normalized entries, comma-separated. */
 char *egress_allow_value(const bluefile *bf);
 /* Open (creating, 0600) the connection log at path for a boot, first moving a log larger
- * than EGRESS_LOG_ROTATE to path.1 (replacing the older one). */
+ * than EGRESS_LOG_ROTATE to path.1 (path.1 to path.2, path.2 to path.3, dropping the
+ * oldest). */
 int egress_log_rotate(const char *path, bb_error **err);
 /* A fresh placeholder: ABI_SECRET_PREFIX and EGRESS_PLACEHOLDER_HEX random hex digits. */
 char *egress_placeholder(void);

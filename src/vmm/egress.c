@@ -25,6 +25,7 @@
 
 #include "abi.h"
 #include "allow.h"
+#include "httpcheck.h"
 #include "netdns.h"
 #include "sniff.h"
 #include "util/macro.h"
@@ -71,10 +72,12 @@ typedef struct resolved {
 
 /* Memory shared by the engine and its children. */
 typedef struct shared_state {
-    uint64_t logged;        /* bytes logged this boot (the cap) */
-    resolved cache[FAKE_N]; /* by fake address slot */
-    int pool_kids;          /* the pool's workers alive, idle ones included (the pool writes) */
-    int pool_idle;          /* of which waiting for a connection */
+    uint64_t logged;                         /* bytes of tcp (and the log's own) lines this boot */
+    uint64_t logged_dns, logged_frame;       /* bytes of dns and frame lines: their own shares */
+    uint64_t unwritten_dns, unwritten_frame; /* lines past their share: counted only */
+    resolved cache[FAKE_N];                  /* by fake address slot */
+    int pool_kids; /* the pool's workers alive, idle ones included (the pool writes) */
+    int pool_idle; /* of which waiting for a connection */
 } shared_state;
 
 /* What the engine hands a pool worker with the guest's connection (SCM_RIGHTS): the worker was
@@ -139,17 +142,56 @@ static void json_str(char *buf, size_t cap, size_t *off, const char *key, const 
         buf[(*off)++] = '"';
 }
 
-static void log_write(egress *e, const char *line, size_t len)
+static void elog(egress *e, const logrec *r);
+
+/* "N dns and M frame lines not written", on the tcp share (while it has room). */
+static void log_unwritten(egress *e)
 {
-    uint64_t before = __atomic_fetch_add(&e->shared->logged, len, __ATOMIC_SEQ_CST);
-    if (before + len <= EGRESS_LOG_CAP) {
+    char why[160];
+    snprintf(why, sizeof why,
+             "%llu dns and %llu frame lines not written: their share of this boot's log is full",
+             (unsigned long long)__atomic_load_n(&e->shared->unwritten_dns, __ATOMIC_SEQ_CST),
+             (unsigned long long)__atomic_load_n(&e->shared->unwritten_frame, __ATOMIC_SEQ_CST));
+    elog(e, &(logrec){.kind = "log", .port = -1, .decision = "not written", .reason = why});
+}
+
+/* Shares of EGRESS_LOG_CAP: dns lines EGRESS_LOG_DNS_CAP, frame lines EGRESS_LOG_FRAME_CAP,
+ * tcp lines (what the guest's connections did) and the log's own the rest, so denials the
+ * guest can make by the thousand cannot push its connections out of the log. Past its share
+ * a dns or frame line is counted, and every EGRESS_LOG_UNWRITTEN_EVERY of them a summary
+ * line goes to the tcp share. */
+static void log_write(egress *e, const char *kind, const char *line, size_t len)
+{
+    bool dns = streq(kind, "dns"), frame = streq(kind, "frame");
+    if (dns || frame) {
+        uint64_t *used = dns ? &e->shared->logged_dns : &e->shared->logged_frame;
+        uint64_t cap = dns ? EGRESS_LOG_DNS_CAP : EGRESS_LOG_FRAME_CAP;
+        if (__atomic_add_fetch(used, len, __ATOMIC_SEQ_CST) > cap) {
+            __atomic_fetch_sub(used, len, __ATOMIC_SEQ_CST); /* a shorter line may still fit */
+            __atomic_add_fetch(dns ? &e->shared->unwritten_dns : &e->shared->unwritten_frame, 1,
+                               __ATOMIC_SEQ_CST);
+            uint64_t all = __atomic_load_n(&e->shared->unwritten_dns, __ATOMIC_SEQ_CST) +
+                           __atomic_load_n(&e->shared->unwritten_frame, __ATOMIC_SEQ_CST);
+            if (all % EGRESS_LOG_UNWRITTEN_EVERY == 0)
+                log_unwritten(e);
+            return;
+        }
         ssize_t w;
         do
             w = write(e->log_fd, line, len);
         while (w < 0 && errno == EINTR);
         return;
     }
-    if (before <= EGRESS_LOG_CAP) { /* the line that crossed the cap says so, once */
+    const uint64_t tcp_cap = EGRESS_LOG_CAP - EGRESS_LOG_DNS_CAP - EGRESS_LOG_FRAME_CAP;
+    uint64_t before = __atomic_fetch_add(&e->shared->logged, len, __ATOMIC_SEQ_CST);
+    if (before + len <= tcp_cap) {
+        ssize_t w;
+        do
+            w = write(e->log_fd, line, len);
+        while (w < 0 && errno == EINTR);
+        return;
+    }
+    if (before <= tcp_cap) { /* the line that crossed the cap says so, once */
         static const char full[] = "{\"kind\":\"log\",\"decision\":\"log full\",\"reason\":\"the "
                                    "connection log reached its size for this boot\"}\n";
         ssize_t w = write(e->log_fd, full, sizeof full - 1);
@@ -193,7 +235,7 @@ static void elog(egress *e, const logrec *r)
         off += (size_t)snprintf(buf + off, sizeof buf - off, ",\"leaks\":%llu",
                                 (unsigned long long)r->st.leaks);
     off += (size_t)snprintf(buf + off, sizeof buf - off, "}\n");
-    log_write(e, buf, off < sizeof buf ? off : sizeof buf - 1);
+    log_write(e, r->kind ? r->kind : "", buf, off < sizeof buf ? off : sizeof buf - 1);
 }
 
 /* ---- setup ------------------------------------------------------------------------------ */
@@ -321,6 +363,10 @@ void egress_free(egress *e)
 {
     if (!e)
         return;
+    /* The count of the lines not written since the last summary, if the log has room. */
+    if (e->log_fd >= 0 && e->shared && e->shared != MAP_FAILED &&
+        (e->shared->unwritten_dns + e->shared->unwritten_frame) % EGRESS_LOG_UNWRITTEN_EVERY)
+        log_unwritten(e);
     for (size_t i = 0; i < FAKE_N; i++)
         if (e->fakes[i].name[0])
             fake_release(e, &e->fakes[i], false);
@@ -878,6 +924,9 @@ static _noreturn_ void proxy_conn(egress *e, size_t slot, const char *name, uint
         /* a host a secret goes to: the broker (TLS terminated with the sandbox's CA) */
         rc = secrets_relay(g, pre, (size_t)pre_len, u, name, c.tls, e->secrets, &st);
         c.rec.brokered = true;
+    } else if (!c.tls && entry->port == 0 && !e->weaken_sni) {
+        /* plain HTTP on a name entry: every request must name the host (httpcheck.h) */
+        rc = http_relay_checked(g, pre, (size_t)pre_len, u, name, e->secrets, &st);
     } else {
         /* any other host: passed as it is; with secrets, a plain stream is searched for
          * placeholders (a TLS stream is opaque here: its host cannot get a value either) */

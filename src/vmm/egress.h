@@ -11,11 +11,13 @@
  *    bytes (TLS: SNI; HTTP: Host; other TCP: the name itself, for NAME:PORT entries), refuses
  *    a name other than the fake address's, resolves the name itself, refuses an address the
  *    safe default refuses unless a CIDR entry names it (no DNS rebinding into the LAN),
- *    connects and relays. A refusal is a reset the guest sees at once.
+ *    connects and relays (plain HTTP on a name entry request by request, httpcheck.h). A
+ *    refusal is a reset the guest sees at once.
  *  - Every other frame is refused (TCP reset, ICMP/ICMPv6 administratively prohibited) unless a
  *    CIDR entry allows it; IPv6 likewise.
  *  - Each decision is one JSON line on the connection log (ABI_ENV_NET_LOG), written with one
- *    write() on an O_APPEND fd opened before the jail, at most EGRESS_LOG_CAP bytes per boot:
+ *    write() on an O_APPEND fd opened before the jail, at most EGRESS_LOG_CAP bytes per boot
+ *    (dns and frame lines in shares of their own, below):
  *      {"time":"2026-01-02T03:04:05.678Z","sandbox":"s","kind":"tcp|dns|frame","name":"n",
  *       "port":443,"decision":"allow|deny|error","rule":"entry or why","reason":"...",
  *       "seen":"sni/host name","addr":"upstream","bytes_up":1,"bytes_down":2,"duration_ms":3}
@@ -32,8 +34,14 @@
 #include "secrets.h"
 #include "tlsbroker.h" /* relay_stats */
 
-/* The connection log's bytes per boot; past it one "log full" line, then nothing. */
-#define EGRESS_LOG_CAP ((uint64_t)4 << 20)
+/* The connection log's bytes per boot, in shares: dns lines at most EGRESS_LOG_DNS_CAP and
+ * frame lines at most EGRESS_LOG_FRAME_CAP (past those they are counted, and a line says
+ * how many every EGRESS_LOG_UNWRITTEN_EVERY and at teardown), tcp lines and those summaries
+ * the rest (past it one "log full" line, then nothing). */
+#define EGRESS_LOG_CAP             ((uint64_t)4 << 20)
+#define EGRESS_LOG_DNS_CAP         ((uint64_t)1 << 20)
+#define EGRESS_LOG_FRAME_CAP       ((uint64_t)512 << 10)
+#define EGRESS_LOG_UNWRITTEN_EVERY 1000
 
 typedef struct egress egress;
 typedef void egress_send_fn(const void *frame, size_t len, void *opaque);

@@ -102,9 +102,38 @@ static int take_hosts(secret *sec, json_t *hosts, size_t i, bb_error **err)
     return 0;
 }
 
+/* "headers" (optional): HTTP token names, lower-cased. */
+static int take_headers(secret *sec, json_t *headers, size_t i, bb_error **err)
+{
+    if (!headers)
+        return 0;
+    if (!json_is_array(headers) || json_array_size(headers) == 0 ||
+        json_array_size(headers) > SECRET_HEADERS_MAX)
+        return bb_fail(err, EINVAL, "secret %zu (%s): headers must be a list of 1 to %d names", i,
+                       sec->name, SECRET_HEADERS_MAX);
+    size_t k;
+    json_t *h;
+    json_array_foreach(headers, k, h)
+    {
+        const char *v = json_is_string(h) ? json_string_value(h) : "";
+        size_t n = strlen(v);
+        bool ok = n > 0 && n <= 128;
+        for (size_t j = 0; ok && j < n; j++)
+            ok = isalnum((unsigned char)v[j]) || strchr("!#$%&'*+-.^_`|~", v[j]);
+        if (!ok)
+            return bb_fail(err, EINVAL, "secret %zu (%s): header %zu is not a header name", i,
+                           sec->name, k);
+        char *copy = xstrdup(v);
+        for (char *c = copy; *c; c++)
+            *c = (char)tolower((unsigned char)*c);
+        strv_push(&sec->headers, copy);
+    }
+    return 0;
+}
+
 static int take_one(secrets *s, json_t *o, size_t i, bb_error **err)
 {
-    static const char *const keys[] = {"name", "placeholder", "value", "hosts"};
+    static const char *const keys[] = {"name", "placeholder", "value", "hosts", "headers"};
     if (!json_is_object(o))
         return bb_fail(err, EINVAL, "secret %zu: not an object", i);
     const char *key;
@@ -139,7 +168,9 @@ static int take_one(secrets *s, json_t *o, size_t i, bb_error **err)
     sec->value_len = json_string_length(value);
     sec->value = xmalloc(sec->value_len + 1);
     memcpy(sec->value, json_string_value(value), sec->value_len + 1);
-    return take_hosts(sec, json_object_get(o, "hosts"), i, err);
+    if (take_hosts(sec, json_object_get(o, "hosts"), i, err) < 0)
+        return -1;
+    return take_headers(sec, json_object_get(o, "headers"), i, err);
 }
 
 static int parse(const char *json, size_t len, secrets *s, bb_error **err)
@@ -232,6 +263,7 @@ void secrets_clear(secrets *s)
         free(sec->name);
         free(sec->placeholder);
         strv_clear(&sec->hosts);
+        strv_clear(&sec->headers);
     }
     free(s->v);
     *s = (secrets){0};
@@ -272,7 +304,7 @@ bool secrets_for_host(const secrets *s, const char *host)
 
 const secret *secrets_match(const secrets *s, const char *p)
 {
-    for (size_t i = 0; i < s->n; i++)
+    for (size_t i = 0; s && i < s->n; i++)
         if (memcmp(s->v[i].placeholder, p, SECRET_PLACEHOLDER_LEN) == 0)
             return &s->v[i];
     return NULL;
@@ -339,6 +371,12 @@ void subst_init(subst *m, const secrets *s, const char *host)
     leak_scan_init(&m->scan, s, host);
 }
 
+void subst_init_strict(subst *m, const secrets *s, const char *host)
+{
+    subst_init(m, s, host);
+    m->strict = true;
+}
+
 void subst_clear(subst *m)
 {
     if (m->head.s)
@@ -391,8 +429,24 @@ static void trim(const char **v, size_t *n)
         (*n)--;
 }
 
-/* The value with every placeholder of a secret that lists the host replaced. */
-static void put_value(subst *m, const char *v, size_t n, strbuf *out)
+/* Whether the header [name, name+n) is one sec's value goes into. */
+static bool credential_header(const secret *sec, const char *name, size_t n)
+{
+    static const char *const always[] = SECRET_HEADERS;
+    for (size_t k = 0; always[k]; k++)
+        if (strlen(always[k]) == n && strncasecmp(always[k], name, n) == 0)
+            return true;
+    for (size_t k = 0; k < sec->headers.n; k++)
+        if (strlen(sec->headers.v[k]) == n && strncasecmp(sec->headers.v[k], name, n) == 0)
+            return true;
+    return false;
+}
+
+/* The value of header `name` with every placeholder of a secret that lists the host and
+ * goes into this header replaced. One that lists the host but not the header stays, and is
+ * an attempted leak: a header the guest picks may come back (CORS reflects Origin). */
+static void put_value(subst *m, const char *name, size_t name_len, const char *v, size_t n,
+                      strbuf *out)
 {
     size_t i = 0;
     while (i < n) {
@@ -401,7 +455,12 @@ static void put_value(subst *m, const char *v, size_t n, strbuf *out)
         size_t at = hit ? (size_t)(hit - v) : n;
         const secret *sec =
             hit && n - at >= SECRET_PLACEHOLDER_LEN ? secrets_match(m->s, hit) : NULL;
-        if (sec && secret_has_host(sec, m->host)) {
+        bool here = sec && secret_has_host(sec, m->host);
+        if (here && !credential_header(sec, name, name_len)) {
+            m->scan.leaks++;
+            here = false;
+        }
+        if (here) {
             sb_putn(out, v + i, at - i);
             sb_putn(out, sec->value, sec->value_len);
             m->substituted++;
@@ -458,6 +517,9 @@ static int header_line(subst *m, const line *l, framing *f, strbuf *out)
     size_t name_len = colon ? (size_t)(colon - l->p) : 0;
     if (!colon || name_len == 0)
         return fail(m, "a header line without a name");
+    /* A bare CR ends a line for some servers (RFC 9112 2.2): a header hidden in a value. */
+    if (memchr(l->p, '\r', l->n) || memchr(l->p, '\0', l->n))
+        return fail(m, "a header line with a bare CR or a NUL");
     for (size_t i = 0; i < name_len; i++)
         if (!is_tchar(l->p[i]))
             return fail(m, "a header name with a character HTTP does not allow");
@@ -472,7 +534,7 @@ static int header_line(subst *m, const line *l, framing *f, strbuf *out)
         f->tunnel = true;
     sb_putn(out, l->p, name_len + 1);
     sb_putc(out, ' ');
-    put_value(m, v, vn, out);
+    put_value(m, l->p, name_len, v, vn, out);
     sb_puts(out, "\r\n");
     return 0;
 }
@@ -494,6 +556,100 @@ static bool request_line(const line *l, framing *f)
     return true;
 }
 
+/* Whether the name [h, h+n) (a port after ':' dropped, a trailing dot ignored) is the
+ * connection's host, case-insensitively. A bracketed IPv6 literal never is. */
+static bool same_host(const subst *m, const char *h, size_t n)
+{
+    if (!m->host)
+        return false;
+    const char *colon = memchr(h, ':', n);
+    if (colon) {
+        for (const char *c = colon + 1; c < h + n; c++)
+            if (!isdigit((unsigned char)*c))
+                return false;
+        n = (size_t)(colon - h);
+    }
+    if (n && h[n - 1] == '.')
+        n--;
+    size_t k = strlen(m->host);
+    if (k && m->host[k - 1] == '.')
+        k--;
+    return n && n == k && strncasecmp(h, m->host, n) == 0;
+}
+
+/* The request line's target: [p, p+n) between the method and the version. */
+static void request_target(const line *l, const char **p, size_t *n)
+{
+    const char *sp = memchr(l->p, ' ', l->n);
+    *p = sp + 1;
+    size_t end = l->n - (sizeof " HTTP/1.1" - 1);
+    *n = (size_t)(l->p + end - *p);
+}
+
+/* Whether the request goes to the connection's host (RFC 9112 3.2, 7.2): the authority of
+ * an absolute-form or CONNECT target, which a server prefers over Host, and exactly one Host
+ * header whatever the form (a client must send one; a server that reads Host first must see
+ * the same name). Anything that cannot be read that way is refused: the request is for a
+ * host this check cannot name. */
+static int check_target(subst *m, const line *rl, const char *head_end)
+{
+    const char *t;
+    size_t tn;
+    request_target(rl, &t, &tn);
+    for (size_t i = 0; i < tn; i++)
+        if ((unsigned char)t[i] <= ' ' || t[i] == 0x7f)
+            return fail(m, "a request target with a space or control character");
+    bool connect = t - rl->p == 8 && memcmp(rl->p, "CONNECT ", 8) == 0;
+    const char *auth = NULL;
+    size_t an = 0;
+    if (connect) {
+        auth = t, an = tn;
+    } else if (tn && t[0] != '/' && !(tn == 1 && t[0] == '*')) {
+        const char *sep = tn > 3 ? memmem(t, tn, "://", 3) : NULL;
+        if (!sep || sep == t)
+            return fail(m, "a request target the proxy cannot read");
+        for (const char *c = t; c < sep; c++)
+            if (!isalnum((unsigned char)*c) && *c != '+' && *c != '-' && *c != '.')
+                return fail(m, "a request target the proxy cannot read");
+        auth = sep + 3;
+        while (auth + an < t + tn && !strchr("/?#", auth[an]))
+            an++;
+    } else if (!tn) {
+        return fail(m, "a request target the proxy cannot read");
+    }
+    if (auth) {
+        const char *at = NULL;
+        for (size_t i = 0; i < an; i++)
+            if (auth[i] == '@')
+                at = auth + i;
+        if (at) /* user info: the host is after it */
+            an -= (size_t)(at + 1 - auth), auth = at + 1;
+        if (!same_host(m, auth, an))
+            return fail(m, "a request for another host than the connection's (its target)");
+    }
+    /* The Host headers. */
+    const char *cur = rl->p + rl->n;
+    cur = memchr(cur, '\n', (size_t)(head_end - cur));
+    cur = cur ? cur + 1 : head_end;
+    size_t hosts = 0;
+    line l;
+    while (next_line(&cur, head_end, &l) && l.n) {
+        const char *colon = memchr(l.p, ':', l.n);
+        if (!colon || !name_is(&l, (size_t)(colon - l.p), "host"))
+            continue;
+        const char *v = colon + 1;
+        size_t vn = l.n - (size_t)(colon + 1 - l.p);
+        trim(&v, &vn);
+        if (++hosts > 1)
+            return fail(m, "a request with more than one Host header");
+        if (!same_host(m, v, vn))
+            return fail(m, "a request for another host than the connection's (its Host)");
+    }
+    if (hosts == 0)
+        return fail(m, "a request without a Host header");
+    return 0;
+}
+
 /* A whole head is in m->head: rewrite it into out and pick what follows. */
 static int rewrite(subst *m, strbuf *out)
 {
@@ -503,10 +659,17 @@ static int rewrite(subst *m, strbuf *out)
     m->requests++;
     if (!next_line(&cur, end, &l) ||
         !request_line(&l, &f)) { /* not HTTP/1.x after all: as it is, and so on */
+        if (m->strict)
+            return fail(m, "bytes that are not an HTTP/1.x request (an upgraded stream needs "
+                           "TLS or a NAME:PORT entry)");
         sb_putn(out, m->head.s, m->head.len);
         m->state = SUBST_TUNNEL;
         return 0;
     }
+    /* Before a byte of it goes out: a value goes only to its host, and a request on the
+     * connection for another host gets nothing (the connection ends). */
+    if (check_target(m, &l, end) < 0)
+        return -1;
     sb_putn(out, l.p, l.n);
     sb_puts(out, "\r\n");
     while (next_line(&cur, end, &l) && l.n)
@@ -516,10 +679,10 @@ static int rewrite(subst *m, strbuf *out)
     if (f.te && f.have_len)
         return fail(m, "both Transfer-Encoding and Content-Length");
     m->left = f.len;
-    m->state = f.tunnel    ? SUBST_TUNNEL
-               : f.chunked ? SUBST_CHUNK_SIZE
-               : f.len     ? SUBST_BODY
-                           : SUBST_HEAD;
+    m->state = f.tunnel && !m->strict ? SUBST_TUNNEL
+               : f.chunked            ? SUBST_CHUNK_SIZE
+               : f.len                ? SUBST_BODY
+                                      : SUBST_HEAD;
     return 0;
 }
 
@@ -556,6 +719,9 @@ static ssize_t feed_head(subst *m, const char *d, size_t n, strbuf *out)
     /* Something that does not even start like a method (TLS, HTTP/2's preface is caught at
      * its request line): not ours to parse. */
     if (m->head.len == 0 && !is_tchar(d[0])) {
+        if (m->strict)
+            return fail(m, "bytes that are not an HTTP/1.x request (an upgraded stream needs "
+                           "TLS or a NAME:PORT entry)");
         m->state = SUBST_TUNNEL;
         return 0;
     }

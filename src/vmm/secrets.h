@@ -1,12 +1,14 @@
 /* Secrets the guest never holds (issue 17): what bluebox-vmm knows of them and what it does
  * with the bytes a guest sends to a host.
  *
- * The host hands the VMM one JSON array [{"name","placeholder","value","hosts":[...]}] in an
+ * The host hands the VMM one JSON array [{"name","placeholder","value","hosts":[...],
+ * optionally "headers":[...]}] in an
  * inherited fd (ABI_ENV_SECRETS_FD); the guest's environment holds only the placeholders
  * (ABI_SECRET_PREFIX + 32 hex digits). secrets_load_env() reads and closes that fd before the
  * guest boots. On a connection to a host that carries a secret, the request heads the guest
  * sends (HTTP/1.x, plain or inside the TLS broker, tlsbroker.h) go through a subst machine:
- * a placeholder in a header value becomes the real value when that secret lists the host;
+ * a placeholder in the value of a credential header (SECRET_HEADERS and the secret's own)
+ * becomes the real value when that secret lists the host;
  * anything else (request lines, bodies, placeholders of other secrets) passes untouched and
  * every placeholder that goes to a host not listed for it counts as an attempted leak.
  *
@@ -40,8 +42,18 @@ typedef struct secret {
     char *placeholder; /* what the guest holds */
     char *value;       /* what only the hosts below receive; wiped on clear */
     size_t value_len;
-    strv hosts; /* lower-case names, or "*.suffix" for any name below suffix */
+    strv hosts;   /* lower-case names, or "*.suffix" for any name below suffix */
+    strv headers; /* lower-case header names it goes into beyond SECRET_HEADERS */
 } secret;
+
+/* The request headers every secret goes into (lower case, NULL-terminated); a secret's
+ * `headers` add to them. A placeholder in any other header, the request line or a body stays
+ * as it is (and, in a header, counts as an attempted leak: a header the host may echo). */
+#define SECRET_HEADERS                                                                             \
+    {                                                                                              \
+        "authorization", "proxy-authorization", "x-api-key", NULL                                  \
+    }
+#define SECRET_HEADERS_MAX 16
 
 typedef struct secrets {
     secret *v;
@@ -91,7 +103,9 @@ void leak_scan_feed(leak_scan *ls, const void *data, size_t n);
 /* The request-side machine for one connection to `host`: feed it what the guest sent, in
  * any cuts; it appends to `out` what goes upstream. Heads are held (at most SUBST_HEAD_MAX)
  * until complete, rewritten, then released; bodies (Content-Length or chunked) pass through
- * as they come; pipelined requests follow one another. A request it cannot frame (a
+ * as they come; pipelined requests follow one another. Each request must be for `host`: its
+ * absolute-form or CONNECT target, if any, and its one Host header name it (a port and a
+ * trailing dot aside, any case). A request for another host, or one it cannot frame (a
  * malformed or oversize head, conflicting lengths) stops it: -1 and a static reason in
  * `error`, and nothing more of the connection is released. An upgrade (CONNECT, Upgrade:,
  * an HTTP/2 preface, anything not HTTP/1.x) passes through untouched from there on. */
@@ -109,6 +123,10 @@ typedef enum {
 typedef struct subst {
     const secrets *s;
     const char *host;
+    /* Only HTTP/1.x, to the end (plain HTTP on a name entry, httpcheck.h): what is not an
+     * HTTP/1.x request fails instead of passing, and CONNECT and Upgrade do not end the
+     * parsing (the stream is read as requests whatever the server answered). */
+    bool strict;
     subst_state state;
     strbuf head; /* the head being collected, or a chunk-size/trailer line */
     uint64_t left;
@@ -119,5 +137,7 @@ typedef struct subst {
 } subst;
 
 void subst_init(subst *m, const secrets *s, const char *host);
+/* The same, strict (above): the per-request host check of a plain HTTP connection. */
+void subst_init_strict(subst *m, const secrets *s, const char *host);
 int subst_feed(subst *m, const void *data, size_t n, strbuf *out);
 void subst_clear(subst *m);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -795,6 +796,11 @@ int main(int argc, char **argv)
     if (argc < 2)
         die("no command to run (usage: bluebox-vmm COMMAND [ARG...])");
     _cleanup_spec_ launch_spec spec = {0};
+    /* Not dumpable before the secrets are read: UML's process (same uid and capabilities, and
+     * guest root can load modules into that kernel) must not ptrace us or read our memory,
+     * nor a core dump hold the values. Our forks inherit it; UML's exec resets its own. */
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+        die("cannot make bluebox-vmm undumpable: %s", strerror(errno));
     secrets_setup(&spec);
     spec_fill(&spec, argc, argv);
 #ifdef BB_WEAKEN_KNOBS

@@ -235,13 +235,16 @@ def test_rename_and_destroy_take_the_net_log_along(sb):
     sb.sandbox(extra=POLICY)
     assert sb.run("run", NAME, "--", "true").rc == 0
     log = net_log(sb)
-    log.with_name(log.name + ".1").write_text("{}\n")
+    for n in (1, 2, 3):  # the three rotated generations
+        log.with_name(f"{log.name}.{n}").write_text("{}\n")
     assert sb.run("rename", NAME, "t").rc == 0
     moved = log.with_name("t.log")
-    assert moved.exists() and moved.with_name("t.log.1").exists() and not log.exists()
+    assert moved.exists() and not log.exists()
+    assert all(moved.with_name(f"t.log.{n}").exists() for n in (1, 2, 3))
     r = sb.run("destroy", "t", "--yes")
     assert r.rc == 0, r
-    assert not moved.exists() and not moved.with_name("t.log.1").exists()
+    assert not moved.exists()
+    assert not any(moved.with_name(f"t.log.{n}").exists() for n in (1, 2, 3))
 
 
 def test_one_variable_for_two_secrets(sb):

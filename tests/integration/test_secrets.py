@@ -145,7 +145,8 @@ class Upstream:
 def start_driver(tmp: Path, trust: Path, port: int, mode: str, n: int, *hosts):
     secrets = [
         {"name": "API_TOKEN", "placeholder": PH_A, "value": VAL_A, "hosts": ["api.test"]},
-        {"name": "OTHER", "placeholder": PH_B, "value": VAL_B, "hosts": ["other.test"]},
+        {"name": "OTHER", "placeholder": PH_B, "value": VAL_B, "hosts": ["other.test"],
+         "headers": ["X-Other"]},  # beyond Authorization, X-Api-Key: a header it names
     ]
     (tmp / "secrets.json").write_text(json.dumps(secrets))
     p = subprocess.Popen([str(driver_path()), str(tmp / "secrets.json"), str(trust),

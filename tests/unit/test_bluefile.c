@@ -331,14 +331,19 @@ static void secrets_parsed(void **s)
     bluefile *bf = ok(SECRETS_OK "secrets:\n"
                                  "  - name: API_TOKEN\n    from_env: MY_TOKEN\n"
                                  "    hosts: [API.example.com]\n"
-                                 "  - {name: B, from_file: ~/tok, hosts: [a.example.org]}\n"
+                                 "  - {name: B, from_file: ~/tok, hosts: [a.example.org],\n"
+                                 "     headers: [X-Goog-Api-Key, \"x-token\"]}\n"
                                  "  - {name: C, from_file: rel/tok, hosts: [\"*.example.org\"]}\n");
     assert_int_equal(bf->n_secrets, 3);
     assert_string_equal(bf->secrets[0].name, "API_TOKEN");
     assert_string_equal(bf->secrets[0].from_env, "MY_TOKEN");
     assert_null(bf->secrets[0].from_file);
     assert_string_equal(bf->secrets[0].hosts.v[0], "api.example.com");
+    assert_int_equal(bf->secrets[0].headers.n, 0); /* the default */
     assert_string_equal(bf->secrets[1].from_file, "/home/u/tok");
+    assert_int_equal(bf->secrets[1].headers.n, 2);
+    assert_string_equal(bf->secrets[1].headers.v[0], "x-goog-api-key");
+    assert_string_equal(bf->secrets[1].headers.v[1], "x-token");
     assert_string_equal(bf->secrets[2].from_file, "/h/rel/tok");
     bluefile_free(bf);
 }
@@ -369,6 +374,21 @@ static void secrets_rules(void **s)
     EXPECT_BAD(SECRETS_OK "secrets: [{name: A, from_env: A}]\n", "secrets[0] needs hosts");
     EXPECT_BAD(SECRETS_OK "secrets: [{name: A, from_env: A, hosts: []}]\n",
                "secrets[0].hosts is empty");
+    EXPECT_BAD(SECRETS_OK "secrets: [{name: A, from_env: A, hosts: [api.example.com], "
+                          "headers: []}]\n",
+               "secrets[0].headers is empty; leave it out for the default");
+    EXPECT_BAD(SECRETS_OK "secrets: [{name: A, from_env: A, hosts: [api.example.com], "
+                          "headers: [\"X Key\"]}]\n",
+               "secrets[0].headers[0] must be an HTTP header name");
+    EXPECT_BAD(SECRETS_OK "secrets: [{name: A, from_env: A, hosts: [api.example.com], "
+                          "headers: [\"X-Key:\"]}]\n",
+               "secrets[0].headers[0] must be an HTTP header name");
+    EXPECT_BAD(SECRETS_OK "secrets: [{name: A, from_env: A, hosts: [api.example.com], "
+                          "headers: [ok, Host]}]\n",
+               "secrets[0].headers[1]: \"host\" frames the request");
+    EXPECT_BAD(SECRETS_OK "secrets: [{name: A, from_env: A, hosts: [api.example.com], "
+                          "headers: X-Key}]\n",
+               "secrets[0].headers must be a list");
     EXPECT_BAD(SECRETS_OK "secrets: [{name: A, from_env: A, hosts: [a.*.com]}]\n",
                "wildcard is allowed only as a leading");
     EXPECT_BAD(SECRETS_OK "secrets: [{name: A, from_env: A, value: x, hosts: [a.example.org]}]\n",

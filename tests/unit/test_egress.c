@@ -97,13 +97,25 @@ static void log_rotation(void **s)
     assert_int_equal(size_of(log), 3);
     assert_int_equal(mode_of(log), 0600);
     assert_int_equal(size_of(old), -1);
-    /* over 4 MiB: moved to .1 (replacing the older one), a fresh one started */
+    /* over 4 MiB: moved to .1, the older ones to .2 and .3 (the oldest dropped), a fresh
+     * one started */
+    char *old2 = xasprintf("%s.2", log), *old3 = xasprintf("%s.3", log);
     assert_int_equal(truncate(log, EGRESS_LOG_ROTATE + 1), 0);
     assert_int_equal(write_file_atomic(old, "older\n", 6, 0600, &err), 0);
     assert_int_equal(egress_log_rotate(log, &err), 0);
     assert_int_equal(size_of(old), EGRESS_LOG_ROTATE + 1);
+    assert_int_equal(size_of(old2), 6);
+    assert_int_equal(size_of(old3), -1);
     assert_int_equal(size_of(log), 0);
     assert_int_equal(mode_of(log), 0600);
+    assert_int_equal(write_file_atomic(old3, "oldest\n", 7, 0600, &err), 0);
+    assert_int_equal(truncate(log, EGRESS_LOG_ROTATE + 2), 0);
+    assert_int_equal(egress_log_rotate(log, &err), 0);
+    assert_int_equal(size_of(old), EGRESS_LOG_ROTATE + 2);
+    assert_int_equal(size_of(old2), EGRESS_LOG_ROTATE + 1);
+    assert_int_equal(size_of(old3), 6); /* "oldest" dropped */
+    free(old2);
+    free(old3);
     /* exactly 4 MiB stays */
     assert_int_equal(truncate(log, EGRESS_LOG_ROTATE), 0);
     assert_int_equal(egress_log_rotate(log, &err), 0);
@@ -215,7 +227,8 @@ static void memfd_contents(void **s)
     (void)s;
     bluefile *bf = parse("network: bridge\nallow: [api.example.com, \"*.example.org\"]\n"
                          "secrets:\n  - {name: A, from_env: X, hosts: [api.example.com]}\n"
-                         "  - {name: B, from_env: Y, hosts: [a.example.org, \"*.example.org\"]}\n");
+                         "  - {name: B, from_env: Y, hosts: [a.example.org, \"*.example.org\"],\n"
+                         "     headers: [X-Goog-Api-Key]}\n");
     char *values[] = {VALUE, "plain", NULL};
     char *ph[] = {egress_placeholder(), egress_placeholder(), NULL};
     int fd = -1;
@@ -240,7 +253,10 @@ static void memfd_contents(void **s)
     assert_string_equal(json_string_value(json_object_get(o, "value")), VALUE);
     assert_string_equal(json_string_value(json_array_get(json_object_get(o, "hosts"), 0)),
                         "api.example.com");
+    assert_null(json_object_get(o, "headers")); /* optional: absent means the default */
     o = json_array_get(a, 1);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(o, "headers"), 0)),
+                        "x-goog-api-key");
     assert_string_equal(json_string_value(json_object_get(o, "placeholder")), ph[1]);
     assert_int_equal(json_array_size(json_object_get(o, "hosts")), 2);
     assert_string_equal(json_string_value(json_array_get(json_object_get(o, "hosts"), 1)),

@@ -73,6 +73,14 @@ static void test_parse_refused(void **state)
         "\"value\":\"hunter2secret\",\"hosts\":[\"a.example\"]}]",
         "[{\"name\":\"A\",\"placeholder\":\"" PH_A "\",\"value\":\"hunter2secret\","
         "\"value\":\"x\",\"hosts\":[\"a.example\"]}]",
+        "[{\"name\":\"A\",\"placeholder\":\"" PH_A "\",\"value\":\"hunter2secret\","
+        "\"hosts\":[\"a.example\"],\"headers\":[]}]",
+        "[{\"name\":\"A\",\"placeholder\":\"" PH_A "\",\"value\":\"hunter2secret\","
+        "\"hosts\":[\"a.example\"],\"headers\":[\"X Key\"]}]",
+        "[{\"name\":\"A\",\"placeholder\":\"" PH_A "\",\"value\":\"hunter2secret\","
+        "\"hosts\":[\"a.example\"],\"headers\":[\"x:y\"]}]",
+        "[{\"name\":\"A\",\"placeholder\":\"" PH_A "\",\"value\":\"hunter2secret\","
+        "\"hosts\":[\"a.example\"],\"headers\":\"x-key\"}]",
         /* a JSON error right after the value: jansson's own text would quote it */
         "[{\"name\":\"A\",\"placeholder\":\"" PH_A "\",\"value\":\"hunter2secret\" oops}]",
     };
@@ -174,16 +182,16 @@ static const char pipelined[] =
     "GET /q?k=" PH_A " HTTP/1.1\r\nHost: api.example.com\r\nX-Two:  a" PH_A "b" PH_A
     "  \r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
     "5;ext=1\r\nhello\r\n2f\r\n" PH_A "\r\n0\r\nX-Trailer: " PH_A "\r\n\r\n"
-    "GET /last HTTP/1.0\nAuthorization: " PH_A "\n\n";
+    "GET /last HTTP/1.0\nHost: API.example.com.:443\nAuthorization: " PH_A "\n\n";
 
 static const char pipelined_out[] =
     "POST /v1/x HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: Bearer " VAL_A "\r\n"
     "X-Other: " PH_B "\r\nContent-Length: 60\r\n\r\n"
     "body keeps " PH_A "\r\n"
-    "GET /q?k=" PH_A " HTTP/1.1\r\nHost: api.example.com\r\nX-Two: a" VAL_A "b" VAL_A
+    "GET /q?k=" PH_A " HTTP/1.1\r\nHost: api.example.com\r\nX-Two: a" PH_A "b" PH_A
     "\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
     "5;ext=1\r\nhello\r\n2f\r\n" PH_A "\r\n0\r\nX-Trailer: " PH_A "\r\n\r\n"
-    "GET /last HTTP/1.0\r\nAuthorization: " VAL_A "\r\n\r\n";
+    "GET /last HTTP/1.0\r\nHost: API.example.com.:443\r\nAuthorization: " VAL_A "\r\n\r\n";
 
 static void test_subst_pipelined_any_cut(void **state)
 {
@@ -199,8 +207,10 @@ static void test_subst_pipelined_any_cut(void **state)
         assert_int_equal(r, 0);
         assert_string_equal(out, pipelined_out);
         assert_int_equal(m.requests, 3);
-        assert_int_equal(m.substituted, 4);
-        assert_int_equal(m.scan.leaks, 1); /* PH_B, in a header for a host not its own */
+        assert_int_equal(m.substituted, 2);
+        /* PH_B, in a header for a host not its own; PH_A twice in X-Two (not a credential
+         * header: the host may echo it) */
+        assert_int_equal(m.scan.leaks, 3);
         assert_int_equal(m.state, SUBST_HEAD);
         subst_clear(&m);
     }
@@ -213,8 +223,18 @@ static void test_subst_other_host(void **state)
     _cleanup_secrets_ secrets s = load_good();
     subst m;
     subst_init(&m, &s, "elsewhere.example");
+    _cleanup_sb_ strbuf in = {0};
+    for (const char *p = pipelined, *hit; *p; p = hit + strlen("api.example.com")) {
+        hit = strcasestr(p, "api.example.com");
+        if (!hit) {
+            sb_puts(&in, p);
+            break;
+        }
+        sb_putn(&in, p, (size_t)(hit - p));
+        sb_puts(&in, "elsewhere.example");
+    }
     int r;
-    _cleanup_free_ char *out = run(&m, pipelined, strlen(pipelined), 7, &r);
+    _cleanup_free_ char *out = run(&m, in.s, in.len, 7, &r);
     assert_int_equal(r, 0);
     assert_null(strstr(out, VAL_A));
     assert_null(strstr(out, VAL_B));
@@ -253,16 +273,21 @@ static void test_subst_refused(void **state)
 {
     (void)state;
     static const char *const bad[] = {
-        "POST / HTTP/1.1\r\nA: " PH_A "\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
-        "POST / HTTP/1.1\r\nA: " PH_A "\r\nContent-Length: 5\r\nTransfer-Encoding: "
+        "POST / HTTP/1.1\r\nHost: api.example.com\r\nA: " PH_A
+        "\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: api.example.com\r\nA: " PH_A
+        "\r\nContent-Length: 5\r\nTransfer-Encoding: "
         "chunked\r\n\r\n",
-        "POST / HTTP/1.1\r\nA: " PH_A "\r\nContent-Length: -1\r\n\r\n",
-        "POST / HTTP/1.1\r\nA: " PH_A "\r\nTransfer-Encoding: gzip\r\n\r\n",
-        "GET / HTTP/1.1\r\nA: " PH_A "\r\n folded\r\n\r\n",
-        "GET / HTTP/1.1\r\nA: " PH_A "\r\nNo colon\r\n\r\n",
-        "GET / HTTP/1.1\r\nA: " PH_A "\r\nBad name: x\r\n\r\n",
-        "POST / HTTP/1.1\r\nA: " PH_A "\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-        "POST / HTTP/1.1\r\nA: " PH_A "\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n",
+        "POST / HTTP/1.1\r\nHost: api.example.com\r\nA: " PH_A "\r\nContent-Length: -1\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: api.example.com\r\nA: " PH_A
+        "\r\nTransfer-Encoding: gzip\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: api.example.com\r\nA: " PH_A "\r\n folded\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: api.example.com\r\nA: " PH_A "\r\nNo colon\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: api.example.com\r\nA: " PH_A "\r\nBad name: x\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: api.example.com\r\nA: " PH_A
+        "\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        "POST / HTTP/1.1\r\nHost: api.example.com\r\nA: " PH_A
+        "\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n",
     };
     _cleanup_secrets_ secrets s = load_good();
     for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
@@ -277,6 +302,166 @@ static void test_subst_refused(void **state)
             assert_string_equal(out, "");
         subst_clear(&m);
     }
+}
+
+/* A request for another host than the connection's gets nothing, its head not a byte: the
+ * target (absolute form, CONNECT) and the one Host header must both name the host. */
+static void test_subst_other_target(void **state)
+{
+    (void)state;
+    static const char first[] = "GET /1 HTTP/1.1\r\nHost: Api.Example.Com:8443\r\n"
+                                "Authorization: " PH_A "\r\n\r\n";
+    static const char *const bad[] = {
+        "GET /2 HTTP/1.1\r\nHost: evil.example\r\nAuthorization: " PH_A "\r\n\r\n",
+        "GET http://evil.example/2 HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: " PH_A
+        "\r\n\r\n",
+        "GET http://api.example.com@evil.example/ HTTP/1.1\r\nHost: api.example.com\r\n"
+        "Authorization: " PH_A "\r\n\r\n",
+        "CONNECT evil.example:443 HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: " PH_A
+        "\r\n\r\n",
+        "GET /2 HTTP/1.1\r\nHost: api.example.com\r\nHost: evil.example\r\nAuthorization: " PH_A
+        "\r\n\r\n",
+        "GET /2 HTTP/1.1\r\nAuthorization: " PH_A "\r\n\r\n",
+        "GET /2 HTTP/1.1\r\nHost: api.example.com.evil.example\r\nAuthorization: " PH_A "\r\n\r\n",
+        "GET /2 HTTP/1.1\r\nHost: api.example.com:x\r\nAuthorization: " PH_A "\r\n\r\n",
+        "GET evil.example/2 HTTP/1.1\r\nHost: api.example.com\r\nAuthorization: " PH_A "\r\n\r\n",
+        "GET /2 HTTP/1.1\r\nX: a\rHost: evil.example\r\nHost: api.example.com\r\n"
+        "Authorization: " PH_A "\r\n\r\n",
+    };
+    _cleanup_secrets_ secrets s = load_good();
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+        subst m;
+        subst_init(&m, &s, "api.example.com");
+        _cleanup_sb_ strbuf in = {0};
+        sb_puts(&in, first);
+        sb_puts(&in, bad[i]);
+        int r;
+        _cleanup_free_ char *out = run(&m, in.s, in.len, 0, &r);
+        if (r != -1)
+            fail_msg("case %zu accepted: %s", i, out);
+        assert_non_null(m.error);
+        /* The first request went (with its value), nothing of the second. */
+        assert_non_null(strstr(out, "GET /1 HTTP/1.1"));
+        assert_null(strstr(out, "/2"));
+        assert_null(strstr(out, "evil"));
+        subst_clear(&m);
+    }
+    /* The same host in the forms that name it. */
+    static const char *const good[] = {
+        "GET http://API.example.com.:80/x HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+        "OPTIONS * HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+        "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n",
+    };
+    for (size_t i = 0; i < ELEMENTSOF(good); i++) {
+        subst m;
+        subst_init(&m, &s, "api.example.com");
+        int r;
+        _cleanup_free_ char *out = run(&m, good[i], strlen(good[i]), 0, &r);
+        if (r != 0)
+            fail_msg("case %zu refused: %s", i, m.error);
+        assert_string_equal(out, good[i]);
+        subst_clear(&m);
+    }
+}
+
+/* The value goes only into credential headers: Authorization, Proxy-Authorization,
+ * X-Api-Key and those the secret names ("headers", optional in the JSON). A placeholder in
+ * any other header stays (a header the host echoes, like Origin into CORS, would bring the
+ * value back to the guest) and counts as an attempted leak. */
+static void test_subst_headers(void **state)
+{
+    (void)state;
+    static const char json[] =
+        "[{\"name\":\"A\",\"placeholder\":\"" PH_A "\",\"value\":\"" VAL_A "\","
+        "\"hosts\":[\"api.example.com\"],\"headers\":[\"X-Goog-Api-Key\"]},"
+        "{\"name\":\"B\",\"placeholder\":\"" PH_B "\",\"value\":\"" VAL_B "\","
+        "\"hosts\":[\"api.example.com\"]}]";
+    _cleanup_secrets_ secrets s = {0};
+    bb_error *err = NULL;
+    assert_int_equal(secrets_parse(json, strlen(json), &s, &err), 0);
+    assert_int_equal(s.v[0].headers.n, 1);
+    assert_string_equal(s.v[0].headers.v[0], "x-goog-api-key");
+    assert_int_equal(s.v[1].headers.n, 0);
+    static const char in[] = "GET / HTTP/1.1\r\nHost: api.example.com\r\n"
+                             "Origin: " PH_A "\r\n"
+                             "Cookie: s=" PH_B "\r\n"
+                             "authorization: Bearer " PH_A "\r\n"
+                             "Proxy-Authorization: Basic " PH_B "\r\n"
+                             "X-API-KEY: " PH_B "\r\n"
+                             "X-Goog-Api-Key: " PH_A "\r\n"
+                             "X-Goog-Api-Key-2: " PH_A "\r\n"
+                             "X-Other-Key: " PH_B "\r\n\r\n";
+    static const char want[] = "GET / HTTP/1.1\r\nHost: api.example.com\r\n"
+                               "Origin: " PH_A "\r\n"
+                               "Cookie: s=" PH_B "\r\n"
+                               "authorization: Bearer " VAL_A "\r\n"
+                               "Proxy-Authorization: Basic " VAL_B "\r\n"
+                               "X-API-KEY: " VAL_B "\r\n"
+                               "X-Goog-Api-Key: " VAL_A "\r\n"
+                               "X-Goog-Api-Key-2: " PH_A "\r\n"
+                               "X-Other-Key: " PH_B "\r\n\r\n";
+    subst m;
+    subst_init(&m, &s, "api.example.com");
+    int r;
+    _cleanup_free_ char *out = run(&m, in, strlen(in), 5, &r);
+    assert_int_equal(r, 0);
+    assert_string_equal(out, want);
+    assert_int_equal(m.substituted, 4);
+    assert_int_equal(m.scan.leaks, 4);
+    subst_clear(&m);
+}
+
+/* Strict (plain HTTP on a name entry, httpcheck.h): requests only, to the end. What the
+ * lenient machine passes as a tunnel fails here, and CONNECT or Upgrade to the same host do
+ * not stop the reading: a server that ignores them reads the next request, which must be
+ * checked too. */
+static void test_subst_strict(void **state)
+{
+    (void)state;
+    static const char ok1[] = "GET /a HTTP/1.1\r\nHost: plain.example\r\n\r\n"
+                              "POST /b HTTP/1.1\r\nHost: PLAIN.example.:80\r\n"
+                              "Content-Length: 3\r\n\r\nxyz";
+    static const char *const bad[] = {
+        "GET /2 HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+        "GET http://evil.example/2 HTTP/1.1\r\nHost: plain.example\r\n\r\n",
+        "CONNECT evil.example:443 HTTP/1.1\r\nHost: plain.example\r\n\r\n",
+        "CONNECT plain.example:443 HTTP/1.1\r\nHost: plain.example\r\n\r\n"
+        "GET /2 HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+        "GET /ws HTTP/1.1\r\nHost: plain.example\r\nUpgrade: websocket\r\n\r\n"
+        "GET /2 HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+        "GET /ws HTTP/1.1\r\nHost: plain.example\r\nUpgrade: websocket\r\n\r\n\x81\x85/2evil",
+        "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n/2evil",
+        "GET /2 HTTP/1.2\r\nHost: evil.example\r\n\r\n",
+        "\x16\x03\x01/2evil\r\n\r\n",
+    };
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+        subst m;
+        subst_init_strict(&m, NULL, "plain.example");
+        _cleanup_sb_ strbuf in = {0};
+        sb_puts(&in, ok1);
+        sb_puts(&in, bad[i]);
+        for (size_t step = 0; step <= 16; step += 16) {
+            subst_clear(&m);
+            subst_init_strict(&m, NULL, "plain.example");
+            int r;
+            _cleanup_free_ char *out = run(&m, in.s, in.len, step, &r);
+            if (r != -1)
+                fail_msg("case %zu accepted: %s", i, out);
+            assert_non_null(m.error);
+            assert_non_null(strstr(out, "xyz")); /* the good requests went */
+            assert_null(strstr(out, "/2"));
+            assert_null(strstr(out, "evil"));
+        }
+        subst_clear(&m);
+    }
+    subst m;
+    subst_init_strict(&m, NULL, "plain.example");
+    int r;
+    _cleanup_free_ char *out = run(&m, ok1, strlen(ok1), 1, &r);
+    assert_int_equal(r, 0);
+    assert_string_equal(out, ok1);
+    assert_int_equal(m.requests, 2);
+    subst_clear(&m);
 }
 
 /* What is not HTTP/1.x, and what stops being it, passes as it is. */
@@ -299,8 +484,9 @@ static void test_subst_tunnel(void **state)
         subst_clear(&m);
     }
     /* An upgrade: its head is rewritten, what follows is the new protocol's. */
-    const char up[] = "GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nAuthorization: " PH_A
-                      "\r\n\r\nGET / HTTP/1.1\r\nAuthorization: " PH_A "\r\n\r\n";
+    const char up[] =
+        "GET /ws HTTP/1.1\r\nHost: api.example.com\r\nUpgrade: websocket\r\n"
+        "Authorization: " PH_A "\r\n\r\nGET / HTTP/1.1\r\nAuthorization: " PH_A "\r\n\r\n";
     subst m;
     subst_init(&m, &s, "api.example.com");
     int r;
@@ -315,11 +501,19 @@ static void test_subst_tunnel(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_good),       cmocka_unit_test(test_parse_refused),
-        cmocka_unit_test(test_load_fd),          cmocka_unit_test(test_hosts),
-        cmocka_unit_test(test_leak_scan_cuts),   cmocka_unit_test(test_subst_pipelined_any_cut),
-        cmocka_unit_test(test_subst_other_host), cmocka_unit_test(test_subst_oversize),
-        cmocka_unit_test(test_subst_refused),    cmocka_unit_test(test_subst_tunnel),
+        cmocka_unit_test(test_parse_good),
+        cmocka_unit_test(test_parse_refused),
+        cmocka_unit_test(test_load_fd),
+        cmocka_unit_test(test_hosts),
+        cmocka_unit_test(test_leak_scan_cuts),
+        cmocka_unit_test(test_subst_pipelined_any_cut),
+        cmocka_unit_test(test_subst_other_host),
+        cmocka_unit_test(test_subst_oversize),
+        cmocka_unit_test(test_subst_refused),
+        cmocka_unit_test(test_subst_tunnel),
+        cmocka_unit_test(test_subst_other_target),
+        cmocka_unit_test(test_subst_headers),
+        cmocka_unit_test(test_subst_strict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
