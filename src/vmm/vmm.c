@@ -747,7 +747,7 @@ static int read_signals(relay *r)
  * terminal as control sequences. */
 static void print_log_line(const char *line)
 {
-    fputs("bluebox-vmm: uml: ", stderr);
+    fputs(qemu_mode() ? "bluebox-vmm: qemu: " : "bluebox-vmm: uml: ", stderr);
     for (const unsigned char *c = (const unsigned char *)line; *c && *c != '\n'; c++)
         if (*c >= 0x20 && *c < 0x7f)
             fputc(*c, stderr);
