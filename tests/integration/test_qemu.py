@@ -131,3 +131,21 @@ def test_refusals(home):
     r = home("run", name, "--", "true")
     assert r.returncode != 0 and b"network: bridge is not on the qemu backend yet" in r.stderr, r
     assert containers_of(name) == []
+
+
+def test_directory_mounts(home, tmp_path):
+    """Declared mounts are file-server exports on qemu: read-only ones served read-only."""
+    ro, rw = tmp_path / "ro", tmp_path / "rw"
+    ro.mkdir()
+    rw.mkdir()
+    (ro / "f").write_text("ro-content\n")
+    name = home.sandbox(f"qemumnt-{os.getpid()}", bluefile(
+        f"mounts:\n  - {{host: {ro}, guest: /mnt/ro, mode: ro}}\n"
+        f"  - {{host: {rw}, guest: /mnt/rw, mode: rw}}\n"))
+    assert home("build", name).returncode == 0
+    r = home("run", name, "--", "sh", "-c",
+             "cat /mnt/ro/f; echo x > /mnt/ro/g || echo REFUSED; echo w > /mnt/rw/w")
+    assert r.returncode == 0, r
+    assert r.stdout.decode().splitlines() == ["ro-content", "REFUSED"], r
+    assert not (ro / "g").exists()
+    assert (rw / "w").read_text() == "w\n"
