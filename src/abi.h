@@ -36,6 +36,7 @@
 #define ABI_VMM_QEMU        "qemu-system-x86_64"
 #define ABI_QEMU_BIOS       "bios-microvm.bin"
 #define ABI_QEMU_KERNEL     "vmlinuz"
+#define ABI_QEMU_VMLINUX    "vmlinux" /* the same uncompressed, for PVH, when it has the note */
 #define ABI_QEMU_INITRD     "initrd.img"
 #define ABI_QEMU_ROOT_TAG   "bbroot"
 #define ABI_QEMU_SPEC_FWCFG "opt/bluebox/spec"

@@ -64,7 +64,7 @@ void qemu_argv(const qemu_conf *c, strv *a)
     strv_add(a, "-bios");
     strv_push(a, xasprintf("%s/" ABI_QEMU_BIOS, c->dir));
     strv_add(a, "-kernel");
-    strv_push(a, xasprintf("%s/" ABI_QEMU_KERNEL, c->dir));
+    strv_push(a, xasprintf("%s/%s", c->dir, c->pvh ? ABI_QEMU_VMLINUX : ABI_QEMU_KERNEL));
     strv_add(a, "-initrd");
     strv_push(a, xasprintf("%s/" ABI_QEMU_INITRD, c->dir));
     strv_add(a, "-append");

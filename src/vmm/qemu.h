@@ -31,6 +31,7 @@ typedef struct qemu_dev {
 
 typedef struct qemu_conf {
     const char *dir; /* the bundle: qemu, its firmware, the kernel and the initramfs */
+    bool pvh;        /* the bundle has the kernel uncompressed with its PVH note: boot that */
     bool kvm;
     unsigned ram_mib, cpus;
     unsigned tsc_khz;      /* TCG: the host's TSC rate, for the guest's clock; 0 unknown */

@@ -365,7 +365,9 @@ static void qemu_cmdline(strv *a, const char *dir, unsigned mib, const exports *
     _cleanup_free_ qemu_dev *devs = xreallocarray(NULL, ex->n ? ex->n : 1, sizeof *devs);
     for (size_t i = 0; i < ex->n; i++)
         devs[i] = (qemu_dev){.sock = ex->v[i].sock_path, .tag = ex->v[i].tag};
+    _cleanup_free_ char *vmlinux = xasprintf("%s/" ABI_QEMU_VMLINUX, dir);
     qemu_conf c = {.dir = dir,
+                   .pvh = access(vmlinux, R_OK) == 0,
                    .kvm = streq(accel, "kvm"),
                    .ram_mib = mib,
                    .cpus = env_unsigned(ABI_ENV_CPUS, 1, 64),
