@@ -809,6 +809,15 @@ static int finish(relay *r)
                 "(exit status %d); its last messages follow\n",
                 WEXITSTATUS(r->uml_status));
     show_log_tail(r->log_fd);
+    /* bluebox reports our last line: on qemu, the reason rather than QEMU's last warning. */
+    const char *accel = getenv(ABI_ENV_QEMU_ACCEL);
+    if (qemu_mode() && r->failure)
+        fprintf(stderr, "bluebox-vmm: %s%s\n", r->failure,
+                !r->ready && accel && streq(accel, "kvm")
+                    ? " on KVM (a host whose KVM cannot run a standard guest kernel, such as a "
+                      "nested paravirtual one, never boots it; " ABI_ENV_QEMU_ACCEL
+                      "=tcg runs it emulated)"
+                    : "");
     return ABI_EXIT_SETUP;
 }
 
