@@ -12,6 +12,7 @@ python3 python3-pytest
 bash-completion zsh fish tmux shellcheck zstd debootstrap
 podman runc uidmap slirp4netns fuse-overlayfs
 user-mode-linux libslirp-dev busybox-static e2fsprogs
+qemu-system-x86 linux-image-cloud-amd64
 python3-pip python3-setuptools python3-wheel"
 
 # The MCP client test's npm packages (the official MCP SDK), from tests/mcp's lockfile;

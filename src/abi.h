@@ -27,6 +27,29 @@
 #define ABI_VMM_VIRTIOFS "virtiofs.ko"       /* and this after it */
 #define ABI_VMM_UNAME    "bluebox-uname.so"  /* always preloaded into it (vmm/uname.c) */
 
+/* The qemu backend (issue 19). Its bundle (runtime/qemu_bundle.c) holds these beside
+ * bluebox-vmm; bluebox-vmm starts QEMU (vmm/qemu.h) when ABI_ENV_VMM_KIND says so. The guest
+ * boots the distribution's kernel with an initramfs of the static bluebox (/init), the
+ * modules it loads (ABI_QEMU_MODULE_DIR, in the order of ABI_QEMU_MODULES) and a marker
+ * that tells the guest init it is a qemu guest; the container's root reaches it read-only
+ * over virtio-fs (tag ABI_QEMU_ROOT_TAG) and the launch spec as a fw_cfg file. */
+#define ABI_VMM_QEMU        "qemu-system-x86_64"
+#define ABI_QEMU_BIOS       "bios-microvm.bin"
+#define ABI_QEMU_KERNEL     "vmlinuz"
+#define ABI_QEMU_VMLINUX    "vmlinux" /* the same uncompressed, for PVH, when it has the note */
+#define ABI_QEMU_INITRD     "initrd.img"
+#define ABI_QEMU_ROOT_TAG   "bbroot"
+#define ABI_QEMU_SPEC_FWCFG "opt/bluebox/spec"
+#define ABI_QEMU_MARKER     "/bluebox-qemu"
+#define ABI_QEMU_MODULE_DIR "/modules"
+#define ABI_QEMU_MODULES                                                                           \
+    {                                                                                              \
+        "virtio_ring", "virtio", "virtio_mmio", "fuse", "virtiofs", "overlay", "qemu_fw_cfg"       \
+    }
+#define ABI_ENV_VMM_KIND   "BLUEBOX_VMM_KIND"   /* "qemu"; unset: uml */
+#define ABI_ENV_QEMU_ACCEL "BLUEBOX_QEMU_ACCEL" /* "kvm" or "tcg", chosen by bluebox */
+#define ABI_ENV_CPUS       "BLUEBOX_CPUS"       /* qemu: the guest's CPUs */
+
 /* What bluebox sets in the container's environment for bluebox-vmm (which takes its own
  * variables out of the workload's environment), and the agent's chain head, which reaches
  * the guest init through the launch spec and is taken out there. */

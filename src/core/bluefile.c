@@ -954,8 +954,8 @@ typedef struct {
     size_t offset;        /* K_INT, K_BOOL, K_CHOICE: field in bluefile */
     long long lo, hi;     /* K_INT */
     const char *rule;     /* K_INT: range message; K_CHOICE: the choices, in words */
-    const char *names[4]; /* K_CHOICE: accepted words, NULL-terminated */
-    const int values[4];  /* K_CHOICE: the enum value of each word */
+    const char *names[5]; /* K_CHOICE: accepted words, NULL-terminated */
+    const int values[5];  /* K_CHOICE: the enum value of each word */
     bool nocase;          /* K_CHOICE */
     key_fn fn;            /* K_FN */
 } key_spec;
@@ -975,8 +975,9 @@ static const key_spec keys[] = {
     {"warmup", K_FN, .fn = key_warmup},
     {"isolation", K_CHOICE, FIELD(isolation), .rule = "standard or strict",
      .names = {"standard", "strict"}, .values = {ISO_STANDARD, ISO_STRICT}},
-    {"backend", K_CHOICE, FIELD(backend), .rule = "krun or uml (podman is an alias of krun)",
-     .names = {"krun", "uml", "podman"}, .values = {BACKEND_KRUN, BACKEND_UML, BACKEND_KRUN}},
+    {"backend", K_CHOICE, FIELD(backend), .rule = "krun, uml or qemu (podman is an alias of krun)",
+     .names = {"krun", "uml", "qemu", "podman"},
+     .values = {BACKEND_KRUN, BACKEND_UML, BACKEND_QEMU, BACKEND_KRUN}},
     {"seccomp", K_FN, .fn = key_seccomp},
     {"data_limit", K_FN, .fn = key_data_limit},
     {"pkgmgr", K_CHOICE, FIELD(pkgmgr), .rule = "apk, apt or dnf", .names = {"apk", "apt", "dnf"},
@@ -1178,7 +1179,7 @@ const char *bf_isolation_name(bf_isolation i)
 
 const char *bf_backend_name(bf_backend b)
 {
-    return b == BACKEND_UML ? "uml" : "krun";
+    return b == BACKEND_UML ? "uml" : b == BACKEND_QEMU ? "qemu" : "krun";
 }
 
 const char *bf_pkgmgr_name(bf_pkgmgr p)

@@ -16,7 +16,7 @@
 
 typedef enum { NET_NONE, NET_BRIDGE } bf_network;
 typedef enum { ISO_STANDARD, ISO_STRICT } bf_isolation;
-typedef enum { BACKEND_KRUN, BACKEND_UML } bf_backend;
+typedef enum { BACKEND_KRUN, BACKEND_UML, BACKEND_QEMU } bf_backend;
 typedef enum { PKG_NONE, PKG_APK, PKG_APT, PKG_DNF } bf_pkgmgr;
 
 typedef struct {

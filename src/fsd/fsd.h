@@ -30,7 +30,11 @@
 typedef struct fsd fsd;
 
 typedef struct fsd_options {
-    bool read_only;   /* every request that would change the export fails with EROFS */
+    bool read_only; /* every request that would change the export fails with EROFS */
+    /* Show the host's owners, modes and device numbers as they are, with no record read:
+     * the qemu guest's root (an image's files, whose owners are the image's); only with
+     * read_only, so the guest can change none of them. */
+    bool real_owners;
     uint64_t max_fds; /* inodes + open handles kept at once; beyond, EMFILE/ENFILE to the guest */
 } fsd_options;
 

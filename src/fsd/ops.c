@@ -35,7 +35,8 @@
 struct fsd {
     fsd_tables t;
     bool read_only;
-    bool no_xattr; /* the export's filesystem has no user xattrs: today's 0:0 view */
+    bool real_owners; /* fsd_options.real_owners */
+    bool no_xattr;    /* the export's filesystem has no user xattrs: today's 0:0 view */
     bool inited;
     uint32_t minor;
     mode_t umask; /* the process's, which mkdirat/openat apply */
@@ -123,10 +124,15 @@ static mode_t host_mode(const fsd *fs, uint32_t guest_mode)
 
 /* ---- inodes ---- */
 
-static void load_own(fsd *fs, fsd_inode *i, mode_t host_mode)
+static void load_own(fsd *fs, fsd_inode *i, const struct stat *st)
 {
-    i->own = fsd_own_default(host_mode);
+    i->own = fsd_own_default(st->st_mode);
     i->own_stored = false;
+    if (fs->real_owners) {
+        i->own = (fsd_own){
+            .uid = st->st_uid, .gid = st->st_gid, .mode = st->st_mode, .rdev = st->st_rdev};
+        return;
+    }
     if (fs->no_xattr || (i->host_type != S_IFREG && i->host_type != S_IFDIR))
         return;
     int rc = fsd_own_read(fsd_inode_fd(&fs->t, i), i->host_type, &i->own);
@@ -206,7 +212,7 @@ static int ref_fd(fsd *fs, int fd, struct stat *st, fsd_inode *dir, const char *
             close(fd);
             return -ENFILE;
         }
-        load_own(fs, i, st->st_mode);
+        load_own(fs, i, st);
     }
     *ret = i;
     return 0;
@@ -1477,6 +1483,7 @@ int fsd_new(fsd **ret, int root_fd, const fsd_options *opt, bb_error **err)
     }
     fsd *fs = xcalloc(1, sizeof(*fs));
     fs->read_only = opt && opt->read_only;
+    fs->real_owners = fs->read_only && opt->real_owners;
     fs->umask = umask(022);
     umask(fs->umask);
     fsd_tables_init(&fs->t, fd, &st, opt ? opt->max_fds : 0);
@@ -1485,7 +1492,7 @@ int fsd_new(fsd **ret, int root_fd, const fsd_options *opt, bb_error **err)
     if (getxattr(path, FSD_OWN_XATTR, NULL, 0) < 0 && errno == ENOTSUP)
         log_no_xattr(fs);
     fsd_inode *root = fsd_inode_root(&fs->t);
-    load_own(fs, root, st.st_mode);
+    load_own(fs, root, &st);
     /* The export's own directory is 0700 on the host (BLUEBOX_HOME's data/<name>): without
      * a record the guest sees it root's and 0755, as a real machine's /data, so every guest
      * user can reach what root hands it there (`install -d -o agent /data/home`). */

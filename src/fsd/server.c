@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -177,6 +178,21 @@ static void close_others(const served *s, size_t n)
     }
 }
 
+static int open_export(const fsd_export *ex)
+{
+    if (!ex->one_mount)
+        return open(ex->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int fd = (int)syscall(SYS_open_tree, AT_FDCWD, ex->path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    /* Read-only in the kernel too, not only refused by the server (best effort: the
+     * server refuses every write to a read-only export whatever the mount says). */
+    struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+    if (ex->read_only)
+        (void)syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &a, sizeof a);
+    return fd;
+}
+
 pid_t fsd_server_start(const fsd_export *ex, size_t n, int log_fd, bb_error **err)
 {
     _cleanup_free_ served *s = xreallocarray(NULL, n ? n : 1, sizeof *s);
@@ -215,7 +231,8 @@ pid_t fsd_server_start(const fsd_export *ex, size_t n, int log_fd, bb_error **er
     fsd_options opt = {.max_fds = raise_nofile()};
     for (size_t i = 0; i < n; i++) {
         opt.read_only = ex[i].read_only;
-        _cleanup_close_ int root = open(ex[i].path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        opt.real_owners = ex[i].real_owners;
+        _cleanup_close_ int root = open_export(&ex[i]);
         _cleanup_error_ bb_error *e = NULL;
         if (root < 0 || fsd_new(&s[i].fs, root, &opt, &e) < 0) {
             fprintf(stderr, "bluebox-fsd: cannot serve %s: %s\n", ex[i].path,

@@ -14,6 +14,12 @@ typedef struct fsd_export {
     const char *sock_path; /* where UML connects (virtio_uml.device=<sock_path>:26) */
     char tag[VU_TAG_MAX];  /* the guest mounts `-t virtiofs <tag>` */
     bool read_only;
+    /* Serve a detached copy of the path's own mount, without the mounts on it (open_tree's
+     * OPEN_TREE_CLONE): the container's root for the qemu guest, whose /proc, /dev, /sys,
+     * /.bluebox and /data stay out of its view. Needs CAP_SYS_ADMIN, which the server holds
+     * until jail_lock_fsd. */
+    bool one_mount;
+    bool real_owners; /* fsd_options.real_owners (with read_only) */
 } fsd_export;
 
 /* Listen on every export's socket (so UML can connect the moment it boots), open the

@@ -120,11 +120,12 @@ static bool is_tmpfs(const char *path)
     return statfs(path, &sf) == 0 && sf.f_type == TMPFS_MAGIC_;
 }
 
-static void mount_kernel_fs(void)
+static void mount_kernel_fs(bool qemu)
 {
     const unsigned long nosuid = MS_NOSUID | MS_NODEV | MS_NOEXEC;
-    /* Through hostfs these paths first show the container's own mounts; ours go on top. */
-    if (!is_tmpfs("/dev")) /* CONFIG_DEVTMPFS_MOUNT usually did it already */
+    /* Through hostfs these paths first show the container's own mounts; ours go on top. On
+     * qemu the boot root is the initramfs (a tmpfs itself), whose /dev is empty. */
+    if (qemu || !is_tmpfs("/dev")) /* uml: CONFIG_DEVTMPFS_MOUNT usually did it already */
         mount_one("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
     mount_one("proc", "/proc", "proc", nosuid, NULL);
     mount_one("sysfs", "/sys", "sysfs", nosuid, NULL);
@@ -246,15 +247,22 @@ static void cpuinfo_fix(void)
         fail("%s", err->msg);
 }
 
+/* qemu: QEMU hands the spec over as a fw_cfg file (vmm/qemu.h). It stays readable to guest
+ * root through the fw_cfg ports; it holds nothing the guest does not have anyway (its own
+ * command, environment with secrets as placeholders, user, and for up the agent's chain
+ * head, which the guest's agent holds in memory). */
+#define QEMU_SPEC "/sys/firmware/qemu_fw_cfg/by_name/" ABI_QEMU_SPEC_FWCFG "/raw"
+
 static void read_spec(launch_spec *spec)
 {
     _cleanup_error_ bb_error *err = NULL;
     _cleanup_free_ char *data = NULL;
     size_t len = 0;
-    if (read_file(ABI_SPEC_PATH, SPEC_MAX, &data, &len, &err) < 0)
+    const char *path = guest_root_is_qemu() ? QEMU_SPEC : ABI_SPEC_PATH;
+    if (read_file(path, SPEC_MAX, &data, &len, &err) < 0)
         fail("no launch spec (%s); bluebox-vmm writes it before the guest boots", err->msg);
     /* Read once: nothing in the guest may find it later. */
-    if (unlink(ABI_SPEC_PATH) < 0)
+    if (!guest_root_is_qemu() && unlink(ABI_SPEC_PATH) < 0)
         fail("cannot remove the launch spec: %s", strerror(errno));
     int r = spec_decode(data, len, spec, &err);
     explicit_bzero(data, len); /* an up sandbox's spec carries its agent token */
@@ -607,13 +615,21 @@ int guest_init_main(int argc, char **argv)
     (void)argc, (void)argv; /* kernel command-line leftovers */
     umask(022);
     int sigfd = signals_setup();
-    mount_kernel_fs();
+    /* A qemu guest boots from bluebox's initramfs (runtime/qemu_bundle.c), which marks it. */
+    bool qemu = access(ABI_QEMU_MARKER, F_OK) == 0;
+    mount_kernel_fs(qemu);
     open_serial();
+    if (qemu) {
+        _cleanup_error_ bb_error *err = NULL;
+        if (guest_root_qemu(&err) < 0)
+            fail("%s", err->msg);
+    }
     _cleanup_spec_ launch_spec spec = {0};
     read_spec(&spec);
     root_setup(&spec);
     ca_setup(&spec);
-    cpuinfo_fix();
+    if (!guest_root_is_qemu()) /* a real kernel's /proc/cpuinfo needs no fixing */
+        cpuinfo_fix();
     if (spec.hostname[0] && sethostname(spec.hostname, strlen(spec.hostname)) < 0)
         fail("cannot set the hostname: %s", strerror(errno));
     loopback_up();

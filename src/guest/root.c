@@ -41,10 +41,21 @@
 /* The kernel filesystems init mounted on the boot root, moved into the new one. */
 static const char *const moved[] = {"/dev", "/proc", "/sys"};
 
-/* A kernel module of the VMM bundle (src/runtime/uml_bundle.c puts them there). */
+/* qemu: where the container's root is mounted in the initramfs (guest_root_qemu). */
+#define QEMU_LOWER "/.bluebox-root"
+static bool qemu_guest;
+
+bool guest_root_is_qemu(void)
+{
+    return qemu_guest;
+}
+
+/* A kernel module of the VMM bundle (src/runtime/uml_bundle.c puts them there), or on qemu of
+ * the initramfs (src/runtime/qemu_bundle.c). */
 static int load_module(const char *name, bb_error **err)
 {
-    _cleanup_free_ char *path = xasprintf(ABI_VMM_DIR "/%s", name);
+    _cleanup_free_ char *path =
+        xasprintf("%s/%s", qemu_guest ? ABI_QEMU_MODULE_DIR : ABI_VMM_DIR, name);
     _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return bb_fail_errno(err, errno,
@@ -58,9 +69,16 @@ static int load_module(const char *name, bb_error **err)
     if (e == ENOEXEC)
         return bb_fail(err, e,
                        "%s was not built for this guest kernel (%s); install matching "
-                       "user-mode-linux kernel and modules",
+                       "kernel and modules",
                        path, uname(&u) == 0 ? u.release : "?");
     return bb_fail_errno(err, e, "cannot load %s", path);
+}
+
+static int bind_ro(const char *src, const char *dst)
+{
+    if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+        return -1;
+    return mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
 }
 
 static int mkdir_in(const char *dir, bb_error **err)
@@ -137,18 +155,59 @@ static int assemble(bool readonly, const etc_file files[3], bb_error **err)
         return bb_fail_errno(err, errno, "cannot mount the RAM layer on %s", LAYER_DIR);
     if (mkdir_in(NEW_ROOT, err) < 0 || load_module(ABI_VMM_OVERLAY, err) < 0)
         return -1;
+    const char *lower = qemu_guest ? QEMU_LOWER : "/";
     if (readonly) {
         if (put_etc_layer(files, err) < 0)
             return -1;
-        if (mount("overlay", NEW_ROOT, "overlay", MS_RDONLY, "lowerdir=" ETC_LAYER ":/") < 0)
+        _cleanup_free_ char *opts = xasprintf("lowerdir=" ETC_LAYER ":%s", lower);
+        if (mount("overlay", NEW_ROOT, "overlay", MS_RDONLY, opts) < 0)
             return bb_fail_errno(err, errno, "cannot mount the read-only root (overlay)");
         return 0;
     }
     if (mkdir_in(UPPER_DIR, err) < 0 || mkdir_in(WORK_DIR, err) < 0)
         return -1;
-    if (mount("overlay", NEW_ROOT, "overlay", 0,
-              "lowerdir=/,upperdir=" UPPER_DIR ",workdir=" WORK_DIR) < 0)
+    _cleanup_free_ char *opts =
+        xasprintf("lowerdir=%s,upperdir=" UPPER_DIR ",workdir=" WORK_DIR, lower);
+    if (mount("overlay", NEW_ROOT, "overlay", 0, opts) < 0)
         return bb_fail_errno(err, errno, "cannot mount the root's RAM layer (overlay)");
+    return 0;
+}
+
+/* qemu: bluebox's own directory in the new root is a small read-only tmpfs holding the
+ * static bluebox (the initramfs's /init, bound read-only: the agent and the probe run it)
+ * and the scratch mount point; nothing of the container's /.bluebox reaches the guest. */
+static int qemu_own(bb_error **err)
+{
+    const char *own = NEW_ROOT ABI_DIR, *bin = NEW_ROOT ABI_GUEST_BINARY;
+    (void)mkdir(own, 0755); /* in the image's root already, as a rule: podman made it */
+    if (mount("tmpfs", own, "tmpfs", MS_NOSUID | MS_NODEV, "size=16k,mode=0755") < 0)
+        return bb_fail_errno(err, errno, "cannot mount %s", ABI_DIR);
+    int fd = open(bin, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+    if (fd < 0)
+        return bb_fail_errno(err, errno, "cannot create %s", ABI_GUEST_BINARY);
+    close(fd);
+    if (mkdir_in(NEW_ROOT SCRATCH_DIR, err) < 0)
+        return -1;
+    if (bind_ro("/init", bin) < 0 ||
+        mount(NULL, own, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+        return bb_fail_errno(err, errno, "cannot make %s read-only", ABI_DIR);
+    return 0;
+}
+
+int guest_root_qemu(bb_error **err)
+{
+    qemu_guest = true;
+    static const char *const modules[] = ABI_QEMU_MODULES;
+    for (size_t i = 0; i < ELEMENTSOF(modules); i++) {
+        _cleanup_free_ char *name = xasprintf("%s.ko", modules[i]);
+        if (load_module(name, err) < 0)
+            return -1;
+    }
+    if (mkdir_in(QEMU_LOWER, err) < 0 || mkdir_p(LAYER_DIR, 0755, err) < 0)
+        return -1;
+    if (mount(ABI_QEMU_ROOT_TAG, QEMU_LOWER, "virtiofs", MS_RDONLY | MS_NODEV, NULL) < 0)
+        return bb_fail_errno(err, errno, "cannot mount the container's root (virtio-fs %s)",
+                             ABI_QEMU_ROOT_TAG);
     return 0;
 }
 
@@ -221,6 +280,8 @@ static int hostfs_mount(const spec_mount *m, bb_error **err)
  * read-only hostfs mount of /.bluebox, which the jail also binds read-only on the host. */
 static int mount_own(bb_error **err)
 {
+    if (qemu_guest)
+        return 0; /* qemu_own did it before the switch */
     if (mount("none", ABI_DIR, "hostfs", MS_RDONLY | MS_NOSUID | MS_NODEV, ABI_DIR) < 0)
         return bb_fail_errno(err, errno, "cannot mount %s", ABI_DIR);
     return 0;
@@ -293,7 +354,7 @@ static ssize_t fork_lower_index(const launch_spec *spec)
 static int mount_shared(const launch_spec *spec, bb_error **err)
 {
     size_t k = 0;
-    for (size_t i = 0; i < spec->n_mounts; i++)
+    for (size_t i = 0; !qemu_guest && i < spec->n_mounts; i++) /* qemu: loaded at boot */
         if ((spec->mounts[i].flags & SPEC_MOUNT_FS) && k++ == 0 &&
             (load_module(ABI_VMM_FUSE, err) < 0 || load_module(ABI_VMM_VIRTIOFS, err) < 0))
             return -1;
@@ -338,9 +399,10 @@ int guest_root_setup(const launch_spec *spec, const char *nameserver, bb_error *
     etc_files(spec, nameserver, files);
     /* A read-only root's scratch tmpfs first: the container had podman's there, and the
      * shared mounts (a mount under /tmp, say) go on top of them as they did. */
-    int r = assemble(readonly, files, err) < 0 || switch_into(err) < 0 ||
-                    (readonly && scratch_dirs(err) < 0) || mount_own(err) < 0 ||
-                    mount_shared(spec, err) < 0 || (!readonly && put_etc(files, err) < 0)
+    int r = assemble(readonly, files, err) < 0 || (qemu_guest && qemu_own(err) < 0) ||
+                    switch_into(err) < 0 || (readonly && scratch_dirs(err) < 0) ||
+                    mount_own(err) < 0 || mount_shared(spec, err) < 0 ||
+                    (!readonly && put_etc(files, err) < 0)
                 ? -1
                 : 0;
     for (size_t i = 0; i < 3; i++)

@@ -21,6 +21,8 @@ typedef struct backend {
     /* The posture line's words for the guest kernel and its boundary:
      * "<posture_head><release><posture_tail>". */
     const char *posture_head, *posture_tail;
+    /* When set, the posture head as this host launches it now (qemu: KVM or TCG). */
+    const char *(*posture_head_now)(void);
     /* doctor's words for the boundary, "krun (<boundary>)", and for how to get the backend
      * when none can run (every backend's, in registry order, joined by "; "). */
     const char *boundary, *install;

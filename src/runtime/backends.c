@@ -10,10 +10,12 @@
 
 extern const backend backend_krun; /* krun.c */
 extern const backend backend_uml;  /* uml.c */
+extern const backend backend_qemu; /* qemu.c */
 
 const backend *const backend_registry[] = {
     &backend_krun, /* the default */
     &backend_uml,
+    &backend_qemu, /* never picked unless named: KVM, or TCG when asked for (qemu.c) */
     NULL,
 };
 
@@ -50,7 +52,7 @@ const backend *backend_named(const char *name)
     return NULL;
 }
 
-/* "krun or uml (podman is an alias of krun)" */
+/* "krun, uml or qemu (podman is an alias of krun)" */
 static char *backend_choices(void)
 {
     _cleanup_sb_ strbuf s = {0};

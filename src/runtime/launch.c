@@ -182,6 +182,26 @@ static int egress_flags(const backend *b, const launch *l, strv *a, bb_error **e
     return 0;
 }
 
+/* bluebox-vmm, and so its VMM (the UML kernel, QEMU), runs as the container's root whatever the
+ * image's USER: the kernel writes every guest file in /data and in rw mounts on the host through
+ * hostfs, as its own host uid, so that uid must be the sandbox's own identity (root or the calling
+ * user under standard isolation, the base of the subordinate range under strict), never a
+ * uid the image names, which may be another user of this machine. The workload still runs
+ * as the image's USER: the guest init resolves it in the image's /etc/passwd and /etc/group
+ * (src/guest/user.c), as podman would have. Shared by the backends that run bluebox-vmm. */
+int launch_vmm_user_flags(const launch *l, strv *argv, bb_error **err)
+{
+    if (l->guest_root)
+        return 0; /* launch_argv gave --user=0:0 already, and the command runs as root */
+    _cleanup_free_ char *user = NULL;
+    if (image_user(l->root, l->name, l->image, &user, err) < 0)
+        return -1;
+    strv_add(argv, "--user=0:0");
+    if (*user)
+        strv_push(argv, xasprintf("--env=" ABI_ENV_USER "=%s", user));
+    return 0;
+}
+
 int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
 {
     const bluefile *bf = l->bf;

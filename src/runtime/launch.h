@@ -66,5 +66,8 @@ const char *launch_term(const bluefile *bf);
 /* Whether a launch of this mode hands the guest its secrets (the workload's boots: run,
  * shell, up; not the isolation probe). */
 bool launch_gets_secrets(const launch *l);
+/* The user of a bluebox-vmm launch (uml, qemu): the container's root, the image's USER
+ * handed to the guest init (see launch.c). */
+int launch_vmm_user_flags(const launch *l, strv *argv, bb_error **err);
 /* The whole `podman run` argv for a launch. */
 int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err);

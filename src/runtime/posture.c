@@ -46,7 +46,8 @@ char *posture_line(const backend *b, const bluefile *bf, const char *guest_relea
 {
     _cleanup_sb_ strbuf s = {0};
     const char *kernel = guest_release ? guest_release : "?";
-    sb_printf(&s, "isolation: %s%s%s", b->posture_head, kernel, b->posture_tail);
+    const char *head = b->posture_head_now ? b->posture_head_now() : b->posture_head;
+    sb_printf(&s, "isolation: %s%s%s", head, kernel, b->posture_tail);
     _cleanup_free_ char *net = posture_network(b, bf);
     sb_printf(&s, " · network %s", net);
     if (bf->data_limit) {

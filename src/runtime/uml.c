@@ -37,26 +37,6 @@ static int uml_preflight(const launch *l, bb_error **err)
     return 0;
 }
 
-/* bluebox-vmm, and so the UML kernel, runs as the container's root whatever the image's USER:
- * the kernel writes every guest file in /data and in rw mounts on the host through hostfs,
- * as its own host uid, so that uid must be the sandbox's own identity (root or the calling
- * user under standard isolation, the base of the subordinate range under strict), never a
- * uid the image names, which may be another user of this machine. The workload still runs
- * as the image's USER: the guest init resolves it in the image's /etc/passwd and /etc/group
- * (src/guest/user.c), as podman would have. */
-static int user_flags(const launch *l, strv *argv, bb_error **err)
-{
-    if (l->guest_root)
-        return 0; /* launch_argv gave --user=0:0 already, and the command runs as root */
-    _cleanup_free_ char *user = NULL;
-    if (image_user(l->root, l->name, l->image, &user, err) < 0)
-        return -1;
-    strv_add(argv, "--user=0:0");
-    if (*user)
-        strv_push(argv, xasprintf("--env=" ABI_ENV_USER "=%s", user));
-    return 0;
-}
-
 static int uml_flags(const launch *l, strv *argv, bb_error **err)
 {
     _cleanup_free_ char *vmm = uml_vmm_locate(l->self), *bundle = NULL;
@@ -106,7 +86,7 @@ static int uml_flags(const launch *l, strv *argv, bb_error **err)
     if (l->mode == LAUNCH_AGENT) /* slirp forwards the published port to the guest's agent */
         strv_add(argv, "--env=" ABI_ENV_FORWARD "=" ABI_AGENT_PORT_STR);
     strv_add(argv, "--entrypoint=" ABI_VMM_DIR "/bluebox-vmm");
-    return user_flags(l, argv, err);
+    return launch_vmm_user_flags(l, argv, err);
 }
 
 static int uml_entry(const launch *l, strv *argv, bb_error **err)

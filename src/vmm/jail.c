@@ -104,6 +104,18 @@ static int dev_null(const char **what)
     return bind_as("/dev/null", JAIL_DIR "/dev/null", MS_NOSUID | MS_NOEXEC);
 }
 
+/* A qemu VMM using KVM also gets /dev/kvm (which bluebox passes into the container only then,
+ * runtime/qemu.c); nothing else of /dev. */
+static int dev_kvm(const char **what)
+{
+    *what = "/dev/kvm";
+    int fd = open(JAIL_DIR "/dev/kvm", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    return bind_as("/dev/kvm", JAIL_DIR "/dev/kvm", MS_NOSUID | MS_NOEXEC);
+}
+
 /* Files podman writes for the container itself: its hostname, and /etc/resolv.conf with
  * the host's resolvers and search domains (the VMM's libslirp reads it to forward the
  * guest's DNS). Not part of UML's view at all: the guest init writes its own. */
@@ -185,7 +197,7 @@ static bool strv_has(const strv *v, const char *s)
     return false;
 }
 
-int jail_enter(const char **what, const strv *served)
+int jail_enter(const char **what, const strv *served, bool kvm)
 {
     *what = "a mount namespace of its own";
     if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -207,6 +219,8 @@ int jail_enter(const char **what, const strv *served)
         }
     if (r == 0)
         r = dev_null(what);
+    if (r == 0 && kvm)
+        r = dev_kvm(what);
     for (size_t i = 0; r == 0 && i < m.n; i++) {
         const char *p = m.points.v[i];
         if (streq(p, "/") || is_hidden(p) || is_podman_file(p) || strv_has(served, p))

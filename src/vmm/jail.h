@@ -36,8 +36,8 @@ bool jail_guest_mount(const char *mp);
  * server gives the guest: UML never touches them), each with its own flags, so read-only
  * stays read-only; read-only too unless jail_guest_mount() or the exec tmpfs), pivoted
  * into; then jail_lock(). Returns -1 with errno set and *what
- * naming the step that failed. */
-int jail_enter(const char **what, const strv *served);
+ * naming the step that failed. With `kvm` (a qemu VMM on KVM) /dev/kvm is bound too. */
+int jail_enter(const char **what, const strv *served, bool kvm);
 /* In every process of ours: drop CAP_SYS_ADMIN, CAP_NET_ADMIN (up only) and CAP_SETPCAP (effective,
  * permitted, inheritable and bounding: the VMM ends with exactly the launch's six) and install the
  * filter that refuses mount, namespace, module and kexec syscalls, and any mode or owner

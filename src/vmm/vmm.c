@@ -36,6 +36,7 @@
 #include "vmm/disklimit.h"
 #include "vmm/jail.h"
 #include "vmm/net.h"
+#include "vmm/qemu.h"
 #include "vmm/secrets.h"
 #include "vmm/stdin_ring.h"
 #include "vmm/tlsbroker.h"
@@ -69,7 +70,16 @@ static const char *const control_vars[] = {
     ABI_ENV_RAM_MIB,      "BLUEBOX_UML_ARGS", ABI_ENV_USER,         "BLUEBOX_FSD_MAX_FDS",
     "BLUEBOX_UML_HOSTFS", ABI_ENV_NET_DENY,   "BLUEBOX_WEAKEN_NET", ABI_ENV_NET_ALLOW,
     ABI_ENV_NET_LOG,      ABI_ENV_SANDBOX,    "BLUEBOX_WEAKEN_DNS", "BLUEBOX_WEAKEN_SNI",
+    ABI_ENV_VMM_KIND,     ABI_ENV_QEMU_ACCEL, ABI_ENV_CPUS,         "BLUEBOX_QEMU_CMDLINE",
 };
+
+/* The qemu backend (vmm/qemu.h): QEMU instead of UML, every shared directory and the
+ * container's root through the file server. */
+static bool qemu_mode(void)
+{
+    const char *k = getenv(ABI_ENV_VMM_KIND);
+    return k && streq(k, "qemu");
+}
 
 static void die(const char *fmt, ...) _printf_(1, 2) _noreturn_;
 static void die(const char *fmt, ...)
@@ -154,6 +164,8 @@ static void spec_fill(launch_spec *s, int argc, char **argv)
  * and benchmarking aid that keeps every mount on hostfs, as before the file server. */
 static bool fs_served(const char *path, bool file, unsigned long f)
 {
+    if (qemu_mode())
+        return !file; /* a qemu guest has no hostfs: read-only ones are served read-only */
     if (streq(path, ABI_FORK_LOWER))
         return !file; /* read-only, and served read-only (exports_fill) */
     const char *hostfs = getenv("BLUEBOX_UML_HOSTFS");
@@ -190,7 +202,12 @@ static void spec_mounts(launch_spec *s)
             continue;
         if (!spec_mount_path_ok(p))
             die("cannot hand the mount %s to the guest: not a plain absolute path", p);
-        spec_add_mount(s, p, spec_mount_flags(p, m.flags[i]));
+        unsigned flags = spec_mount_flags(p, m.flags[i]);
+        if (qemu_mode() && (flags & SPEC_MOUNT_FILE))
+            die("cannot hand the mount %s to the guest: the qemu backend shares directories "
+                "only (mount its directory instead, or use backend: uml)",
+                p);
+        spec_add_mount(s, p, flags);
     }
 }
 
@@ -284,21 +301,84 @@ static void exports_clear(exports *e)
     *e = (exports){0};
 }
 
+static fsd_export *export_add(exports *e, const char *path)
+{
+    strv_add(&e->paths, path);
+    strv_push(&e->socks, xasprintf(ABI_MEM_DIR "/fs%zu.sock", e->n));
+    e->v = xreallocarray(e->v, e->n + 1, sizeof *e->v);
+    fsd_export *x = &e->v[e->n];
+    *x = (fsd_export){.path = e->paths.v[e->n], .sock_path = e->socks.v[e->n]};
+    e->n++;
+    return x;
+}
+
 static void exports_fill(exports *e, const launch_spec *s)
 {
+    /* qemu: the container's root first, read-only, its own mount alone (fsd/server.h), with
+     * the image's owners and modes as they are. */
+    if (qemu_mode()) {
+        fsd_export *x = export_add(e, "/");
+        x->read_only = x->one_mount = x->real_owners = true;
+        snprintf(x->tag, sizeof x->tag, "%s", ABI_QEMU_ROOT_TAG);
+    }
+    size_t k = 0;
     for (size_t i = 0; i < s->n_mounts; i++) {
         if (!(s->mounts[i].flags & SPEC_MOUNT_FS))
             continue;
-        strv_add(&e->paths, s->mounts[i].path);
-        strv_push(&e->socks, xasprintf(ABI_MEM_DIR "/fs%zu.sock", e->n));
-        e->v = xreallocarray(e->v, e->n + 1, sizeof *e->v);
-        fsd_export *x = &e->v[e->n];
-        *x = (fsd_export){.path = e->paths.v[e->n],
-                          .sock_path = e->socks.v[e->n],
-                          .read_only = s->mounts[i].flags & SPEC_MOUNT_RO};
-        snprintf(x->tag, sizeof x->tag, SPEC_FS_TAG "%zu", e->n);
-        e->n++;
+        fsd_export *x = export_add(e, s->mounts[i].path);
+        x->read_only = s->mounts[i].flags & SPEC_MOUNT_RO;
+        snprintf(x->tag, sizeof x->tag, SPEC_FS_TAG "%zu", k++);
     }
+}
+
+/* The host's TSC rate in kHz from /proc/cpuinfo's "cpu MHz" (TCG's guest TSC counts the
+ * host's), 0 when unknown. */
+static unsigned host_tsc_khz(void)
+{
+    _cleanup_fclose_ FILE *f = fopen("/proc/cpuinfo", "re");
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+        double mhz;
+        if (sscanf(line, "cpu MHz : %lf", &mhz) == 1 && mhz > 0 && mhz < 1e6)
+            return (unsigned)(mhz * 1000);
+    }
+    return 0;
+}
+
+static unsigned env_unsigned(const char *name, unsigned dflt, unsigned max)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return dflt;
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || *end || v == 0 || v > max)
+        die("%s must be a number between 1 and %u, not '%s'", name, max, s);
+    return (unsigned)v;
+}
+
+static void qemu_cmdline(strv *a, const char *dir, unsigned mib, const exports *ex, int serial_fd)
+{
+    const char *accel = getenv(ABI_ENV_QEMU_ACCEL);
+    if (!accel || (!streq(accel, "kvm") && !streq(accel, "tcg")))
+        die(ABI_ENV_QEMU_ACCEL " must be kvm or tcg");
+    _cleanup_free_ qemu_dev *devs = xreallocarray(NULL, ex->n ? ex->n : 1, sizeof *devs);
+    for (size_t i = 0; i < ex->n; i++)
+        devs[i] = (qemu_dev){.sock = ex->v[i].sock_path, .tag = ex->v[i].tag};
+    _cleanup_free_ char *vmlinux = xasprintf("%s/" ABI_QEMU_VMLINUX, dir);
+    qemu_conf c = {.dir = dir,
+                   .pvh = access(vmlinux, R_OK) == 0,
+                   .kvm = streq(accel, "kvm"),
+                   .ram_mib = mib,
+                   .cpus = env_unsigned(ABI_ENV_CPUS, 1, 64),
+                   .tsc_khz = host_tsc_khz(),
+                   .serial_fd = serial_fd,
+                   .spec_path = ABI_SPEC_PATH,
+                   .devs = devs,
+                   .n_devs = ex->n,
+                   .extra_cmdline = getenv("BLUEBOX_QEMU_CMDLINE")};
+    qemu_argv(&c, a);
 }
 
 static void kernel_argv(strv *a, const char *dir, unsigned mib, const vmm_net *net,
@@ -401,8 +481,11 @@ static pid_t start_uml(char **argv, const char *dir, int serial, int log_fd, con
         log_fd >= 0 ? fcntl(log_fd, F_DUPFD_CLOEXEC, 0) : open("/dev/null", O_WRONLY | O_CLOEXEC);
     _cleanup_free_ char *ld = xasprintf("LD_LIBRARY_PATH=%s", dir);
     _cleanup_free_ char *tmp = xasprintf("TMPDIR=%s", ABI_MEM_DIR);
-    _cleanup_free_ char *preload = uml_preload(dir);
-    char *envp[] = {ld, tmp, preload, NULL};
+    _cleanup_free_ char *preload = qemu_mode() ? NULL : uml_preload(dir);
+    /* qemu: its TCG accelerator is a loadable module, which the bundle holds (QEMU would
+     * look in the host's directory, which is not in the container). */
+    _cleanup_free_ char *modules = qemu_mode() ? xasprintf("QEMU_MODULE_DIR=%s", dir) : NULL;
+    char *envp[] = {ld, tmp, preload ? preload : modules, preload ? modules : NULL, NULL};
     /* Opened here: the kernel's view of the container has no /dev. */
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     pid_t pid = fork();
@@ -411,7 +494,8 @@ static pid_t start_uml(char **argv, const char *dir, int serial, int log_fd, con
     if (pid == 0) {
         setpgid(0, 0);
         const char *what = "";
-        if (jail_enter(&what, served) < 0) {
+        const char *accel = getenv(ABI_ENV_QEMU_ACCEL);
+        if (jail_enter(&what, served, qemu_mode() && accel && streq(accel, "kvm")) < 0) {
             dprintf(2, "bluebox-vmm: cannot give the kernel its view of the container (%s): %s\n",
                     what, strerror(errno));
             _exit(ABI_EXIT_SETUP);
@@ -519,6 +603,9 @@ static void on_frame(relay *r, const frame *f)
             kill_guest(r);
         }
         r->ready = true;
+        /* qemu: QEMU read the spec into the guest's fw_cfg at its start; the file goes. */
+        if (qemu_mode())
+            (void)unlink(ABI_SPEC_PATH);
         ring_ready(r, f);
         /* The workload starts only after G: cap the data disk first (disklimit.h). */
         if (r->disk->path && disk_limit_apply(r->disk, r->uml) < 0) {
@@ -663,7 +750,7 @@ static int read_signals(relay *r)
  * terminal as control sequences. */
 static void print_log_line(const char *line)
 {
-    fputs("bluebox-vmm: uml: ", stderr);
+    fputs(qemu_mode() ? "bluebox-vmm: qemu: " : "bluebox-vmm: uml: ", stderr);
     for (const unsigned char *c = (const unsigned char *)line; *c && *c != '\n'; c++)
         if (*c >= 0x20 && *c < 0x7f)
             fputc(*c, stderr);
@@ -723,6 +810,15 @@ static int finish(relay *r)
                 "(exit status %d); its last messages follow\n",
                 WEXITSTATUS(r->uml_status));
     show_log_tail(r->log_fd);
+    /* bluebox reports our last line: on qemu, the reason rather than QEMU's last warning. */
+    const char *accel = getenv(ABI_ENV_QEMU_ACCEL);
+    if (qemu_mode() && r->failure)
+        fprintf(stderr, "bluebox-vmm: %s%s\n", r->failure,
+                !r->ready && accel && streq(accel, "kvm")
+                    ? " on KVM (a host whose KVM cannot run a standard guest kernel, such as a "
+                      "nested paravirtual one, never boots it; " ABI_ENV_QEMU_ACCEL
+                      "=tcg runs it emulated)"
+                    : "");
     return ABI_EXIT_SETUP;
 }
 
@@ -821,7 +917,10 @@ int main(int argc, char **argv)
     exports ex = {0};
     exports_fill(&ex, &spec);
     _cleanup_strv_ strv kargv = {0};
-    kernel_argv(&kargv, dir, mib, net, &disk, &ring, &ex);
+    if (qemu_mode())
+        qemu_cmdline(&kargv, dir, mib, &ex, SERIAL_FD);
+    else
+        kernel_argv(&kargv, dir, mib, net, &disk, &ring, &ex);
     write_spec(&spec);
 
     int sv[2];

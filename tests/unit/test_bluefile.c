@@ -105,7 +105,7 @@ static void choices(void **s)
     (void)s;
     EXPECT_BAD("network: host\n", "network must be bridge or none");
     EXPECT_BAD("isolation: paranoid\n", "isolation must be standard or strict");
-    EXPECT_BAD("backend: firecracker\n", "backend must be krun or uml");
+    EXPECT_BAD("backend: firecracker\n", "backend must be krun, uml or qemu");
     EXPECT_BAD("passt: maybe\n", "passt must be true or false");
     bluefile *bf = ok("backend: podman\npkgmgr: APT\nreadonly: true\n");
     assert_int_equal(bf->backend, BACKEND_KRUN);

@@ -155,9 +155,9 @@ static void backend_env_override(void **s)
     bb_error *err = NULL;
     assert_int_equal(bluefile_parse("B", "", 0, "/h", &bf, &err), 0);
     const backend *b = NULL;
-    setenv("BLUEBOX_BACKEND", "qemu", 1);
+    setenv("BLUEBOX_BACKEND", "firecracker", 1);
     assert_int_equal(backend_for(bf, &b, &err), -1);
-    assert_contains(err->msg, "BLUEBOX_BACKEND must be krun or uml");
+    assert_contains(err->msg, "BLUEBOX_BACKEND must be krun, uml or qemu");
     bb_error_free(err);
     err = NULL;
     setenv("BLUEBOX_BACKEND", "podman", 1);

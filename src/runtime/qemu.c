@@ -1,0 +1,235 @@
+/* The qemu backend (issue 19): QEMU's `microvm` machine as the container's VMM, with the
+ * distribution's kernel and an initramfs of the static bluebox, under the same confinement
+ * as the other backends. bluebox-vmm (from the qemu bundle, qemu_bundle.h) starts QEMU
+ * (src/vmm/qemu.h) in place of linux.uml, with the same control line, launch spec and file
+ * server; the container's root reaches the guest read-only over virtio-fs.
+ *
+ * Acceleration is KVM. TCG, QEMU's software emulator, only when the user asks for it
+ * (BLUEBOX_QEMU_ACCEL=tcg), never as a fallback: its boundary is QEMU's emulation code, a
+ * software boundary, and the posture line says so. bluebox never picks this backend itself.
+ *
+ * First stage: network: none, run, shell and the isolation check. Not yet: network: bridge
+ * (bluebox-vmm's libslirp through QEMU's stream netdev), up/exec (the agent), data_limit,
+ * forks, single-file mounts, allow:/secrets:, doctor's probe boot. Each is refused with a
+ * message rather than half done. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "doctor.h"
+#include "fingerprint.h"
+#include "launch.h"
+#include "qemu_bundle.h"
+#include "uml_bundle.h"
+#include "util/spawn.h"
+#include "util/xalloc.h"
+
+#define ACCEL_ENV ABI_ENV_QEMU_ACCEL
+
+extern const backend backend_qemu;
+
+/* BLUEBOX_QEMU_ACCEL: unset or "kvm" → KVM, "tcg" → TCG; anything else is refused. */
+static int accel_tcg(bool *ret, bb_error **err)
+{
+    const char *a = getenv(ACCEL_ENV);
+    if (!a || !*a || streq(a, "kvm")) {
+        *ret = false;
+        return 0;
+    }
+    if (streq(a, "tcg")) {
+        *ret = true;
+        return 0;
+    }
+    return bb_fail(err, EINVAL, ACCEL_ENV " must be kvm or tcg, got \"%s\"", a);
+}
+
+static bool is_tcg(void)
+{
+    bool tcg = false;
+    return accel_tcg(&tcg, NULL) == 0 && tcg;
+}
+
+/* 0 when /dev/kvm can be opened, else why not (an errno). */
+static int kvm_unusable(void)
+{
+    _cleanup_close_ int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+    return kvm < 0 ? errno : 0;
+}
+
+static int qemu_preflight(const launch *l, bb_error **err)
+{
+    bool tcg;
+    if (preflight_podman(err) < 0 || accel_tcg(&tcg, err) < 0)
+        return -1;
+    if (access(qemu_binary_path(), X_OK) < 0)
+        return bb_fail_errno(err, errno,
+                             "backend: qemu needs %s (Debian and Ubuntu: apt-get install "
+                             "qemu-system-x86; Fedora: dnf install qemu-system-x86-core)",
+                             qemu_binary_path());
+    _cleanup_free_ char *kernel = NULL, *modules = NULL;
+    if (qemu_kernel_find(&kernel, &modules, err) < 0)
+        return -1;
+    _cleanup_free_ char *vmm = uml_vmm_locate(l->self);
+    if (!vmm)
+        return bb_fail(err, ENOENT,
+                       "backend: qemu needs bluebox-vmm beside bluebox (or $BLUEBOX_VMM); "
+                       "reinstall bluebox");
+    int e = tcg ? 0 : kvm_unusable();
+    if (e)
+        return bb_fail(err, e,
+                       "backend: qemu needs KVM, and %s. To run it emulated instead, set " ACCEL_ENV
+                       "=tcg: QEMU's software emulator, much slower, whose boundary is "
+                       "QEMU's emulation code (a software boundary, not hardware "
+                       "virtualisation); or use backend: uml",
+                       e == ENOENT ? "/dev/kvm does not exist" : "/dev/kvm cannot be opened");
+    return 0;
+}
+
+/* What the first stage refuses (see the top of this file), before anything starts. */
+static int not_yet(const launch *l, bb_error **err)
+{
+    if (l->bf->network == NET_BRIDGE)
+        return bb_fail(err, ENOTSUP,
+                       "network: bridge is not on the qemu backend yet; set network: none, or "
+                       "use backend: uml");
+    if (l->mode == LAUNCH_AGENT)
+        return bb_fail(err, ENOTSUP,
+                       "bluebox up (the agent) is not on the qemu backend yet; use bluebox run, "
+                       "or backend: uml");
+    return 0;
+}
+
+static int qemu_flags(const launch *l, strv *argv, bb_error **err)
+{
+    bool tcg;
+    if (not_yet(l, err) < 0 || accel_tcg(&tcg, err) < 0)
+        return -1;
+    _cleanup_free_ char *vmm = uml_vmm_locate(l->self), *bundle = NULL;
+    if (!vmm)
+        return bb_fail(err, ENOENT, "bluebox-vmm not found");
+    if (qemu_bundle_ensure(l->root, vmm, l->self, &bundle, err) < 0)
+        return bb_prefix(err, "cannot prepare the qemu VMM bundle");
+    /* As on uml (uml.c): for bluebox-vmm to build QEMU's view of the container (the jail:
+     * no /proc, /sys, nothing of /dev but /dev/null and, with KVM, /dev/kvm) and for the
+     * file server to take the container's root without the mounts on it; dropped from
+     * every process, the bounding set too, before QEMU runs. */
+    strv_add(argv, "--cap-add=SYS_ADMIN,SETPCAP");
+    strv_add(argv, "--security-opt=apparmor=unconfined");
+    strv_add(argv, "--no-hosts"); /* the guest init writes its own /etc/hosts */
+    if (!tcg)
+        strv_add(argv, "--device=/dev/kvm");
+    if (l->bf->readonly)
+        strv_add(argv, "--read-only-tmpfs=false");
+    /* The spec, the file server's sockets and QEMU's log; the guest's RAM is QEMU's memfd. */
+    strv_add(argv, "--tmpfs=" ABI_MEM_DIR ":rw,noexec,nosuid,nodev,size=16m");
+    strv_add(argv, "-v");
+    strv_push(argv, xasprintf("%s:" ABI_VMM_DIR ":ro", bundle));
+    strv_add(argv, "--env=" ABI_ENV_VMM_KIND "=qemu");
+    strv_push(argv, xasprintf("--env=" ABI_ENV_QEMU_ACCEL "=%s", tcg ? "tcg" : "kvm"));
+    strv_push(argv, xasprintf("--env=" ABI_ENV_RAM_MIB "=%d", l->bf->ram_mib));
+    strv_push(argv, xasprintf("--env=" ABI_ENV_CPUS "=%d", l->bf->cpus));
+    strv_push(argv, xasprintf("--env=" ABI_ENV_MODE "=%s", abi_mode_name((abi_mode)l->mode)));
+    strv_push(argv, xasprintf("--env=" ABI_ENV_NETWORK "=%s", bf_network_name(l->bf->network)));
+    strv_add(argv, "--entrypoint=" ABI_VMM_DIR "/bluebox-vmm");
+    return launch_vmm_user_flags(l, argv, err);
+}
+
+static int qemu_entry(const launch *l, strv *argv, bb_error **err)
+{
+    if (l->mode == LAUNCH_PROBE || l->mode == LAUNCH_AGENT)
+        strv_add(argv, ABI_GUEST_BINARY);
+    return 0;
+}
+
+/* The first line of `qemu --version`, NULL when it cannot be run. */
+static char *qemu_version(void)
+{
+    char *argv[] = {(char *)qemu_binary_path(), "--version", NULL};
+    _cleanup_free_ char *out = NULL;
+    if (spawn_capture(argv, &out, NULL, NULL) != 0 || !out)
+        return NULL;
+    return xstrndup(out, strcspn(out, "\n"));
+}
+
+static void qemu_fingerprint(const launch *l, fingerprint *fp)
+{
+    _cleanup_free_ char *vmm = uml_vmm_locate(l->self);
+    _cleanup_free_ char *version = qemu_version();
+    _cleanup_free_ char *kernel = NULL, *modules = NULL;
+    uint64_t h = 0;
+    char hex[17] = "none";
+    if (vmm && l->self && qemu_bundle_fingerprint(vmm, l->self, &h, NULL) == 0)
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+    fp_str(fp, "QEMU's version", version ? version : "none");
+    fp_file(fp, qemu_binary_path());
+    if (qemu_kernel_find(&kernel, &modules, NULL) == 0)
+        fp_file(fp, kernel);
+    fp_str(fp, "the qemu VMM bundle", hex);
+    fp_str(fp, "the acceleration", is_tcg() ? "tcg" : "kvm");
+}
+
+static bool qemu_doctor(doctor_report *r)
+{
+    bool ok = true;
+    _cleanup_free_ char *version = qemu_version();
+    if (version)
+        doctor_add(r, "qemu", CHECK_OK, xasprintf("%s (%s)", version, qemu_binary_path()), NULL);
+    else
+        doctor_add(
+            r, "qemu", CHECK_WARN,
+            xasprintf("%s cannot be run: backend: qemu is not available", qemu_binary_path()),
+            xstrdup("apt-get install qemu-system-x86"));
+    ok = ok && version;
+    _cleanup_free_ char *kernel = NULL, *modules = NULL;
+    _cleanup_error_ bb_error *e = NULL;
+    if (qemu_kernel_find(&kernel, &modules, &e) == 0) {
+        doctor_add(r, "qemu guest kernel", CHECK_OK, xasprintf("%s", kernel), NULL);
+    } else {
+        doctor_add(r, "qemu guest kernel", CHECK_WARN, xstrdup(e->msg),
+                   xstrdup("apt-get install linux-image-cloud-amd64"));
+        ok = false;
+    }
+    bool tcg = is_tcg();
+    int kvm = kvm_unusable();
+    if (tcg)
+        doctor_add(r, "qemu acceleration", CHECK_OK,
+                   xstrdup(ACCEL_ENV "=tcg: emulated, a software boundary"), NULL);
+    else if (kvm)
+        doctor_add(r, "qemu acceleration", CHECK_WARN,
+                   xasprintf("KVM: /dev/kvm: %s", strerror(kvm)),
+                   xstrdup("on a host without KVM, " ACCEL_ENV "=tcg runs qemu emulated"));
+    else
+        doctor_add(r, "qemu acceleration", CHECK_OK,
+                   xstrdup("KVM: /dev/kvm opens (whether it runs a standard guest kernel is not "
+                           "probed yet)"),
+                   NULL);
+    return ok && (tcg || !kvm);
+}
+
+static const char *qemu_posture_head(void)
+{
+    return is_tcg() ? "qemu (TCG, emulated: a software boundary), guest kernel "
+                    : "qemu (KVM), guest kernel ";
+}
+
+const backend backend_qemu = {
+    .name = "qemu",
+    .posture_head = "qemu (KVM), guest kernel ",
+    .posture_head_now = qemu_posture_head,
+    .posture_tail = "",
+    .boundary = "QEMU microVMs on KVM (emulated with TCG only when asked for)",
+    .install = "apt-get install qemu-system-x86 linux-image-cloud-amd64",
+    .not_isolated_hint = "does QEMU boot the guest kernel? (bluebox doctor)",
+    .max_ram_mib = BLUEFILE_MAX_RAM_MIB,
+    .max_cpus = BLUEFILE_MAX_CPUS,
+    .guest_init = true,
+    .kernel_path = NULL,
+    .preflight = qemu_preflight,
+    .doctor = qemu_doctor,
+    .launch_flags = qemu_flags,
+    .entry = qemu_entry,
+    .fingerprint = qemu_fingerprint,
+};

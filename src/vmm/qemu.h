@@ -1,0 +1,46 @@
+/* The qemu backend's VMM command line (issue 19): bluebox-vmm starts qemu-system-x86_64
+ * from the read-only bundle as the uml backend starts linux.uml, with the same control line,
+ * launch spec and file server. What the command line must and must not hold is what
+ * SECURITY.md promises about qemu, so it is built here, in one pure function that the unit
+ * tests read (tests/unit/test_qemu_argv.c):
+ *   - machine `microvm`, no default devices, no user config, no display, no monitor of any
+ *     kind (nothing the guest or another process could drive QEMU through), -no-reboot;
+ *   - QEMU's own seccomp sandbox on (no spawning, no privilege changes, obsolete calls
+ *     refused, no resource control);
+ *   - accel=kvm only when KVM was asked for (bluebox passes /dev/kvm into the container
+ *     only then), else accel=tcg: software emulation, said as much on the posture line;
+ *   - the guest's RAM a shared memfd, which the file server maps (vhost-user);
+ *   - one serial line (the control line, the container's socketpair) and one
+ *     vhost-user-fs device per export: the root (tag ABI_QEMU_ROOT_TAG) and each served
+ *     mount (bbfs<k>);
+ *   - the launch spec as a fw_cfg file (ABI_QEMU_SPEC_FWCFG), read once by the guest init. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util/strv.h"
+
+/* TCG's translation cache, in MiB (inside the container's memory cap: launch.c's overhead). */
+#define QEMU_TCG_TB_MIB 128
+
+typedef struct qemu_dev {
+    const char *sock; /* the file server's vhost-user socket */
+    const char *tag;  /* the guest mounts `-t virtiofs <tag>` */
+} qemu_dev;
+
+typedef struct qemu_conf {
+    const char *dir; /* the bundle: qemu, its firmware, the kernel and the initramfs */
+    bool pvh;        /* the bundle has the kernel uncompressed with its PVH note: boot that */
+    bool kvm;
+    unsigned ram_mib, cpus;
+    unsigned tsc_khz;      /* TCG: the host's TSC rate, for the guest's clock; 0 unknown */
+    int serial_fd;         /* the control line: an AF_UNIX stream socket QEMU inherits */
+    const char *spec_path; /* the launch spec file */
+    const qemu_dev *devs;
+    size_t n_devs;
+    const char *extra_cmdline; /* debugging aid: appended to the kernel's command line */
+} qemu_conf;
+
+/* The whole argv, program first. */
+void qemu_argv(const qemu_conf *c, strv *argv);

@@ -1,0 +1,263 @@
+/* The qemu backend's two command lines (issue 19): the podman argv (runtime/qemu.c through
+ * launch_argv) and QEMU's own (vmm/qemu.c). The KVM path cannot boot on the CI hosts
+ * without usable KVM, so what it must hold is checked here: /dev/kvm passed only with KVM,
+ * QEMU's sandbox on, no default devices, no monitor, no network of QEMU's own. */
+#include "unit.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "abi.h"
+#include "core/bluefile.h"
+#include "runtime/launch.h"
+#include "runtime/posture.h"
+#include "util/fs.h"
+#include "util/xalloc.h"
+#include "vmm/qemu.h"
+
+static char dir[64];
+
+static void touch(const char *rel)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    char *slash = strrchr(p, '/');
+    *slash = '\0';
+    assert_int_equal(mkdir_p(p, 0755, NULL), 0);
+    *slash = '/';
+    assert_int_equal(write_file_atomic(p, "x", 1, 0644, NULL), 0);
+}
+
+/* Stand-ins for everything the bundle takes (a dynamically linked program as QEMU, files as
+ * firmware, kernel and modules), so that launch_argv can build one here. */
+static int setup(void **s)
+{
+    (void)s;
+    strcpy(dir, "/tmp/bb-qemu-XXXXXX");
+    if (!mkdtemp(dir))
+        return -1;
+    static const char *const files[] = {
+        "fw/bios-microvm.bin",
+        "fw/pvh.bin",
+        "fw/linuxboot_dma.bin",
+        "vmlinuz",
+        "mods/kernel/drivers/virtio/virtio_ring.ko",
+        "mods/kernel/drivers/virtio/virtio.ko",
+        "mods/kernel/drivers/virtio/virtio_mmio.ko",
+        "mods/kernel/fs/fuse/fuse.ko",
+        "mods/kernel/fs/fuse/virtiofs.ko",
+        "mods/kernel/fs/overlayfs/overlay.ko",
+        "mods/kernel/drivers/firmware/qemu_fw_cfg.ko",
+    };
+    for (size_t i = 0; i < ELEMENTSOF(files); i++)
+        touch(files[i]);
+    char p[128];
+    setenv("BLUEBOX_QEMU", "/bin/true", 1);
+    setenv("BLUEBOX_VMM", "/bin/true", 1);
+    snprintf(p, sizeof p, "%s/fw/bios-microvm.bin", dir);
+    setenv("BLUEBOX_QEMU_BIOS", p, 1);
+    snprintf(p, sizeof p, "%s/vmlinuz", dir);
+    setenv("BLUEBOX_QEMU_KERNEL", p, 1);
+    snprintf(p, sizeof p, "%s/mods", dir);
+    setenv("BLUEBOX_QEMU_MODULES", p, 1);
+    unsetenv("BLUEBOX_BACKEND");
+    unsetenv("TERM");
+    return 0;
+}
+
+static int teardown(void **s)
+{
+    (void)s;
+    return rm_rf(dir, NULL);
+}
+
+static bluefile *parse(const char *yaml)
+{
+    bluefile *bf = NULL;
+    bb_error *err = NULL;
+    if (bluefile_parse("/h/Bluefile", yaml, strlen(yaml), "/home/u", &bf, &err) < 0)
+        fail_msg("%s", err->msg);
+    return bf;
+}
+
+/* The podman argv of a qemu launch, joined with spaces; NULL with *ret_err on refusal. */
+static char *podman_argv(const char *yaml, const char *accel, launch_mode mode, char **ret_err)
+{
+    bluefile *bf = parse(yaml);
+    const backend *b = NULL;
+    bb_error *err = NULL;
+    assert_int_equal(backend_for(bf, &b, &err), 0);
+    assert_string_equal(b->name, "qemu");
+    if (accel)
+        setenv(ABI_ENV_QEMU_ACCEL, accel, 1);
+    else
+        unsetenv(ABI_ENV_QEMU_ACCEL);
+    char root[128];
+    snprintf(root, sizeof root, "%s/home", dir);
+    char *cmd[] = {"echo", "hi", NULL};
+    launch l = {.root = root,
+                .name = "box",
+                .bf = bf,
+                .container = "c",
+                .mode = mode,
+                .cmd = cmd,
+                .self = "/bin/true",
+                .guest_root = true}; /* no image to read a USER from here */
+    strv a = {0};
+    char *joined = NULL;
+    if (launch_argv(b, &l, &a, &err) < 0) {
+        *ret_err = xstrdup(err->msg);
+        bb_error_free(err);
+    } else {
+        strbuf sb = {0};
+        for (size_t i = 0; i < a.n; i++)
+            sb_printf(&sb, " %s", a.v[i]);
+        sb_puts(&sb, " ");
+        joined = sb_steal(&sb);
+    }
+    strv_clear(&a);
+    bluefile_free(bf);
+    unsetenv(ABI_ENV_QEMU_ACCEL);
+    return joined;
+}
+
+static void kvm_passes_dev_kvm(void **s)
+{
+    (void)s;
+    char *e = NULL;
+    char *got = podman_argv("backend: qemu\n", NULL, LAUNCH_RUN, &e);
+    if (!got)
+        fail_msg("%s", e);
+    assert_contains(got, " --device=/dev/kvm ");
+    assert_contains(got, " --env=" ABI_ENV_QEMU_ACCEL "=kvm ");
+    assert_contains(got, " --env=" ABI_ENV_VMM_KIND "=qemu ");
+    assert_contains(got, " --cap-drop=all ");
+    assert_contains(got, " --security-opt=no-new-privileges ");
+    assert_contains(got, " --network=none ");
+    assert_contains(got, " --entrypoint=" ABI_VMM_DIR "/bluebox-vmm ");
+    assert_null(strstr(got, "--privileged"));
+    free(got);
+}
+
+static void tcg_never_sees_kvm(void **s)
+{
+    (void)s;
+    char *e = NULL;
+    char *got = podman_argv("backend: qemu\n", "tcg", LAUNCH_RUN, &e);
+    if (!got)
+        fail_msg("%s", e);
+    assert_null(strstr(got, "/dev/kvm"));
+    assert_contains(got, " --env=" ABI_ENV_QEMU_ACCEL "=tcg ");
+    free(got);
+}
+
+static void first_stage_refusals(void **s)
+{
+    (void)s;
+    char *e = NULL;
+    assert_null(podman_argv("backend: qemu\nnetwork: bridge\n", "tcg", LAUNCH_RUN, &e));
+    assert_contains(e, "network: bridge is not on the qemu backend yet");
+    free(e);
+    e = NULL;
+    assert_null(podman_argv("backend: qemu\n", "tcg", LAUNCH_AGENT, &e));
+    assert_contains(e, "not on the qemu backend yet");
+    free(e);
+    e = NULL;
+    assert_null(podman_argv("backend: qemu\n", "emulate", LAUNCH_RUN, &e));
+    assert_contains(e, ABI_ENV_QEMU_ACCEL " must be kvm or tcg");
+    free(e);
+}
+
+static void posture_says_the_boundary(void **s)
+{
+    (void)s;
+    bluefile *bf = parse("backend: qemu\n");
+    const backend *b = NULL;
+    bb_error *err = NULL;
+    assert_int_equal(backend_for(bf, &b, &err), 0);
+    unsetenv(ABI_ENV_QEMU_ACCEL);
+    char *p = posture_line(b, bf, "6.1.0");
+    assert_contains(p, "isolation: qemu (KVM), guest kernel 6.1.0 ");
+    free(p);
+    setenv(ABI_ENV_QEMU_ACCEL, "tcg", 1);
+    p = posture_line(b, bf, "6.1.0");
+    assert_contains(p, "isolation: qemu (TCG, emulated: a software boundary), guest kernel 6.1.0 ");
+    free(p);
+    unsetenv(ABI_ENV_QEMU_ACCEL);
+    bluefile_free(bf);
+}
+
+/* QEMU's argv, joined with spaces. */
+static char *qemu_of(bool kvm)
+{
+    qemu_dev devs[] = {{"/.bluebox/mem/fs0.sock", ABI_QEMU_ROOT_TAG},
+                       {"/.bluebox/mem/fs1.sock", "bbfs0"}};
+    qemu_conf c = {.dir = ABI_VMM_DIR,
+                   .kvm = kvm,
+                   .ram_mib = 256,
+                   .cpus = 2,
+                   .tsc_khz = 2100000,
+                   .serial_fd = 3,
+                   .spec_path = ABI_SPEC_PATH,
+                   .devs = devs,
+                   .n_devs = ELEMENTSOF(devs)};
+    strv a = {0};
+    qemu_argv(&c, &a);
+    assert_string_equal(a.v[0], ABI_VMM_DIR "/" ABI_VMM_QEMU);
+    strbuf sb = {0};
+    for (size_t i = 0; i < a.n; i++)
+        sb_printf(&sb, " %s", a.v[i]);
+    sb_puts(&sb, " ");
+    strv_clear(&a);
+    return sb_steal(&sb);
+}
+
+static void qemu_argv_confined(void **s)
+{
+    (void)s;
+    for (int kvm = 0; kvm <= 1; kvm++) {
+        char *got = qemu_of(kvm);
+        assert_contains(got, " -nodefaults -no-user-config ");
+        assert_contains(got, " -display none ");
+        assert_contains(got, " -monitor none ");
+        assert_contains(got, " -no-reboot ");
+        assert_contains(got, " -sandbox on,obsolete=deny,elevateprivileges=deny,spawn=deny,"
+                             "resourcecontrol=deny ");
+        assert_contains(got, " -machine microvm,memory-backend=bbmem ");
+        assert_contains(got, " -chardev socket,id=bbctl,fd=3 -serial chardev:bbctl ");
+        assert_contains(got, " -device vhost-user-fs-device,chardev=bbfs0,tag=bbroot ");
+        assert_contains(got, " -device vhost-user-fs-device,chardev=bbfs1,tag=bbfs0 ");
+        assert_contains(got, " -fw_cfg name=" ABI_QEMU_SPEC_FWCFG ",file=" ABI_SPEC_PATH " ");
+        /* Nothing the guest or anyone else could drive QEMU through, no network of its own. */
+        static const char *const never[] = {"-qmp ",  "mon:",    "stdio",       "-gdb",
+                                            " -s ",   "-netdev", " -net ",      "-nic",
+                                            "telnet", "tcp:",    "-serial pty", "-enable-kvm"};
+        for (size_t i = 0; i < ELEMENTSOF(never); i++)
+            if (strstr(got, never[i]))
+                fail_msg("QEMU's argv holds %s: %s", never[i], got);
+        if (kvm) {
+            assert_contains(got, " -accel kvm -cpu host ");
+            assert_null(strstr(got, "tsc_early_khz"));
+            assert_null(strstr(got, "tcg"));
+        } else {
+            assert_contains(got, " -accel tcg,tb-size=");
+            assert_contains(got, " -cpu max ");
+            assert_contains(got, " tsc_early_khz=2100000");
+            assert_null(strstr(got, "kvm"));
+        }
+        free(got);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(kvm_passes_dev_kvm),   cmocka_unit_test(tcg_never_sees_kvm),
+        cmocka_unit_test(first_stage_refusals), cmocka_unit_test(posture_says_the_boundary),
+        cmocka_unit_test(qemu_argv_confined),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
