@@ -941,6 +941,8 @@ static _noreturn_ void proxy_conn(egress *e, size_t slot, const char *name, uint
     free(pre);
     if (rc < 0)
         c.rec.reason = st.error ? st.error : "a side failed during the relay";
+    if (st.refused) /* a later request on the connection was not for its host */
+        c.rec.decision = "deny";
     if (st.leaks)
         c.rec.reason = "attempted leak: a secret's placeholder sent to a host it does not list";
     c.rec.stats = true;

@@ -29,7 +29,7 @@ static int up(subst *m, int u, const void *d, size_t n, relay_stats *st)
     st->up += n;
     int r = subst_feed(m, d, n, &out);
     if (r < 0)
-        st->error = m->error;
+        st->error = m->error, st->refused = true;
     else if (out.len && send_all(u, out.s, out.len) < 0)
         r = -1, st->error = "writing to the host failed";
     free(out.s);

@@ -465,6 +465,7 @@ static int pump_up(end *g, end *u, subst *m, relay_stats *st)
     st->up += (uint64_t)n;
     strbuf out = {0};
     int r = subst_feed(m, buf, (size_t)n, &out);
+    st->refused |= r < 0;
     if (r == 0 && out.len && end_write(u, out.s, out.len) < 0)
         r = relay_fail(st, "writing to the host failed");
     if (out.s)
@@ -536,6 +537,7 @@ int secrets_relay(int guest_fd, const void *pre, size_t pre_len, int upstream_fd
             strbuf out = {0};
             st->up += pre_len;
             r = subst_feed(&m, pre, pre_len, &out);
+            st->refused |= r < 0;
             if (r < 0)
                 relay_fail(st, m.error);
             else if (out.len && end_write(&u, out.s, out.len) < 0)

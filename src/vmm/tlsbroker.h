@@ -42,6 +42,7 @@ typedef struct relay_stats {
     uint64_t substituted; /* placeholders replaced by a real value */
     uint64_t leaks;       /* placeholders sent toward a host their secret does not list */
     const char *error;    /* static text: why the relay ended early, or NULL */
+    bool refused;         /* it ended on a request the policy refuses (error says which) */
 } relay_stats;
 
 /* Relay one connection the guest made to `host` over upstream_fd (already connected to the

@@ -441,6 +441,7 @@ def test_every_plain_http_request_names_the_allowed_host(got_through):
     refused = [e for e in lines if e.get("kind") == "tcp" and e.get("name") == "plain.bbt"
                and e.get("port") == 80 and "another host" in (e.get("reason") or "")]
     assert len(refused) >= 3, lines
+    assert all(e["decision"] == "deny" for e in refused), refused
 
 
 # ------------------------------------------------------------ boot 2: attacks refused
