@@ -161,6 +161,9 @@ int cmd_pool(cli_args *a, bb_error **err)
             printf(" %d", (int)e->pid);
         printf("\n");
     }
+    /* Not what warm asks (or a stale VM left): a tender puts it right. */
+    if (waiting != sb->bf->warm || l.n != (size_t)waiting)
+        pool_kick(a->root, name);
     pool_list_free(&l);
     return 0;
 }

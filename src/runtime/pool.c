@@ -428,7 +428,7 @@ int pool_drain(const char *root, const char *name, bb_error **err)
         return -1;
     int kept;
     sweep(root, name, dir, true, NULL, 0, &kept);
-    return 0;
+    return 1;
 }
 
 int pool_remove(const char *root, const char *name, bb_error **err)
@@ -438,7 +438,7 @@ int pool_remove(const char *root, const char *name, bb_error **err)
         return 0;
     if (pool_drain(root, name, err) < 0)
         return -1;
-    return rm_rf(dir, err);
+    return rm_rf(dir, err) < 0 ? -1 : 0;
 }
 
 /* ---- the tender ---------------------------------------------------------------------- */

@@ -74,9 +74,9 @@ void pool_count(const char *root, const char *name, int *ret_waiting, int *ret_t
 /* Remove every VM of the pool that no run holds (waiting, booting, stale, and claimed by a
  * process that is gone) and bump the generation, so that a VM a tender is booting now is
  * never served. The caller holds the sandbox's lock: build, reset, restore, apply, discard.
- * Never waits for a tender. */
+ * Never waits for a tender. 1 when there was a pool, 0 when there was none. */
 int pool_drain(const char *root, const char *name, bb_error **err);
-/* pool_drain, then the directory itself: destroy, rename. */
+/* pool_drain, then the directory itself: destroy, rename. 0 or -1. */
 int pool_remove(const char *root, const char *name, bb_error **err);
 /* Whether a container name is a pool VM's (image_refuse_running leaves those to the drain). */
 bool pool_container(const char *container);
