@@ -419,6 +419,27 @@ static void sweep(const char *root, const char *name, const char *dir, bool all,
         (void)unlinkat(dfd, doomed.v[i], 0);
 }
 
+/* After the boots: a `podman run` that a tender killed with -9 had started may have made its
+ * container after the sweep looked; whatever VM no entry names now goes. */
+static void sweep_strays(const char *root, const char *name, const char *dir)
+{
+    _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_strv_ strv names = {0}, live = {0}, known = {0}, vms = {0};
+    if (dfd < 0 || list_dir_at(dfd, &names, NULL) < 0)
+        return;
+    for (size_t i = 0; i < names.n; i++) {
+        _cleanup_free_ char *id = NULL, *state = NULL;
+        pid_t pid;
+        if (parse_name(names.v[i], &id, &state, &pid) && !streq(state, "stale"))
+            strv_push(&live, pool_container_name(root, name, id));
+    }
+    podman_pool_vms(root, name, &known);
+    for (size_t i = 0; i < known.n; i++)
+        if (!has(&live, known.v[i]))
+            strv_add(&vms, known.v[i]);
+    remove_containers(&vms);
+}
+
 int pool_drain(const char *root, const char *name, bb_error **err)
 {
     _cleanup_free_ char *dir = pool_dir(root, name);
@@ -580,5 +601,6 @@ int pool_tend(sandbox *sb, bb_error **err)
     for (int n = kept; n < target; n++)
         if (!boot_one(sb, &b, dir, fp))
             break;
+    sweep_strays(sb->root, sb->name, dir);
     return 0;
 }
