@@ -119,12 +119,14 @@ int cli_warm_run(cli_args *a, sandbox *sb, int *ret_code, bb_error **err)
             pool_kick(sb->root, sb->name); /* no VM free: fill the pool for the next run */
             return r;
         }
-        pool_kick(sb->root, sb->name); /* a replacement boots while this run runs */
         r = serve(a, sb, &c, ret_code, err);
         pool_release(&c);
         inuse_release(&use);
+        /* The tender that removes this VM and boots its replacement starts now, not at the
+         * claim: booting beside the run would take the host's CPU from it (bench/RESULTS.md:
+         * that cost a short run more than half its time). */
         if (r != 0) {
-            pool_kick(sb->root, sb->name); /* and this VM is removed */
+            pool_kick(sb->root, sb->name);
             return r;
         }
     }

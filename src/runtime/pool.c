@@ -35,6 +35,8 @@
 #define ENTRY_MAX    65536
 #define GEN_FILE     "generation"
 #define WARMUP_LIMIT 300 /* seconds per warmup line when the Bluefile sets no timeout */
+#define PRIME_RUNS   2   /* no-op commands run in each new VM before it waits (warmup()) */
+#define PRIME_LIMIT  10  /* seconds */
 
 char *pool_dir(const char *root, const char *name)
 {
@@ -494,35 +496,51 @@ static void log_failure(sandbox *sb, const char *what, const char *msg)
     runlog_end(rl, -1, 0);
 }
 
-/* Each warmup line in the new VM, through its agent, with a time limit; what goes wrong
- * is logged, never fatal (the VM is as good as a cold one without it). */
+/* One command in the new VM through its agent, its output to `rl` (may be NULL); the exit
+ * code, or -1 with *err filled. */
+static int vm_command(const up_state *vm, strv *argv, int limit, runlog *rl, bb_error **err)
+{
+    agent_hello h = {.timeout_seconds = limit, .argv = *argv};
+    _cleanup_agent_conn_ agent_conn c = {.fd = -1};
+    _cleanup_free_ char *kernel = NULL;
+    agent_exit x = {0};
+    int r = agent_open(vm->addr, vm->token, &h, &c, &kernel, err);
+    if (r == 0) {
+        agent_io io = {.log = rl, .timeout_seconds = limit};
+        r = agent_session(&c, &io, &x, err);
+    }
+    free(x.err);
+    return r < 0 ? -1 : x.code;
+}
+
+/* Each warmup line in the new VM, with a time limit; what goes wrong is logged, never
+ * fatal (the VM is as good as a cold one without it). Before them, a no-op: the first
+ * command a guest's agent starts pays for paging in its fork and exec path, and that is
+ * better paid here than by the run this VM will serve. */
 static void warmup(sandbox *sb, const up_state *vm)
 {
     const bluefile *bf = sb->bf;
     int limit = bf->timeout_seconds > 0 ? bf->timeout_seconds : WARMUP_LIMIT;
-    for (size_t i = 0; i < bf->warmup.n; i++) {
-        agent_hello h = {.timeout_seconds = limit};
-        strv_add(&h.argv, "/bin/sh");
-        strv_add(&h.argv, "-c");
-        strv_add(&h.argv, bf->warmup.v[i]);
-        runlog *rl = runlog_begin(sb->log, "pool warmup", h.argv.v, NULL);
-        _cleanup_agent_conn_ agent_conn c = {.fd = -1};
-        _cleanup_free_ char *kernel = NULL;
+    for (int i = 0; i < PRIME_RUNS; i++) {
+        _cleanup_strv_ strv argv = {0};
         _cleanup_error_ bb_error *e = NULL;
-        agent_exit x = {0};
+        strv_add(&argv, "true");
+        (void)vm_command(vm, &argv, PRIME_LIMIT, NULL, &e);
+    }
+    for (size_t i = 0; i < bf->warmup.n; i++) {
+        _cleanup_strv_ strv argv = {0};
+        _cleanup_error_ bb_error *e = NULL;
+        strv_add(&argv, "/bin/sh");
+        strv_add(&argv, "-c");
+        strv_add(&argv, bf->warmup.v[i]);
+        runlog *rl = runlog_begin(sb->log, "pool warmup", argv.v, NULL);
         double start = now_mono_s();
-        int r = agent_open(vm->addr, vm->token, &h, &c, &kernel, &e);
-        if (r == 0) {
-            agent_io io = {.log = rl, .timeout_seconds = limit};
-            r = agent_session(&c, &io, &x, &e);
-        }
-        if (r < 0 && rl) {
+        int code = vm_command(vm, &argv, limit, rl, &e);
+        if (code < 0 && rl) {
             _cleanup_free_ char *line = xasprintf("bluebox: warmup failed: %s\n", e->msg);
             runlog_write(rl, line, strlen(line));
         }
-        runlog_end(rl, r < 0 ? -1 : x.code, now_mono_s() - start);
-        free(x.err);
-        strv_clear(&h.argv);
+        runlog_end(rl, code, now_mono_s() - start);
     }
 }
 
