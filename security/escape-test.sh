@@ -1043,7 +1043,7 @@ fi
 # VM's agent (its port on the host's loopback, through any address the guest may try), nor
 # see the pool's files or any pool VM's token; the pool directory is owner-only.
 check_pool() {
-    local p=$BASE_NAME-pl dir out i ports="" toks="" script
+    local p=$BASE_NAME-pl dir out ports="" toks="" script n w
     dir=$BLUEBOX_HOME/pool/$p
     define "$p" "base: $IMAGE
 backend: $BACKEND
@@ -1058,9 +1058,11 @@ $ISO"
         fail pool "bluebox build $p failed: $(printf '%s' "$out" | tail -n1)"
         return
     fi
-    for i in $(seq 1 600); do
+    for _ in $(seq 1 600); do
         "$BIN" pool "$p" >/dev/null 2>&1
-        [ "$(ls "$dir" 2>/dev/null | grep -c '\.waiting$')" = 2 ] && break
+        n=0
+        for w in "$dir"/*.waiting; do [ -e "$w" ] && n=$((n + 1)); done
+        [ "$n" = 2 ] && break
         sleep 0.2
     done
     for f in "$dir"/*.waiting; do
@@ -1072,6 +1074,7 @@ $ISO"
         fail pool "the warm pool of $p never filled"
         return
     fi
+    # shellcheck disable=SC2016  # expanded in the guest
     script='test -e /tmp/.esc-warm || { echo COLD; exit 0; }; gw=$(ip route 2>/dev/null | awk '"'"'/^default/ {print $3; exit}'"'"')'
     for port in $ports; do
         script="$script; for a in 127.0.0.1 10.0.2.2 169.254.1.2 \$gw; do echo x | nc -w 3 \$a $port >/dev/null 2>&1 && echo RE\"\"ACHED \$a:$port; done"
@@ -1091,7 +1094,7 @@ $ISO"
     elif [ "$(stat -c %a "$dir")" != 700 ]; then
         fail pool "the pool directory $dir is not owner-only ($(stat -c %a "$dir"))"
     else
-        pass pool "a pool VM cannot reach another's agent ($(echo $ports | wc -w) ports), see the pool's files or tokens; pool/ is 0700"
+        pass pool "a pool VM cannot reach another's agent ($(echo "$ports" | wc -w) ports), see the pool's files or tokens; pool/ is 0700"
     fi
     "$BIN" destroy "$p" -y >/dev/null 2>&1
 }

@@ -185,7 +185,7 @@ int image_refuse_running(const char *root, const char *name, bb_error **err)
     if (spawn_capture(ps, &names, NULL, NULL) != 0 || !*names)
         return 0;
     /* the warm pool's VMs run nothing of anyone's: the pool's drain removes them */
-    char *c = names, *save = NULL;
+    char *c, *save = NULL;
     for (c = strtok_r(names, "\r\n", &save); c && pool_container(c);
          c = strtok_r(NULL, "\r\n", &save))
         ;
