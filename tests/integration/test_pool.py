@@ -42,7 +42,8 @@ def entries(home, name):
     d = pool_dir(home, name)
     if not d.is_dir():
         return []
-    return sorted(p.name for p in d.iterdir() if re.fullmatch(r"[0-9a-f]{12}\.[a-z]+(-\d+)?", p.name))
+    entry = re.compile(r"[0-9a-f]{12}\.[a-z]+(-\d+)?")
+    return sorted(p.name for p in d.iterdir() if entry.fullmatch(p.name))
 
 
 def waiting(home, name):
