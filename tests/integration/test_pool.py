@@ -400,3 +400,27 @@ def test_pool_vms_cannot_reach_each_other(home):
         assert o["token"] not in out
     # the pool directory is owner-only on the host
     assert pool_dir(home, name).stat().st_mode & 0o077 == 0
+
+
+# ---- forks: a fork has its own pool; apply drains the fork's and the parent's -------------------
+
+def test_fork_pool_and_apply(home):
+    body = bluefile(home, warm=1, timeout=30, extra=warmup(f"echo w > {WARMED}"))
+    parent = make(home, "fp", body)
+    fork = parent + "-f"
+    r = home("fork", parent, fork)
+    assert r.returncode == 0, r
+    home.names.insert(0, fork)  # destroyed before its parent
+    wait_full(home, fork, 1)
+    r = warm_run(home, fork, "sh", "-c", "echo x > /data/new")
+    assert r.returncode == 0, r
+    assert not (home.data(parent) / "new").exists()
+    old = ids(wait_full(home, parent, 1)) | ids(wait_full(home, fork, 1))
+    r = home("apply", fork, "-y")
+    assert r.returncode == 0, r
+    left = ids(entries(home, parent)) | ids(entries(home, fork))
+    assert not old & left, (old, left)
+    assert not old & (ids(pool_vms(home, parent)) | ids(pool_vms(home, fork)))
+    wait_full(home, parent, 1)
+    r = warm_run(home, parent, "cat", "/data/new")
+    assert (r.returncode, r.stdout) == (0, b"x\n"), r
