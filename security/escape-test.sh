@@ -1038,6 +1038,69 @@ $ISO"
 if want fork; then
     if [ "$BACKEND" = uml ] && have fork; then check_fork; else skip fork "forks need the uml backend"; fi
 fi
+# ---------------------------------------------------------------- warm pool
+# Pool P keeps two VMs booted (warm: 2). A run served by one of them must not reach the other
+# VM's agent (its port on the host's loopback, through any address the guest may try), nor
+# see the pool's files or any pool VM's token; the pool directory is owner-only.
+check_pool() {
+    local p=$BASE_NAME-pl dir out ports="" toks="" script n w
+    dir=$BLUEBOX_HOME/pool/$p
+    define "$p" "base: $IMAGE
+backend: $BACKEND
+ram_mib: 256
+network: bridge
+timeout_seconds: 60
+warm: 2
+warmup:
+  - echo w > /tmp/.esc-warm
+$ISO"
+    if ! out=$("$BIN" build "$p" 2>&1); then
+        fail pool "bluebox build $p failed: $(printf '%s' "$out" | tail -n1)"
+        return
+    fi
+    for _ in $(seq 1 600); do
+        "$BIN" pool "$p" >/dev/null 2>&1
+        n=0
+        for w in "$dir"/*.waiting; do [ -e "$w" ] && n=$((n + 1)); done
+        [ "$n" = 2 ] && break
+        sleep 0.2
+    done
+    for f in "$dir"/*.waiting; do
+        [ -e "$f" ] || continue
+        ports="$ports $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["addr"].rsplit(":",1)[1])' "$f")"
+        toks="$toks $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$f")"
+    done
+    if [ -z "$ports" ]; then
+        fail pool "the warm pool of $p never filled"
+        return
+    fi
+    # shellcheck disable=SC2016  # expanded in the guest
+    script='test -e /tmp/.esc-warm || { echo COLD; exit 0; }; gw=$(ip route 2>/dev/null | awk '"'"'/^default/ {print $3; exit}'"'"')'
+    for port in $ports; do
+        script="$script; for a in 127.0.0.1 10.0.2.2 169.254.1.2 \$gw; do echo x | nc -w 3 \$a $port >/dev/null 2>&1 && echo RE\"\"ACHED \$a:$port; done"
+    done
+    script="$script; find / -xdev \\( -name '*.waiting' -o -name '*.claimed-*' \\) 2>/dev/null | sed 's/^/FO\"\"UND /'; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; true"
+    out=$("$BIN" run "$p" -- sh -c "$script" </dev/null 2>&1)
+    local leak=""
+    for t in $toks; do [[ $out == *"$t"* ]] && leak=1; done
+    if [[ $out == *COLD* ]]; then
+        fail pool "the run was not served by a pool VM (the warmup's file is missing)"
+    elif [[ $out == *REACHED* ]]; then
+        fail pool "a pool VM reached another's agent: $(printf '%s' "$out" | grep REACHED | head -n1)"
+    elif [[ $out == *FOUND* ]]; then
+        fail pool "a pool VM sees the pool's files: $(printf '%s' "$out" | grep FOUND | head -n1)"
+    elif [ -n "$leak" ]; then
+        fail pool "a pool VM's agent token shows in a pool VM"
+    elif [ "$(stat -c %a "$dir")" != 700 ]; then
+        fail pool "the pool directory $dir is not owner-only ($(stat -c %a "$dir"))"
+    else
+        pass pool "a pool VM cannot reach another's agent ($(echo "$ports" | wc -w) ports), see the pool's files or tokens; pool/ is 0700"
+    fi
+    "$BIN" destroy "$p" -y >/dev/null 2>&1
+}
+if want pool; then
+    if [ "$BACKEND" = uml ] && have pool; then check_pool; else skip pool "the warm pool is tested on the uml backend"; fi
+fi
 # ---------------------------------------------------------------- egress by name
 # Sandbox E runs with allowlists and the apt mirror this machine uses (read from apt's sources:
 # a name that resolves upstream here). dns-exfil: with a list that lacks it, the mirror's name

@@ -22,6 +22,8 @@ int main(int argc, char **argv)
         return agent_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "__reown") == 0)
         return reown_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "__tend") == 0)
+        return tend_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "__data") == 0)
         return data_main(argc - 1, argv + 1);
     return cli_main(argc, argv);

@@ -21,6 +21,7 @@
 #include "data/snapshots.h"
 #include "job.h"
 #include "runtime/boot.h"
+#include "runtime/pool.h"
 #include "runtime/session.h"
 #include "runtime/up.h"
 #include "util/fs.h"
@@ -688,7 +689,9 @@ static json_t *list_child(void *arg)
         }
         _cleanup_upstate_ up_state s = {0};
         bool up = upstate_load(c->root, sb->name, &s, NULL) > 0 && up_alive(c->root, sb->name, &s);
-        json_t *o = json_pack("{s:s, s:b, s:b}", "name", sb->name, "up", up, "warm", 0);
+        int waiting, total;
+        pool_count(c->root, sb->name, &waiting, &total); /* warm: pool VMs waiting now */
+        json_t *o = json_pack("{s:s, s:b, s:i}", "name", sb->name, "up", up, "warm", waiting);
         if (sandbox_bluefile(sb, &e) < 0) {
             json_object_set_new(o, "error", json_string(bb_error_message(e)));
             bb_error_clear(&e);

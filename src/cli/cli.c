@@ -292,6 +292,18 @@ const cli_command cli_commands[] = {
      {ARG_SANDBOX},
      {{0}},
      cmd_verify},
+    {"pool",
+     "inspect",
+     "<name>",
+     "show a sandbox's warm pool",
+     "Lists the VMs the Bluefile's warm: N keeps booted for run, with their state (booting,\n"
+     "waiting, running, stale) and age. Each serves one run and is then thrown away; a tender\n"
+     "boots its replacement. Each holds its RAM (ram_mib) while it waits.",
+     1,
+     1,
+     {ARG_SANDBOX},
+     {{0}},
+     cmd_pool},
     {"doctor",
      "inspect",
      "",

@@ -105,6 +105,11 @@ int cmd_snapshot(cli_args *a, bb_error **err);
 int cmd_restore(cli_args *a, bb_error **err);
 int cmd_data(cli_args *a, bb_error **err);
 int cmd_fork(cli_args *a, bb_error **err);
+int cmd_pool(cli_args *a, bb_error **err);
+/* run's warm path (cmd_pool.c): 1 with *ret_code when a pool VM ran the command, 0 when none
+ * was free (boot cold), -1 on an error. */
+struct sandbox;
+int cli_warm_run(cli_args *a, struct sandbox *sb, int *ret_code, bb_error **err);
 int cmd_diff(cli_args *a, bb_error **err);
 int cmd_apply(cli_args *a, bb_error **err);
 int cmd_discard(cli_args *a, bb_error **err);

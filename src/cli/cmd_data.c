@@ -21,6 +21,7 @@
 #include "runtime/dataown.h"
 #include "runtime/diskjob.h"
 #include "runtime/image.h"
+#include "runtime/pool.h"
 #include "util/fs.h"
 #include "util/time.h"
 #include "util/xalloc.h"
@@ -95,8 +96,15 @@ static int refuse_busy(const sandbox *sb, bb_error **err)
     if (sandbox_refuse_up(sb->root, sb->name, err) < 0)
         return -1;
     _cleanup_close_ int use = inuse_refuse(sb->root, sb->name, err);
-    if (use < 0 || image_refuse_running(sb->root, sb->name, err) < 0)
+    if (use < 0)
         return -1;
+    /* The warm pool's VMs hold the old /data: gone before it changes. The tender started
+     * here waits for our lock, so its VMs boot with the new /data. */
+    int pooled = pool_drain(sb->root, sb->name, err);
+    if (pooled < 0 || image_refuse_running(sb->root, sb->name, err) < 0)
+        return -1;
+    if (pooled)
+        pool_kick(sb->root, sb->name);
     return steal_fd(&use);
 }
 

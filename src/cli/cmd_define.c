@@ -14,6 +14,7 @@
 #include "runtime/boot.h"
 #include "runtime/build.h"
 #include "runtime/image.h"
+#include "runtime/pool.h"
 #include "runtime/up.h"
 #include "util/fs.h"
 #include "util/spawn.h"
@@ -129,6 +130,14 @@ int cmd_build(cli_args *a, bb_error **err)
         return -1;
     _cleanup_free_ char *ref = image_ref(a->root, sb->name);
     printf("built %s\n", ref);
+    /* The old image's pool VMs would never be served (their fingerprint is the old image's);
+     * they go now rather than hold their memory till the next run. */
+    _cleanup_error_ bb_error *perr = NULL;
+    int pooled = pool_drain(a->root, sb->name, &perr);
+    if (pooled < 0)
+        bb_error_warn_release(&perr);
+    if (pooled > 0 || (pooled == 0 && sb->bf->warm > 0))
+        pool_kick(a->root, sb->name);
     _cleanup_(boot_done) boot b = {0};
     if (boot_prepare(sb, BOOT_VERIFY, NULL, &b, err) < 0)
         return bb_prefix(err, "built, but isolation is not verified");
@@ -136,23 +145,30 @@ int cmd_build(cli_args *a, bb_error **err)
     return 0;
 }
 
-#define LS_FORMAT "%-*s%-12s%-8s%-5s%-7s%-7s%-6s%-8s%s\n"
+#define LS_FORMAT "%-*s%-12s%-8s%-5s%-7s%-7s%-6s%-8s%-6s%s\n"
 
-static void print_row(int w, const char *name, const char *state, const char *backend_name,
-                      const bluefile *bf, const char *parent)
+static void print_row(int w, const char *root, const char *name, const char *state,
+                      const char *backend_name, const bluefile *bf, const char *parent)
 {
     _cleanup_free_ char *base =
         parent ? xasprintf("%s  (fork of %s)", bf->base, parent) : xstrdup(bf->base);
-    char ram[32], timeout[32], cpus[16];
+    char ram[32], timeout[32], cpus[16], warm[32];
     snprintf(cpus, sizeof cpus, "%d", bf->cpus);
     snprintf(ram, sizeof ram, "%dM", bf->ram_mib);
     if (bf->timeout_seconds)
         snprintf(timeout, sizeof timeout, "%ds", bf->timeout_seconds);
     else
         strcpy(timeout, "-");
+    /* files only, like the rest of ls: the VMs waiting out of the Bluefile's warm */
+    int waiting = 0, total = 0;
+    pool_count(root, name, &waiting, &total);
+    if (bf->warm || total)
+        snprintf(warm, sizeof warm, "%d/%d", waiting, bf->warm);
+    else
+        strcpy(warm, "-");
     cli_showf(stdout, LS_FORMAT, w, name, state, backend_name, cpus, ram,
               bf->has_allow ? "allow" : bf_network_name(bf->network), bf->readonly ? "yes" : "no",
-              timeout, base);
+              timeout, warm, base);
 }
 
 /* "up" only when the VM the state names is running and is this home's: a VM killed behind
@@ -200,7 +216,8 @@ int cmd_ls(cli_args *a, bb_error **err)
     for (size_t i = 0; i < names.n; i++)
         if ((int)strlen(names.v[i]) + 2 > w)
             w = (int)strlen(names.v[i]) + 2;
-    printf(LS_FORMAT, w, "NAME", "STATE", "BACKEND", "CPUS", "RAM", "NET", "RO", "TIMEOUT", "BASE");
+    printf(LS_FORMAT, w, "NAME", "STATE", "BACKEND", "CPUS", "RAM", "NET", "RO", "TIMEOUT", "WARM",
+           "BASE");
     for (size_t i = 0; i < names.n; i++) {
         _cleanup_sandbox_ sandbox *sb = NULL;
         _cleanup_error_ bb_error *e = NULL;
@@ -210,7 +227,7 @@ int cmd_ls(cli_args *a, bb_error **err)
             cli_showf(stdout, "%-*sinvalid Bluefile\n", w, names.v[i]);
             continue;
         }
-        print_row(w, names.v[i], state_word(sb), backend_word(sb->bf), sb->bf, sb->parent);
+        print_row(w, a->root, names.v[i], state_word(sb), backend_word(sb->bf), sb->bf, sb->parent);
     }
     return 0;
 }

@@ -10,6 +10,7 @@
 #include "core/prompt.h"
 #include "core/sandbox.h"
 #include "runtime/image.h"
+#include "runtime/pool.h"
 #include "runtime/up.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
@@ -33,7 +34,9 @@ int cmd_rename(cli_args *a, bb_error **err)
                           err) < 0 ||
         forks_refuse_parent(a->root, old, "rename", err) < 0)
         return -1;
-    if (sandbox_rename(a->root, old, new, err) < 0)
+    /* The pool's VMs carry the old name (container, label, files): gone; the new name's pool
+     * fills at its first run. */
+    if (pool_remove(a->root, old, err) < 0 || sandbox_rename(a->root, old, new, err) < 0)
         return -1;
     _cleanup_error_ bb_error *ie = NULL;
     if (image_rename(a->root, old, new, &ie) < 0)
@@ -54,6 +57,8 @@ static int destroy_one(sandbox *sb, bool data, bb_error **err)
     if (use < 0)
         return -1;
     if (up_down(root, name, false, NULL, err) < 0) /* an up sandbox comes down first */
+        return -1;
+    if (pool_remove(root, name, err) < 0) /* and its warm pool's VMs */
         return -1;
     _cleanup_error_ bb_error *ie = NULL;
     if (image_remove(root, name, &ie) < 0)

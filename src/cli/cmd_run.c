@@ -89,6 +89,9 @@ int cmd_run(cli_args *a, bb_error **err)
     _cleanup_sandbox_ sandbox *sb = NULL;
     if (sandbox_open(a->root, a->argv[0], &sb, err) < 0)
         return -1;
+    int code, warm = cli_warm_run(a, sb, &code, err);
+    if (warm != 0)
+        return warm < 0 ? -1 : code;
     _cleanup_(boot_done) boot b = {0};
     if (boot_prepare(sb, BOOT_CACHED, "run", &b, err) < 0)
         return -1;

@@ -1071,9 +1071,17 @@ static int apply_keys(ctx *c, const ynode *root)
 static int cross_checks(ctx *c)
 {
     bluefile *bf = c->bf;
-    if (bf->warm > 0 && bf->network != NET_BRIDGE)
+    /* The pool's VMs are all up at once; a /data disk image is attached to one VM at a time. */
+    if (bf->warm > 0 && bf->data_limit)
         return fail_at(c, c->warm_node,
-                       "warm needs network: bridge; an offline sandbox boots per run");
+                       "warm needs /data as a directory, and data_limit makes it a disk image that "
+                       "one VM at a time can attach; drop data_limit or set warm: 0");
+    /* A pool VM is booted before its run, by a tender: secrets would be read from the wrong
+     * process at the wrong time, and allow:'s connection log has no run to belong to. */
+    if (bf->warm > 0 && (bf->has_allow || bf->n_secrets))
+        return fail_at(c, c->warm_node,
+                       "warm cannot be combined with allow: or secrets: yet (a pool VM is "
+                       "booted before the run that uses it); set warm: 0");
     if (bf->pkgmgr == PKG_NONE)
         bf->pkgmgr = bf_pkgmgr_infer(bf->base);
     const ynode *needs = bf->packages.n ? c->packages_node : bf->n_users ? c->users_node : NULL;

@@ -38,6 +38,8 @@ typedef struct backend {
      * words: whether the host, the LAN and the metadata address are refused. */
     const char *bridge_reach;
     bool guest_init; /* the guest's init is the static bluebox: mount it on every launch */
+    /* Its VM can run bluebox's agent as its main process (bluebox up, the warm pool). */
+    bool agent;
     /* network: none can stay offline while the agent's port is published (bluebox up). */
     bool agent_offline;
     /* Can attach /data as a disk image (Bluefile data_limit; src/runtime/datadisk.h). */
@@ -74,8 +76,9 @@ const char *backend_env(void);
 /* A backend by name or alias, NULL when unknown. */
 const backend *backend_named(const char *name);
 /* The backend a Bluefile asks for, overridden by BLUEBOX_BACKEND; refuses a Bluefile that
- * asks for more RAM or CPUs than that backend can give a guest, or for allow: on a backend
- * that cannot enforce it. */
+ * asks for more RAM or CPUs than that backend can give a guest, for allow: on a backend
+ * that cannot enforce it, or for a warm pool it cannot keep (no agent; network: none on a
+ * backend that cannot keep an agent VM offline). */
 int backend_for(const bluefile *bf, const backend **ret, bb_error **err);
 /* The CPUs a guest of bf really gets from b (the posture line and `bluebox env` say it). */
 int backend_guest_cpus(const backend *b, const bluefile *bf);

@@ -93,6 +93,33 @@ static int check_egress(const backend *b, const bluefile *bf, const char *env, b
                    env ? " overrides the Bluefile's backend)" : "");
 }
 
+/* A pool VM is an up VM (runtime/pool.h): it needs the agent, and offline it needs a backend
+ * that keeps network: none offline with the agent's port published. */
+static int check_warm(const backend *b, const bluefile *bf, const char *env, bb_error **err)
+{
+    if (bf->warm == 0)
+        return 0;
+    _cleanup_free_ char *reason = NULL;
+    if (!b->agent)
+        reason =
+            xasprintf("its VMs run bluebox's agent, which the %s backend does not run", b->name);
+    else if (bf->network == NET_NONE && !b->agent_offline)
+        reason = xasprintf("with network: none its VMs must stay offline with the agent's port "
+                           "published, which the %s backend cannot do",
+                           b->name);
+    if (!reason)
+        return 0;
+    _cleanup_sb_ strbuf s = {0};
+    for (const backend *const *o = backend_registry; *o; o++)
+        if ((*o)->agent && (bf->network != NET_NONE || (*o)->agent_offline))
+            sb_printf(&s, "%s%s", s.len ? " or " : "", (*o)->name);
+    return bb_fail(err, ENOTSUP,
+                   "warm: %d keeps VMs booted for run, and %s; set backend: %s%s%s%s, "
+                   "or warm: 0",
+                   bf->warm, reason, s.len ? s.s : "(none)", env ? " (BLUEBOX_BACKEND=" : "",
+                   env ? env : "", env ? " overrides the Bluefile's backend)" : "");
+}
+
 int backend_guest_cpus(const backend *b, const bluefile *bf)
 {
     return b->guest_cpus > 0 && b->guest_cpus < bf->cpus ? b->guest_cpus : bf->cpus;
@@ -110,7 +137,7 @@ int backend_for(const bluefile *bf, const backend **ret, bb_error **err)
         return bb_fail(err, EINVAL, "no backend named %s", bf_backend_name(bf->backend));
     if (check_limit(b, env, "ram_mib", bf->ram_mib, b->max_ram_mib, err) < 0 ||
         check_limit(b, env, "cpus", bf->cpus, b->max_cpus, err) < 0 ||
-        check_egress(b, bf, env, err) < 0)
+        check_egress(b, bf, env, err) < 0 || check_warm(b, bf, env, err) < 0)
         return -1;
     *ret = b;
     return 0;

@@ -14,9 +14,11 @@
 
 #include "core/bluefile.h"
 #include "core/home.h"
+#include "core/sandbox.h"
 #include "dataown.h"
 #include "isolation.h"
 #include "launch.h"
+#include "pool.h"
 #include "posture.h"
 #include "util/fs.h"
 #include "util/spawn.h"
@@ -223,6 +225,37 @@ static void check_cache(doctor_report *r, const char *root)
     doctor_add(r, "isolation", CHECK_OK, sb_steal(&b), NULL);
 }
 
+/* Each waiting pool VM holds its guest's RAM (the Bluefile's warm: N, runtime/pool.h). */
+static void check_pools(doctor_report *r, const char *root)
+{
+    _cleanup_strv_ strv names = {0};
+    if (home_list(root, &names, NULL) < 0)
+        return;
+    _cleanup_sb_ strbuf b = {0};
+    int vms = 0;
+    long long mib = 0;
+    for (size_t i = 0; i < names.n; i++) {
+        int waiting, total;
+        pool_count(root, names.v[i], &waiting, &total);
+        if (!total)
+            continue;
+        _cleanup_sandbox_ sandbox *sb = NULL;
+        int ram = sandbox_open(root, names.v[i], &sb, NULL) == 0 && sandbox_bluefile(sb, NULL) == 0
+                      ? sb->bf->ram_mib
+                      : 0;
+        vms += total;
+        mib += (long long)total * ram;
+        sb_printf(&b, "%s%s %d", b.len ? ", " : "", names.v[i], total);
+    }
+    if (!vms)
+        return;
+    doctor_add(r, "warm pools", CHECK_OK,
+               xasprintf("%d VM%s holding up to %lld MiB of RAM (%s); warm: 0 in a Bluefile "
+                         "frees its pool",
+                         vms, vms == 1 ? "" : "s", mib, b.s),
+               NULL);
+}
+
 void doctor_run(const char *root, check_result **ret, size_t *ret_n)
 {
     doctor_report r = {0};
@@ -233,6 +266,7 @@ void doctor_run(const char *root, check_result **ret, size_t *ret_n)
     check_static(&r);
     check_home(&r, root);
     check_cache(&r, root);
+    check_pools(&r, root);
     *ret = r.v;
     *ret_n = r.n;
 }

@@ -134,6 +134,7 @@ const backend backend_uml = {
     .guest_cpus_why = "uml has no SMP",
     .bridge_reach = "internet only: host, LAN, metadata refused", /* src/vmm/netpolicy.c */
     .guest_init = true,
+    .agent = true,
     .agent_offline = true, /* none + forward = libslirp restricted (src/vmm/net.c) */
     .data_disk = true,     /* ubd0, capped by bluebox-vmm (src/vmm/disklimit.c) */
     .fork_data = true,     /* the guest's overlayfs over two file-server exports */

@@ -216,12 +216,14 @@ bool up_alive(const char *root, const char *name, const up_state *s)
            vm_ours(root, name, s->container, &f, s);
 }
 
-int up_start(boot *b, up_state *ret, double *ret_seconds, char **ret_log, bb_error **err)
+int up_boot(boot *b, const char *container, up_state *ret,
+            int (*started)(const up_state *, void *, bb_error **), void *ctx, char **ret_log,
+            bb_error **err)
 {
     *ret = (up_state){0};
-    *ret_log = NULL;
-    double start = now_mono_s();
-    _cleanup_upstate_ up_state s = {.container = up_container_name(b->l.root, b->l.name)};
+    if (ret_log)
+        *ret_log = NULL;
+    _cleanup_upstate_ up_state s = {.container = xstrdup(container)};
     if (make_token(&s.token, err) < 0)
         return -1;
     static char *agent_cmd[] = {"__agent", NULL};
@@ -231,27 +233,49 @@ int up_start(boot *b, up_state *ret, double *ret_seconds, char **ret_log, bb_err
     _cleanup_strv_ strv argv = {0};
     if (launch_argv(b->b, &b->l, &argv, err) < 0)
         return -1;
-    /* a VM left by a crash before its state was written */
-    if (up_remove_vm(b->l.root, b->l.name, s.container, NULL, err) < 0)
-        return -1;
     if (start_vm(argv.v, s.token, launch_gets_secrets(&b->l) ? b->eg.secrets_fd : -1, err) < 0)
         return -1;
     s.started = (long long)time(NULL);
     s.kernel = xstrdup("");
     int r = published_addr(s.container, &s.addr, err);
-    if (r == 0)
-        r = upstate_save(b->l.root, b->l.name, &s, err);
+    if (r == 0 && started)
+        r = started(&s, ctx, err);
     _cleanup_free_ char *kernel = NULL;
     if (r == 0)
         r = wait_ready(&s, &kernel, err);
     if (r < 0) {
-        *ret_log = vm_log(s.container);
-        (void)up_remove_vm(b->l.root, b->l.name, s.container, NULL, NULL);
-        upstate_remove(b->l.root, b->l.name, NULL);
-        return bb_prefix(err, "%s did not come up", b->l.name);
+        if (ret_log)
+            *ret_log = vm_log(s.container);
+        return -1;
     }
     free(s.kernel);
     s.kernel = steal_pointer(&kernel);
+    *ret = s;
+    s = (up_state){0};
+    return 0;
+}
+
+static int save_started(const up_state *s, void *ctx, bb_error **err)
+{
+    const boot *b = ctx;
+    return upstate_save(b->l.root, b->l.name, s, err);
+}
+
+int up_start(boot *b, up_state *ret, double *ret_seconds, char **ret_log, bb_error **err)
+{
+    *ret = (up_state){0};
+    *ret_log = NULL;
+    double start = now_mono_s();
+    _cleanup_free_ char *container = up_container_name(b->l.root, b->l.name);
+    /* a VM left by a crash before its state was written */
+    if (up_remove_vm(b->l.root, b->l.name, container, NULL, err) < 0)
+        return -1;
+    _cleanup_upstate_ up_state s = {0};
+    if (up_boot(b, container, &s, save_started, b, ret_log, err) < 0) {
+        (void)up_remove_vm(b->l.root, b->l.name, container, NULL, NULL);
+        upstate_remove(b->l.root, b->l.name, NULL);
+        return bb_prefix(err, "%s did not come up", b->l.name);
+    }
     if (upstate_save(b->l.root, b->l.name, &s, err) < 0)
         return -1;
     *ret_seconds = now_mono_s() - start;

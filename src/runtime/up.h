@@ -12,6 +12,14 @@
  * the VM and the state are removed, and *ret_log (when not NULL) holds the end of the VM's
  * log (guest output: the caller must not print it raw). */
 int up_start(boot *b, up_state *ret, double *ret_seconds, char **ret_log, bb_error **err);
+/* The boot under up_start, for any agent VM (the warm pool's too): start b's sandbox
+ * detached with the agent in `container`, call `started` (may be NULL) once podman has
+ * published the agent's port, and wait until the agent answers a ping whose kernel passes
+ * the gate. On failure the VM is left for the caller to remove, and *ret_log (when not NULL)
+ * holds the end of its log. */
+int up_boot(boot *b, const char *container, up_state *ret,
+            int (*started)(const up_state *s, void *ctx, bb_error **err), void *ctx, char **ret_log,
+            bb_error **err);
 /* Remove the VM and the state. *ret_was_up (may be NULL) says whether there was a state.
  * `force`: also remove a container of that name when there is no state (a crash between
  * boot and the state being written). */

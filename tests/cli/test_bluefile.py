@@ -159,11 +159,10 @@ def test_invalid_scalar_values(bb, text, at, words):
 
 # ---- warm, warmup -------------------------------------------------------------------
 
-@pytest.mark.parametrize("text", ["warm: 1\n", "warm: 2\nnetwork: none\n",
-                                  "network: none\nwarm: 8\n"])
-def test_warm_needs_network_bridge(bb, text):
+def test_warm_with_data_limit_refused(bb):
+    text = "network: bridge\nwarm: 1\ndata_limit: 1G\n"
     bb.write_bluefile("s", text)
-    bb.expect_bluefile_error("s", *locate(text, "warm: ", 6), "warm needs network: bridge")
+    bb.expect_bluefile_error("s", *locate(text, "warm: ", 6), "warm needs /data as a directory")
 
 
 def test_warmup_valid_entries(bb):

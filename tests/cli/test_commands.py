@@ -262,7 +262,7 @@ def test_edit_missing_sandbox(bb, bb_editor):
 
 # ---- ls ---------------------------------------------------------------------------
 
-HEADER = "NAME          STATE       BACKEND CPUS RAM    NET    RO    TIMEOUT BASE"
+HEADER = "NAME          STATE       BACKEND CPUS RAM    NET    RO    TIMEOUT WARM  BASE"
 NO_SANDBOXES = "no sandboxes yet; create one: bluebox new <name>\n"
 
 
@@ -278,15 +278,15 @@ def test_ls_empty_prints_a_hint_and_no_rows(bb):
 def test_ls_table(bb):
     bb.new("beta")
     bb.write_bluefile("alpha", "cpus: 1\nram_mib: 512\nnetwork: bridge\nreadonly: true\n"
-                               "timeout_seconds: 60\nbase: debian:12\nbackend: uml\n")
+                               "timeout_seconds: 60\nbase: debian:12\nbackend: uml\nwarm: 2\n")
     r = bb.run("ls")
     assert r.rc == 0, r
     lines = r.out.splitlines()
     assert lines[0].rstrip() == HEADER
     assert lines[1].split() == ["alpha", "not", "built", "uml", "1", "512M", "bridge", "yes",
-                                "60s", "debian:12"]
+                                "60s", "0/2", "debian:12"]
     assert lines[2].split() == ["beta", "not", "built", "krun", "2", "2048M", "none", "no", "-",
-                                "docker.io/library/alpine:latest"]
+                                "-", "docker.io/library/alpine:latest"]
     assert len(lines) == 3
 
 

@@ -132,7 +132,7 @@ def test_version_and_list(box):
     assert st == 200
     me = [x for x in lst if x["name"] == name]
     assert me and me[0]["up"] is True and me[0]["backend"] == "uml", lst
-    assert me[0]["network"] == "none" and me[0]["warm"] is False and me[0]["base"] == IMAGE
+    assert me[0]["network"] == "none" and me[0]["warm"] == 0 and me[0]["base"] == IMAGE
     st, again = s.call("POST", f"/v1/sandboxes/{name}/up", {})
     assert st == 200 and again == {"up": True, "already": True}
 

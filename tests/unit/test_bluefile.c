@@ -68,10 +68,18 @@ static void ranges(void **s)
     EXPECT_BAD("ram_mib: 127\n", "ram_mib must be");
     EXPECT_BAD("timeout_seconds: -1\n", "timeout_seconds must be 0");
     EXPECT_BAD("warm: 9\nnetwork: bridge\n", "warm must be 0-8");
-    EXPECT_BAD("warm: 1\n", "warm needs network: bridge");
+    EXPECT_BAD("warm: 1\nnetwork: bridge\ndata_limit: 1G\n",
+               "warm needs /data as a directory, and data_limit makes it a disk image");
     bluefile *bf = ok("cpus: 16\nram_mib: 128\nwarm: 8\nnetwork: bridge\ntimeout_seconds: 0\n");
     assert_int_equal(bf->cpus, 16);
     assert_int_equal(bf->warm, 8);
+    bluefile_free(bf);
+    /* an offline pool is the backend's question (backend_for): uml keeps it offline */
+    bf = ok("warm: 2\nnetwork: none\nwarmup:\n  - echo hi\n  - 'python3 -c 0'\n");
+    assert_int_equal(bf->warm, 2);
+    assert_int_equal(bf->network, NET_NONE);
+    assert_int_equal(bf->warmup.n, 2);
+    assert_string_equal(bf->warmup.v[1], "python3 -c 0");
     bluefile_free(bf);
 }
 

@@ -557,6 +557,38 @@ static void krun_refuses_allow(void **s)
     bluefile_free(bf);
 }
 
+/* A pool VM is an up VM: network: none needs a backend that keeps an agent VM offline
+ * (uml); krun is refused with what to change, bridge is fine on both. */
+static void warm_pool_backends(void **s)
+{
+    (void)s;
+    bluefile *bf = NULL;
+    bb_error *err = NULL;
+    const char *yaml = "network: none\nwarm: 2\n";
+    assert_int_equal(bluefile_parse("/h/Bluefile", yaml, strlen(yaml), "/home/u", &bf, &err), 0);
+    const backend *b = NULL;
+    assert_int_equal(backend_for(bf, &b, &err), -1);
+    assert_string_equal(err->msg,
+                        "warm: 2 keeps VMs booted for run, and with network: none its VMs must "
+                        "stay offline with the agent's port published, which the krun backend "
+                        "cannot do; set backend: uml, or warm: 0");
+    bb_error_free(err);
+    err = NULL;
+    setenv("BLUEBOX_BACKEND", "uml", 1);
+    assert_int_equal(backend_for(bf, &b, &err), 0);
+    assert_string_equal(b->name, "uml");
+    unsetenv("BLUEBOX_BACKEND");
+    bluefile_free(bf);
+    yaml = "network: bridge\nwarm: 1\n";
+    assert_int_equal(bluefile_parse("/h/Bluefile", yaml, strlen(yaml), "/home/u", &bf, &err), 0);
+    for (const backend *const *o = backend_registry; *o; o++) {
+        setenv("BLUEBOX_BACKEND", (*o)->name, 1);
+        assert_int_equal(backend_for(bf, &b, &err), (*o)->agent ? 0 : -1);
+    }
+    unsetenv("BLUEBOX_BACKEND");
+    bluefile_free(bf);
+}
+
 /* The posture line and bluebox env say the policy in the same words. */
 static void egress_posture(void **s)
 {
@@ -598,6 +630,7 @@ int main(void)
         cmocka_unit_test(egress_argv_run_and_up),
         cmocka_unit_test(egress_argv_without_prepare),
         cmocka_unit_test(krun_refuses_allow),
+        cmocka_unit_test(warm_pool_backends),
         cmocka_unit_test(egress_posture),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
