@@ -803,7 +803,7 @@ static int write_initrd(int dirfd, const plan *p, bb_error **err)
     cpio_header(&b, "dev", S_IFDIR | 0755, 0, 0, 0, ino++);
     cpio_header(&b, "dev/console", S_IFCHR | 0600, 0, 5, 1, ino++);
     cpio_header(&b, "modules", S_IFDIR | 0755, 0, 0, 0, ino++);
-    cpio_header(&b, ABI_QEMU_MARKER + 1, S_IFREG | 0644, 0, 0, 0, ino++);
+    cpio_header(&b, &ABI_QEMU_MARKER[1], S_IFREG | 0644, 0, 0, 0, ino++);
     for (size_t i = 0; i < p->n; i++) {
         const input *in = &p->v[i];
         if (!in->in_initrd)

@@ -214,7 +214,7 @@ int secrets_load_fd(int fd, secrets *ret, bb_error **err)
 {
     _cleanup_close_ int owned = fd;
     struct stat st;
-    if (fstat(fd, &st) < 0)
+    if (fstat(owned, &st) < 0)
         return bb_fail_errno(err, errno, "secrets from bluebox: fd %d", fd);
     if (!S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > SECRETS_INPUT_MAX)
         return bb_fail(err, EINVAL, "secrets from bluebox: fd %d is not a file of 1 to %u bytes",
@@ -223,7 +223,7 @@ int secrets_load_fd(int fd, secrets *ret, bb_error **err)
     _cleanup_free_ char *buf = xmalloc(len);
     /* From the start, whatever the writer left the shared offset at. */
     for (size_t off = 0; off < len;) {
-        ssize_t n = pread(fd, buf + off, len - off, (off_t)off);
+        ssize_t n = pread(owned, buf + off, len - off, (off_t)off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
