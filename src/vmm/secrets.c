@@ -227,7 +227,8 @@ int secrets_load_fd(int fd, secrets *ret, bb_error **err)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            explicit_bzero(buf, len);
+            if (buf) /* (never NULL; GCC's -Wnonnull under ASan cannot tell) */
+                explicit_bzero(buf, len);
             return bb_fail_errno(err, n < 0 ? errno : EIO, "secrets from bluebox: cannot read");
         }
         off += (size_t)n;

@@ -584,6 +584,8 @@ static void warm_pool_backends(void **s)
     for (const backend *const *o = backend_registry; *o; o++) {
         setenv("BLUEBOX_BACKEND", (*o)->name, 1);
         assert_int_equal(backend_for(bf, &b, &err), (*o)->agent ? 0 : -1);
+        bb_error_free(err);
+        err = NULL;
     }
     unsetenv("BLUEBOX_BACKEND");
     bluefile_free(bf);
