@@ -1,8 +1,8 @@
 /* libFuzzer target: the network policy over ethernet frames from a hostile guest. Checks: no
  * read past the frame (ASan), a frame that passes and could open something (not a TCP segment
  * without SYN or with ACK) never goes to loopback or link-local (the metadata address), and a
- * refusal frame fits NP_REPLY_MAX, carries a valid IPv4 header checksum and goes back to the
- * frame's sender. */
+ * refusal frame fits NP_REPLY_MAX, carries a valid IPv4 header checksum (IPv4) and goes back to
+ * the frame's sender (IPv4 and IPv6). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -45,7 +45,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t out[NP_REPLY_MAX];
     size_t n = netpolicy_refusal(f, size, out, sizeof out);
     CHECK(n <= sizeof out);
-    if (n) {
+    if (n && f[12] == 0x86 && f[13] == 0xdd) { /* IPv6: a reset or ICMPv6, to the sender */
+        CHECK(n >= 54 && memcmp(out, f + 6, 6) == 0 && out[12] == 0x86 && out[13] == 0xdd);
+        CHECK(memcmp(out + 38, f + 22, 16) == 0);
+    } else if (n) {
         CHECK(n >= 34 && memcmp(out, f + 6, 6) == 0);
         CHECK(np_csum_fold(np_csum_add(0, out + 14, 20)) == 0xffff);
         CHECK(memcmp(out + 30, f + 26, 4) == 0); /* to the sender */
