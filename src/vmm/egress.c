@@ -786,23 +786,10 @@ static int connect_upstream(conn *c)
     return fd;
 }
 
-static int send_all(int fd, const uint8_t *b, size_t n)
-{
-    while (n) {
-        ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        b += w, n -= (size_t)w;
-    }
-    return 0;
-}
-
 int egress_relay_plain(int g, const uint8_t *pre, size_t pre_len, int u, leak_scan *ls,
                        relay_stats *st)
 {
-    if (pre_len && send_all(u, pre, pre_len) < 0)
+    if (pre_len && relay_send_all(u, pre, pre_len) < 0)
         return -1;
     st->up += pre_len;
     if (ls)
@@ -835,7 +822,7 @@ int egress_relay_plain(int g, const uint8_t *pre, size_t pre_len, int u, leak_sc
                 }
                 continue;
             }
-            if (send_all(fds[1 - i], buf, (size_t)r) < 0) {
+            if (relay_send_all(fds[1 - i], buf, (size_t)r) < 0) {
                 rc = -1;
                 open_in[0] = open_in[1] = false;
                 break;

@@ -9,8 +9,9 @@
 
 #define CHECK_BUF 65536
 
-static int send_all(int fd, const char *b, size_t n)
+int relay_send_all(int fd, const void *buf, size_t n)
 {
+    const char *b = buf;
     while (n) {
         ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR)
@@ -30,7 +31,7 @@ static int up(subst *m, int u, const void *d, size_t n, relay_stats *st)
     int r = subst_feed(m, d, n, &out);
     if (r < 0)
         st->error = m->error, st->refused = true;
-    else if (out.len && send_all(u, out.s, out.len) < 0)
+    else if (out.len && relay_send_all(u, out.s, out.len) < 0)
         r = -1, st->error = "writing to the host failed";
     free(out.s);
     return r;
@@ -75,7 +76,7 @@ int http_relay_checked(int g, const uint8_t *pre, size_t pre_len, int u, const c
                 rc = up(&m, u, buf, (size_t)r, st);
             } else {
                 st->down += (uint64_t)r;
-                if (send_all(g, buf, (size_t)r) < 0)
+                if (relay_send_all(g, buf, (size_t)r) < 0)
                     rc = -1, st->error = "writing to the guest failed";
             }
         }

@@ -18,3 +18,6 @@
  * go to the broker). 0 when both sides ended; -1 with st->error (static) set otherwise. */
 int http_relay_checked(int g, const uint8_t *pre, size_t pre_len, int u, const char *host,
                        const secrets *sec, relay_stats *st);
+/* All of b to the socket fd (EINTR retried; no SIGPIPE): 0, or -1 when it failed or closed.
+ * The egress proxy's plain relay writes with it too. */
+int relay_send_all(int fd, const void *b, size_t n);

@@ -406,14 +406,13 @@ static void reply_headers(const uint8_t *f, const uint8_t *ip, uint8_t *out, uin
     put16(h + 10, (uint16_t)~np_csum_fold(np_csum_add(0, h, 20)));
 }
 
-static size_t tcp_reset(const uint8_t *f, const uint8_t *ip, size_t ihl, size_t total, uint8_t *out)
+/* The 20-byte reset (checksum left 0) answering TCP segment t of `seg` bytes: RFC 793's
+ * reset generation, for IPv4 and IPv6 alike. */
+static void rst_segment(const uint8_t *t, size_t seg, uint8_t *r)
 {
-    const uint8_t *t = ip + ihl;
     uint8_t flags = t[13];
-    if (flags & TCP_RST)
-        return 0; /* never answer a reset */
     size_t doff = (size_t)(t[12] >> 4) * 4;
-    size_t data = doff >= 20 && ihl + doff <= total ? total - ihl - doff : 0;
+    size_t data = doff >= 20 && doff <= seg ? seg - doff : 0;
     uint32_t seq = 0, ack = 0;
     uint8_t rflags = TCP_RST;
     if (flags & TCP_ACK) {
@@ -422,8 +421,6 @@ static size_t tcp_reset(const uint8_t *f, const uint8_t *ip, size_t ihl, size_t 
         ack = be32(t + 4) + (uint32_t)data + !!(flags & TCP_SYN) + !!(flags & TCP_FIN);
         rflags |= TCP_ACK;
     }
-    reply_headers(f, ip, out, IPPROTO_TCP, 20);
-    uint8_t *r = out + ETH_HLEN + 20;
     memset(r, 0, 20);
     memcpy(r, t + 2, 2);
     memcpy(r + 2, t, 2);
@@ -431,6 +428,16 @@ static size_t tcp_reset(const uint8_t *f, const uint8_t *ip, size_t ihl, size_t 
     put32(r + 8, ack);
     r[12] = 5 << 4;
     r[13] = rflags;
+}
+
+static size_t tcp_reset(const uint8_t *f, const uint8_t *ip, size_t ihl, size_t total, uint8_t *out)
+{
+    const uint8_t *t = ip + ihl;
+    if (t[13] & TCP_RST)
+        return 0; /* never answer a reset */
+    reply_headers(f, ip, out, IPPROTO_TCP, 20);
+    uint8_t *r = out + ETH_HLEN + 20;
+    rst_segment(t, total >= ihl ? total - ihl : 0, r);
     uint8_t pseudo[12] = {0};
     memcpy(pseudo, ip + 16, 4);
     memcpy(pseudo + 4, ip + 12, 4);
@@ -494,28 +501,11 @@ static size_t tcp_reset6(const uint8_t *f, const uint8_t *ip, const np_pkt *k, s
                          uint8_t *out)
 {
     const uint8_t *t = f + k->l4;
-    uint8_t flags = t[13];
-    if (flags & TCP_RST)
+    if (t[13] & TCP_RST)
         return 0;
-    size_t doff = (size_t)(t[12] >> 4) * 4, seg = end - k->l4;
-    size_t data = doff >= 20 && doff <= seg ? seg - doff : 0;
-    uint32_t seq = 0, ack = 0;
-    uint8_t rflags = TCP_RST;
-    if (flags & TCP_ACK) {
-        seq = be32(t + 8);
-    } else {
-        ack = be32(t + 4) + (uint32_t)data + !!(flags & TCP_SYN) + !!(flags & TCP_FIN);
-        rflags |= TCP_ACK;
-    }
     reply_headers6(f, ip, out, IPPROTO_TCP, 20);
     uint8_t *r = out + ETH_HLEN + 40;
-    memset(r, 0, 20);
-    memcpy(r, t + 2, 2);
-    memcpy(r + 2, t, 2);
-    put32(r + 4, seq);
-    put32(r + 8, ack);
-    r[12] = 5 << 4;
-    r[13] = rflags;
+    rst_segment(t, end - k->l4, r);
     put16(r + 16, csum6(out + ETH_HLEN, IPPROTO_TCP, r, 20));
     return ETH_HLEN + 40 + 20;
 }
