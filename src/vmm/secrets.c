@@ -210,6 +210,13 @@ int secrets_parse(const char *json, size_t len, secrets *ret, bb_error **err)
     return 0;
 }
 
+/* (buf is never NULL; GCC's -Wnonnull in the ASan build cannot tell, hence the check.) */
+static void wipe_input(char *buf, size_t len)
+{
+    if (buf)
+        explicit_bzero(buf, len);
+}
+
 int secrets_load_fd(int fd, secrets *ret, bb_error **err)
 {
     _cleanup_close_ int owned = fd;
@@ -227,8 +234,7 @@ int secrets_load_fd(int fd, secrets *ret, bb_error **err)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            if (buf) /* (never NULL; GCC's -Wnonnull under ASan cannot tell) */
-                explicit_bzero(buf, len);
+            wipe_input(buf, len);
             return bb_fail_errno(err, n < 0 ? errno : EIO, "secrets from bluebox: cannot read");
         }
         off += (size_t)n;
