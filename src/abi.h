@@ -51,7 +51,7 @@
     {                                                                                              \
         "failover", "net_failover", "virtio_net"                                                   \
     }
-#define ABI_QEMU_NET_DEV   "eth0" /* the kernel's name for it; uml's is vec0 */
+#define ABI_QEMU_NET_DEV   "eth0"               /* the kernel's name for it; uml's is vec0 */
 #define ABI_ENV_VMM_KIND   "BLUEBOX_VMM_KIND"   /* "qemu"; unset: uml */
 #define ABI_ENV_QEMU_ACCEL "BLUEBOX_QEMU_ACCEL" /* "kvm" or "tcg", chosen by bluebox */
 #define ABI_ENV_CPUS       "BLUEBOX_CPUS"       /* qemu: the guest's CPUs */
