@@ -8,10 +8,13 @@
  * (BLUEBOX_QEMU_ACCEL=tcg), never as a fallback: its boundary is QEMU's emulation code, a
  * software boundary, and the posture line says so. bluebox never picks this backend itself.
  *
- * First stage: network: none, run, shell and the isolation check. Not yet: network: bridge
- * (bluebox-vmm's libslirp through QEMU's stream netdev), up/exec (the agent), data_limit,
- * forks, single-file mounts, allow:/secrets:, doctor's probe boot. Each is refused with a
- * message rather than half done. */
+ * The network is uml's engine: QEMU's virtio-net device on a stream netdev whose socket it
+ * inherits from bluebox-vmm, whose libslirp (src/vmm/net.c) applies the same policy, allow:
+ * list and secrets, and the same restricted mode for an up sandbox's agent with network:
+ * none (only the published agent port is forwarded in). So run, shell, the isolation check,
+ * both networks, allow:/secrets:, up/exec/down and the warm pool work as on uml. Not yet:
+ * data_limit, forks, single-file mounts, doctor's probe boot; each is refused with a message
+ * rather than half done. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
