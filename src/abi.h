@@ -46,6 +46,12 @@
     {                                                                                              \
         "virtio_ring", "virtio", "virtio_mmio", "fuse", "virtiofs", "overlay", "qemu_fw_cfg"       \
     }
+/* With a network (QEMU's virtio-net device, vmm/qemu.h): its driver, after its dependencies. */
+#define ABI_QEMU_NET_MODULES                                                                       \
+    {                                                                                              \
+        "failover", "net_failover", "virtio_net"                                                   \
+    }
+#define ABI_QEMU_NET_DEV   "eth0"               /* the kernel's name for it; uml's is vec0 */
 #define ABI_ENV_VMM_KIND   "BLUEBOX_VMM_KIND"   /* "qemu"; unset: uml */
 #define ABI_ENV_QEMU_ACCEL "BLUEBOX_QEMU_ACCEL" /* "kvm" or "tcg", chosen by bluebox */
 #define ABI_ENV_CPUS       "BLUEBOX_CPUS"       /* qemu: the guest's CPUs */

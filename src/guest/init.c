@@ -173,9 +173,10 @@ static void loopback_up(void)
         fail("cannot bring up the loopback interface: %s", strerror(errno));
 }
 
-/* network: bridge. bluebox-vmm gives the kernel a vector device (NET_DEV) only then, wired to
- * libslirp: the guest is 10.0.2.15/24, its gateway 10.0.2.2, its DNS 10.0.2.3. */
-#define NET_DEV  "vec0"
+/* network: bridge (or none with the agent's forward). bluebox-vmm gives the kernel a device
+ * only then, wired to libslirp: UML's vector device vec0, QEMU's virtio-net eth0 (whose MTU the
+ * device sets). The guest is 10.0.2.15/24, its gateway 10.0.2.2, its DNS 10.0.2.3. */
+#define NET_DEV  (guest_root_is_qemu() ? ABI_QEMU_NET_DEV : "vec0")
 #define NET_ADDR "10.0.2.15"
 #define NET_MASK "255.255.255.0"
 #define NET_GW   "10.0.2.2"

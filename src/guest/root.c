@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -194,15 +195,41 @@ static int qemu_own(bb_error **err)
     return 0;
 }
 
-int guest_root_qemu(bb_error **err)
+/* Whether QEMU gave the guest a network device (virtio device id 1; vmm/qemu.h): only then
+ * is its driver worth loading, which costs a boot under TCG a little. */
+static bool virtio_net_present(void)
 {
-    qemu_guest = true;
-    static const char *const modules[] = ABI_QEMU_MODULES;
-    for (size_t i = 0; i < ELEMENTSOF(modules); i++) {
+    _cleanup_closedir_ DIR *d = opendir("/sys/bus/virtio/devices");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        _cleanup_free_ char *path = xasprintf("/sys/bus/virtio/devices/%s/device", e->d_name);
+        char id[16] = "";
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        if (f && fgets(id, sizeof id, f) && strtoul(id, NULL, 16) == 1)
+            return true;
+    }
+    return false;
+}
+
+static int load_modules(const char *const *modules, size_t n, bb_error **err)
+{
+    for (size_t i = 0; i < n; i++) {
         _cleanup_free_ char *name = xasprintf("%s.ko", modules[i]);
         if (load_module(name, err) < 0)
             return -1;
     }
+    return 0;
+}
+
+int guest_root_qemu(bb_error **err)
+{
+    qemu_guest = true;
+    static const char *const modules[] = ABI_QEMU_MODULES;
+    static const char *const net_modules[] = ABI_QEMU_NET_MODULES;
+    if (load_modules(modules, ELEMENTSOF(modules), err) < 0 ||
+        (virtio_net_present() && load_modules(net_modules, ELEMENTSOF(net_modules), err) < 0))
+        return -1;
     if (mkdir_in(QEMU_LOWER, err) < 0 || mkdir_p(LAYER_DIR, 0755, err) < 0)
         return -1;
     if (mount(ABI_QEMU_ROOT_TAG, QEMU_LOWER, "virtiofs", MS_RDONLY | MS_NODEV, NULL) < 0)

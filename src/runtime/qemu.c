@@ -8,10 +8,13 @@
  * (BLUEBOX_QEMU_ACCEL=tcg), never as a fallback: its boundary is QEMU's emulation code, a
  * software boundary, and the posture line says so. bluebox never picks this backend itself.
  *
- * First stage: network: none, run, shell and the isolation check. Not yet: network: bridge
- * (bluebox-vmm's libslirp through QEMU's stream netdev), up/exec (the agent), data_limit,
- * forks, single-file mounts, allow:/secrets:, doctor's probe boot. Each is refused with a
- * message rather than half done. */
+ * The network is uml's engine: QEMU's virtio-net device on a stream netdev whose socket it
+ * inherits from bluebox-vmm, whose libslirp (src/vmm/net.c) applies the same policy, allow:
+ * list and secrets, and the same restricted mode for an up sandbox's agent with network:
+ * none (only the published agent port is forwarded in). So run, shell, the isolation check,
+ * both networks, allow:/secrets:, up/exec/down and the warm pool work as on uml. Not yet:
+ * data_limit, forks, single-file mounts, doctor's probe boot; each is refused with a message
+ * rather than half done. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -21,9 +24,11 @@
 
 #include "doctor.h"
 #include "fingerprint.h"
+#include "hostaddr.h"
 #include "launch.h"
 #include "qemu_bundle.h"
 #include "uml_bundle.h"
+#include "upstream_ca.h"
 #include "util/spawn.h"
 #include "util/xalloc.h"
 
@@ -88,24 +93,32 @@ static int qemu_preflight(const launch *l, bb_error **err)
     return 0;
 }
 
-/* What the first stage refuses (see the top of this file), before anything starts. */
-static int not_yet(const launch *l, bb_error **err)
+/* The network, as on uml (uml.c): bluebox-vmm's libslirp behind QEMU's virtio-net device
+ * (src/vmm/net.h), its policy refusing the host's own addresses; an up sandbox's agent port
+ * forwarded into the guest, with network: none too (libslirp's restricted mode). */
+static int net_flags(const launch *l, strv *argv, bb_error **err)
 {
-    if (l->bf->network == NET_BRIDGE)
-        return bb_fail(err, ENOTSUP,
-                       "network: bridge is not on the qemu backend yet; set network: none, or "
-                       "use backend: uml");
-    if (l->mode == LAUNCH_AGENT)
-        return bb_fail(err, ENOTSUP,
-                       "bluebox up (the agent) is not on the qemu backend yet; use bluebox run, "
-                       "or backend: uml");
+    strv_push(argv, xasprintf("--env=" ABI_ENV_NETWORK "=%s", bf_network_name(l->bf->network)));
+    if (l->bf->network == NET_BRIDGE) {
+        _cleanup_free_ char *deny = host_addresses();
+        strv_push(argv, xasprintf("--env=" ABI_ENV_NET_DENY "=%s", deny));
+        /* The TLS broker's trust, for a sandbox with secrets (upstream_ca.h). */
+        if (l->bf->n_secrets > 0 && upstream_ca_flags(argv, err) < 0)
+            return -1;
+    }
+    if (l->mode == LAUNCH_AGENT) {
+        /* For the socket filter that keeps the forwarded port to the host alone (some kernels
+         * want CAP_NET_ADMIN to attach one); dropped before QEMU runs, as on uml. */
+        strv_add(argv, "--cap-add=NET_ADMIN");
+        strv_add(argv, "--env=" ABI_ENV_FORWARD "=" ABI_AGENT_PORT_STR);
+    }
     return 0;
 }
 
 static int qemu_flags(const launch *l, strv *argv, bb_error **err)
 {
     bool tcg;
-    if (not_yet(l, err) < 0 || accel_tcg(&tcg, err) < 0)
+    if (accel_tcg(&tcg, err) < 0)
         return -1;
     _cleanup_free_ char *vmm = uml_vmm_locate(l->self), *bundle = NULL;
     if (!vmm)
@@ -118,7 +131,10 @@ static int qemu_flags(const launch *l, strv *argv, bb_error **err)
      * every process, the bounding set too, before QEMU runs. */
     strv_add(argv, "--cap-add=SYS_ADMIN,SETPCAP");
     strv_add(argv, "--security-opt=apparmor=unconfined");
-    strv_add(argv, "--no-hosts"); /* the guest init writes its own /etc/hosts */
+    /* The guest init writes its own /etc/hosts; with allow: podman's stays for the VMM's own
+     * name lookups, out of the guest's view (uml.c says more). */
+    if (!l->bf->has_allow)
+        strv_add(argv, "--no-hosts");
     if (!tcg)
         strv_add(argv, "--device=/dev/kvm");
     if (l->bf->readonly)
@@ -132,7 +148,8 @@ static int qemu_flags(const launch *l, strv *argv, bb_error **err)
     strv_push(argv, xasprintf("--env=" ABI_ENV_RAM_MIB "=%d", l->bf->ram_mib));
     strv_push(argv, xasprintf("--env=" ABI_ENV_CPUS "=%d", l->bf->cpus));
     strv_push(argv, xasprintf("--env=" ABI_ENV_MODE "=%s", abi_mode_name((abi_mode)l->mode)));
-    strv_push(argv, xasprintf("--env=" ABI_ENV_NETWORK "=%s", bf_network_name(l->bf->network)));
+    if (net_flags(l, argv, err) < 0)
+        return -1;
     strv_add(argv, "--entrypoint=" ABI_VMM_DIR "/bluebox-vmm");
     return launch_vmm_user_flags(l, argv, err);
 }
@@ -225,7 +242,11 @@ const backend backend_qemu = {
     .not_isolated_hint = "does QEMU boot the guest kernel? (bluebox doctor)",
     .max_ram_mib = BLUEFILE_MAX_RAM_MIB,
     .max_cpus = BLUEFILE_MAX_CPUS,
+    .bridge_reach = "internet only: host, LAN, metadata refused", /* src/vmm/netpolicy.c */
     .guest_init = true,
+    .agent = true,
+    .agent_offline = true, /* none + forward = libslirp restricted (src/vmm/net.c) */
+    .egress = true,        /* bluebox-vmm: every guest frame passes its libslirp */
     .kernel_path = NULL,
     .preflight = qemu_preflight,
     .doctor = qemu_doctor,

@@ -681,7 +681,8 @@ int qemu_kernel_find(char **ret_kernel, char **ret_modules, bb_error **err)
     return 0;
 }
 
-/* Where each module of ABI_QEMU_MODULES is under /lib/modules/<release>/. */
+/* Where each module of ABI_QEMU_MODULES and ABI_QEMU_NET_MODULES is under
+ * /lib/modules/<release>/. */
 static const struct {
     const char *name, *rel;
 } qemu_modules[] = {
@@ -692,6 +693,10 @@ static const struct {
     {"virtiofs", "kernel/fs/fuse/virtiofs.ko"},
     {"overlay", "kernel/fs/overlayfs/overlay.ko"},
     {"qemu_fw_cfg", "kernel/drivers/firmware/qemu_fw_cfg.ko"},
+    /* ABI_QEMU_NET_MODULES */
+    {"failover", "kernel/net/core/failover.ko"},
+    {"net_failover", "kernel/drivers/net/net_failover.ko"},
+    {"virtio_net", "kernel/drivers/net/virtio_net.ko"},
 };
 
 static int add_file(plan *p, const char *name, const char *src, const char *what, mode_t mode,

@@ -1,8 +1,10 @@
-/* bluebox-vmm's bridge network: UML's bess vector transport <-> libslirp. See net.h. */
+/* bluebox-vmm's bridge network: UML's bess vector transport or a stream link (QEMU) <->
+ * libslirp. See net.h. */
 #include "net.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <slirp/libslirp.h>
@@ -22,6 +24,7 @@
 #include "egress.h"
 #include "frameq.h"
 #include "netpolicy.h"
+#include "netstream.h"
 #include "util/time.h"
 #include "util/xalloc.h"
 
@@ -30,15 +33,16 @@
 #define NET_SOCK     ABI_MEM_DIR "/net.sock"
 #define UML_SOCK     ABI_MEM_DIR "/net-uml.sock"
 #define MAX_FORWARDS 16
-/* Frames are at most MTU + ethernet header; leave room for anything larger UML might send. */
+/* Frames are at most MTU + ethernet header; leave room for anything larger UML might send.
+ * On a stream link, a longer length cuts the link (netstream.h). */
 #define FRAME_MAX 65536
-/* The link's MTU, on both sides (UML's vector device and libslirp): a frame costs the same
+/* NET_LINK_MTU, on both sides (the guest's device and libslirp): a frame costs the same
  * handful of host syscalls whatever its size, so jumbo frames carry an exec's output about
  * 2.8 times as fast as 1500-byte ones (70 -> 195 MiB/s measured, bench/serve_bench.py).
  * Larger ones went faster still (240+ MiB/s at 65000) but each needs a high-order atomic
  * allocation in the guest's receive path; 9000 is the common jumbo size. The guest's
  * connections out are libslirp's to terminate: the internet never sees this MTU. */
-#define LINK_MTU 9000
+#define LINK_MTU NET_LINK_MTU
 /* Frames waiting for UML's end of the link (frameq.h), at most. */
 #define OUTQ_CAP (8u << 20)
 #define STR_(x)  #x
@@ -53,7 +57,10 @@ typedef struct ntimer {
 
 struct vmm_net {
     Slirp *slirp;
-    int listen_fd, conn_fd;
+    net_link link;
+    int listen_fd, conn_fd; /* bess: UML connects to listen_fd; stream: conn_fd from the start */
+    int peer_fd;            /* stream: the far end, until the VMM has it */
+    netstream_rx rx;        /* stream: a frame not yet whole */
     ntimer *timers;
     /* Where this round's fds start in the caller's poll set. */
     size_t listen_idx, conn_idx;
@@ -94,6 +101,13 @@ static ssize_t cb_send_packet(const void *buf, size_t len, void *opaque)
     if (n->conn_fd < 0) {
         n->dropped_out++;
         return (ssize_t)len; /* the guest's interface is down: slirp may drop, TCP retries */
+    }
+    if (n->link == NET_LINK_STREAM) {
+        if (netstream_send(n->conn_fd, &n->outq, buf, len, OUTQ_CAP) > 0)
+            n->frames_out++;
+        else
+            n->dropped_out++; /* as below; a failed socket is seen by the reader */
+        return (ssize_t)len;
     }
     ssize_t w = -1;
     errno = EAGAIN;
@@ -322,7 +336,35 @@ static egress *allowlist_engine(vmm_net *n, const char *allow, const secrets *se
     return e;
 }
 
-vmm_net *net_setup(const char *mode, const char *forward, const secrets *sec)
+/* UML binds its end of the vector link and connects to ours when the guest brings it up. */
+static void listen_bess(vmm_net *n)
+{
+    n->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (n->listen_fd < 0)
+        net_die("socket: %s", strerror(errno));
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    strcpy(sa.sun_path, NET_SOCK);
+    unlink(NET_SOCK);
+    unlink(UML_SOCK);
+    if (bind(n->listen_fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(n->listen_fd, 4) < 0)
+        net_die("cannot listen on %s: %s", NET_SOCK, strerror(errno));
+}
+
+/* QEMU's stream netdev takes its end as an inherited fd: no path anyone else could connect
+ * to, and the link is up from the start. */
+static void pair_stream(vmm_net *n)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        net_die("socketpair: %s", strerror(errno));
+    if (fcntl(sv[0], F_SETFL, O_NONBLOCK) < 0)
+        net_die("fcntl: %s", strerror(errno));
+    n->conn_fd = sv[0];
+    n->peer_fd = sv[1];
+    netstream_rx_init(&n->rx, FRAME_MAX);
+}
+
+vmm_net *net_setup(const char *mode, const char *forward, const secrets *sec, net_link link)
 {
     /* none with forwards (an up sandbox's agent port): libslirp's restricted mode, in which
      * the guest reaches nothing at all and only the host forwards reach the guest. */
@@ -336,16 +378,11 @@ vmm_net *net_setup(const char *mode, const char *forward, const secrets *sec)
     }
 
     vmm_net *n = xmalloc(sizeof *n);
-    *n = (vmm_net){.listen_fd = -1, .conn_fd = -1};
-    n->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (n->listen_fd < 0)
-        net_die("socket: %s", strerror(errno));
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    strcpy(sa.sun_path, NET_SOCK);
-    unlink(NET_SOCK);
-    unlink(UML_SOCK);
-    if (bind(n->listen_fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(n->listen_fd, 4) < 0)
-        net_die("cannot listen on %s: %s", NET_SOCK, strerror(errno));
+    *n = (vmm_net){.link = link, .listen_fd = -1, .conn_fd = -1, .peer_fd = -1};
+    if (link == NET_LINK_STREAM)
+        pair_stream(n);
+    else
+        listen_bess(n);
 
     SlirpConfig cfg = {
         .version = 4,
@@ -381,9 +418,22 @@ vmm_net *net_setup(const char *mode, const char *forward, const secrets *sec)
 
 void net_kernel_args(const vmm_net *n, strv *argv)
 {
-    if (!n)
+    if (!n || n->link != NET_LINK_BESS)
         return;
     strv_add(argv, "vec0:transport=bess,mtu=" STR(LINK_MTU) ",src=" UML_SOCK ",dst=" NET_SOCK);
+}
+
+int net_peer_fd(const vmm_net *n)
+{
+    return n ? n->peer_fd : -1;
+}
+
+void net_peer_close(vmm_net *n)
+{
+    if (n && n->peer_fd >= 0) {
+        close(n->peer_fd);
+        n->peer_fd = -1;
+    }
 }
 
 /* ---- the poll loop ---------------------------------------------------------------------- */
@@ -470,8 +520,52 @@ static bool policy_allows(vmm_net *n, const uint8_t *frame, size_t len)
     return false;
 }
 
+/* One frame from the guest, whichever its link: the egress engine or the policy, then slirp. */
+static void guest_frame(const uint8_t *frame, size_t len, void *opaque)
+{
+    vmm_net *n = opaque;
+    n->frames_in++;
+    if (n->egress && egress_frame(n->egress, frame, len))
+        return;
+    if (n->policy && !policy_allows(n, frame, len))
+        return;
+    slirp_input(n->slirp, frame, (int)len);
+}
+
+static void link_down(vmm_net *n)
+{
+    close(n->conn_fd);
+    n->conn_fd = -1;
+    frameq_clear(&n->outq);
+    if (n->link == NET_LINK_STREAM)
+        netstream_rx_reset(&n->rx);
+}
+
+/* Whatever arrived on the stream, each whole frame on its way. A length past FRAME_MAX is a
+ * guest (or its VMM) that does not speak the framing: its link goes, and nothing else. */
+static void read_stream(vmm_net *n)
+{
+    for (int i = 0; i < 64; i++) { /* bounded, as below */
+        size_t room;
+        uint8_t *p = netstream_rx_space(&n->rx, &room);
+        ssize_t r = recv(n->conn_fd, p, room, MSG_DONTWAIT);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && errno == EAGAIN)
+            return;
+        if (r <= 0 || netstream_rx_commit(&n->rx, (size_t)r, guest_frame, n) < 0) {
+            link_down(n);
+            return;
+        }
+    }
+}
+
 static void read_guest(vmm_net *n)
 {
+    if (n->link == NET_LINK_STREAM) {
+        read_stream(n);
+        return;
+    }
     static uint8_t buf[FRAME_MAX];
     for (int i = 0; i < 256; i++) { /* bounded: let the rest of the loop run too */
         ssize_t r = recv(n->conn_fd, buf, sizeof buf, MSG_DONTWAIT);
@@ -480,17 +574,10 @@ static void read_guest(vmm_net *n)
         if (r < 0 && errno == EAGAIN)
             return;
         if (r <= 0) {
-            close(n->conn_fd);
-            n->conn_fd = -1;
-            frameq_clear(&n->outq);
+            link_down(n);
             return;
         }
-        n->frames_in++;
-        if (n->egress && egress_frame(n->egress, buf, (size_t)r))
-            continue;
-        if (n->policy && !policy_allows(n, buf, (size_t)r))
-            continue;
-        slirp_input(n->slirp, buf, (int)r);
+        guest_frame(buf, (size_t)r, n);
     }
 }
 
@@ -546,8 +633,12 @@ void net_free(vmm_net *n)
     }
     if (n->conn_fd >= 0)
         close(n->conn_fd);
+    net_peer_close(n);
     frameq_clear(&n->outq);
-    close(n->listen_fd);
-    unlink(NET_SOCK);
+    netstream_rx_free(&n->rx);
+    if (n->listen_fd >= 0) {
+        close(n->listen_fd);
+        unlink(NET_SOCK);
+    }
     free(n);
 }

@@ -75,6 +75,14 @@ void qemu_argv(const qemu_conf *c, strv *a)
     strv_add(a, "chardev:bbctl");
     strv_add(a, "-fw_cfg");
     strv_push(a, xasprintf("name=" ABI_QEMU_SPEC_FWCFG ",file=%s", c->spec_path));
+    if (c->net_fd > 0) {
+        /* Frames as 4-byte lengths and data on the inherited socket (vmm/netstream.h). The
+         * device offers the MTU: the guest's driver takes it at probe. */
+        strv_add(a, "-netdev");
+        strv_push(a, xasprintf("stream,id=bbnet,server=off,addr.type=fd,addr.str=%d", c->net_fd));
+        strv_add(a, "-device");
+        strv_push(a, xasprintf("virtio-net-device,netdev=bbnet,host_mtu=%u", c->net_mtu));
+    }
     for (size_t i = 0; i < c->n_devs; i++) {
         strv_add(a, "-chardev");
         strv_push(a, xasprintf("socket,id=bbfs%zu,path=%s", i, c->devs[i].sock));

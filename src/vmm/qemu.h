@@ -13,6 +13,9 @@
  *   - one serial line (the control line, the container's socketpair) and one
  *     vhost-user-fs device per export: the root (tag ABI_QEMU_ROOT_TAG) and each served
  *     mount (bbfs<k>);
+ *   - with a network (bridge, or none with the agent's forward), one virtio-net device on a
+ *     stream netdev whose socket QEMU inherits: bluebox-vmm's libslirp is the other end
+ *     (net.h), never QEMU's own user networking;
  *   - the launch spec as a fw_cfg file (ABI_QEMU_SPEC_FWCFG), read once by the guest init. */
 #pragma once
 
@@ -36,6 +39,8 @@ typedef struct qemu_conf {
     unsigned ram_mib, cpus;
     unsigned tsc_khz;      /* TCG: the host's TSC rate, for the guest's clock; 0 unknown */
     int serial_fd;         /* the control line: an AF_UNIX stream socket QEMU inherits */
+    int net_fd;            /* the network's stream socket QEMU inherits; 0: no network */
+    unsigned net_mtu;      /* the guest's MTU on it */
     const char *spec_path; /* the launch spec file */
     const qemu_dev *devs;
     size_t n_devs;

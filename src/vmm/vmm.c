@@ -43,6 +43,7 @@
 
 #define UML_LOG   ABI_MEM_DIR "/uml.log"
 #define SERIAL_FD 3
+#define NET_FD    4 /* qemu: the network's stream socket (net.h) */
 /* Stop reading our stdin while this much is still waiting to go to the guest. */
 #define OUT_HIGH (1u << 20)
 /* After the exit frame, how long the guest gets to power off before we kill it. */
@@ -358,7 +359,8 @@ static unsigned env_unsigned(const char *name, unsigned dflt, unsigned max)
     return (unsigned)v;
 }
 
-static void qemu_cmdline(strv *a, const char *dir, unsigned mib, const exports *ex, int serial_fd)
+static void qemu_cmdline(strv *a, const char *dir, unsigned mib, const exports *ex, int serial_fd,
+                         const vmm_net *net)
 {
     const char *accel = getenv(ABI_ENV_QEMU_ACCEL);
     if (!accel || (!streq(accel, "kvm") && !streq(accel, "tcg")))
@@ -374,6 +376,8 @@ static void qemu_cmdline(strv *a, const char *dir, unsigned mib, const exports *
                    .cpus = env_unsigned(ABI_ENV_CPUS, 1, 64),
                    .tsc_khz = host_tsc_khz(),
                    .serial_fd = serial_fd,
+                   .net_fd = net ? NET_FD : 0,
+                   .net_mtu = NET_LINK_MTU,
                    .spec_path = ABI_SPEC_PATH,
                    .devs = devs,
                    .n_devs = ex->n,
@@ -474,8 +478,8 @@ static char *uml_preload(const char *dir)
 }
 
 /* Fork and exec UML in its own process group (it forks helpers; we kill them as one). */
-static pid_t start_uml(char **argv, const char *dir, int serial, int log_fd, const sigset_t *mask,
-                       const strv *served)
+static pid_t start_uml(char **argv, const char *dir, int serial, int net, int log_fd,
+                       const sigset_t *mask, const strv *served)
 {
     int log =
         log_fd >= 0 ? fcntl(log_fd, F_DUPFD_CLOEXEC, 0) : open("/dev/null", O_WRONLY | O_CLOEXEC);
@@ -500,8 +504,12 @@ static pid_t start_uml(char **argv, const char *dir, int serial, int log_fd, con
                     what, strerror(errno));
             _exit(ABI_EXIT_SETUP);
         }
+        /* Above the fds it is dup'ed to first: dup2 onto itself would keep it close-on-exec,
+         * and the serial line's dup2 would replace it at SERIAL_FD. */
+        if (net >= 0 && (net = fcntl(net, F_DUPFD_CLOEXEC, NET_FD + 1)) < 0)
+            _exit(ABI_EXIT_SETUP);
         if (null < 0 || log < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0 ||
-            dup2(serial, SERIAL_FD) < 0)
+            dup2(serial, SERIAL_FD) < 0 || (net >= 0 && dup2(net, NET_FD) < 0))
             _exit(ABI_EXIT_SETUP);
         for (size_t i = 0; i < ELEMENTSOF(relayed_signals); i++)
             signal(relayed_signals[i], SIG_DFL);
@@ -904,7 +912,8 @@ int main(int argc, char **argv)
 #endif
     spec_mounts(&spec);
     unsigned mib = ram_mib();
-    vmm_net *net = net_setup(getenv(ABI_ENV_NETWORK), getenv(ABI_ENV_FORWARD), &vmm_secrets);
+    vmm_net *net = net_setup(getenv(ABI_ENV_NETWORK), getenv(ABI_ENV_FORWARD), &vmm_secrets,
+                             qemu_mode() ? NET_LINK_STREAM : NET_LINK_BESS);
     _cleanup_free_ char *dir = vmm_dir();
     disk_limit disk;
     const char *why = NULL;
@@ -918,7 +927,7 @@ int main(int argc, char **argv)
     exports_fill(&ex, &spec);
     _cleanup_strv_ strv kargv = {0};
     if (qemu_mode())
-        qemu_cmdline(&kargv, dir, mib, &ex, SERIAL_FD);
+        qemu_cmdline(&kargv, dir, mib, &ex, SERIAL_FD, net);
     else
         kernel_argv(&kargv, dir, mib, net, &disk, &ring, &ex);
     write_spec(&spec);
@@ -945,9 +954,10 @@ int main(int argc, char **argv)
         if (fsd_server_start(ex.v, ex.n, r.log_fd, &err) < 0)
             die("cannot start the file server for %s: %s", ex.v[0].path, err->msg);
     }
-    r.uml = start_uml(kargv.v, dir, sv[1], r.log_fd, &old, &ex.paths);
+    r.uml = start_uml(kargv.v, dir, sv[1], net_peer_fd(net), r.log_fd, &old, &ex.paths);
     exports_clear(&ex);
     close(sv[1]);
+    net_peer_close(net);
     fcntl(r.sock, F_SETFL, fcntl(r.sock, F_GETFL) | O_NONBLOCK);
     tty_setup(&r, spec.tty);
     int code = relay_loop(&r);

@@ -534,7 +534,7 @@ static void krun_refuses_allow(void **s)
     assert_string_equal(err->msg,
                         "allow: and secrets: are enforced by bluebox's own VMM network path, "
                         "which the krun backend does not have yet (SECURITY.md, \"Egress\"); "
-                        "set backend: uml");
+                        "set backend: uml or qemu");
     bb_error_free(err);
     err = NULL;
     setenv("BLUEBOX_BACKEND", "krun", 1);
@@ -558,7 +558,7 @@ static void krun_refuses_allow(void **s)
 }
 
 /* A pool VM is an up VM: network: none needs a backend that keeps an agent VM offline
- * (uml); krun is refused with what to change, bridge is fine on both. */
+ * (uml, qemu); krun is refused with what to change, bridge is fine on both. */
 static void warm_pool_backends(void **s)
 {
     (void)s;
@@ -571,7 +571,7 @@ static void warm_pool_backends(void **s)
     assert_string_equal(err->msg,
                         "warm: 2 keeps VMs booted for run, and with network: none its VMs must "
                         "stay offline with the agent's port published, which the krun backend "
-                        "cannot do; set backend: uml, or warm: 0");
+                        "cannot do; set backend: uml or qemu, or warm: 0");
     bb_error_free(err);
     err = NULL;
     setenv("BLUEBOX_BACKEND", "uml", 1);

@@ -1,7 +1,8 @@
 /* The qemu backend's two command lines (issue 19): the podman argv (runtime/qemu.c through
  * launch_argv) and QEMU's own (vmm/qemu.c). The KVM path cannot boot on the CI hosts
  * without usable KVM, so what it must hold is checked here: /dev/kvm passed only with KVM,
- * QEMU's sandbox on, no default devices, no monitor, no network of QEMU's own. */
+ * QEMU's sandbox on, no default devices, no monitor, no network of QEMU's own: its one
+ * network device is bluebox-vmm's libslirp on an inherited stream socket. */
 #include "unit.h"
 
 #include <fcntl.h>
@@ -51,6 +52,9 @@ static int setup(void **s)
         "mods/kernel/fs/fuse/virtiofs.ko",
         "mods/kernel/fs/overlayfs/overlay.ko",
         "mods/kernel/drivers/firmware/qemu_fw_cfg.ko",
+        "mods/kernel/net/core/failover.ko",
+        "mods/kernel/drivers/net/net_failover.ko",
+        "mods/kernel/drivers/net/virtio_net.ko",
     };
     for (size_t i = 0; i < ELEMENTSOF(files); i++)
         touch(files[i]);
@@ -154,21 +158,77 @@ static void tcg_never_sees_kvm(void **s)
     free(got);
 }
 
-static void first_stage_refusals(void **s)
+static void accel_refusal(void **s)
 {
     (void)s;
     char *e = NULL;
-    assert_null(podman_argv("backend: qemu\nnetwork: bridge\n", "tcg", LAUNCH_RUN, &e));
-    assert_contains(e, "network: bridge is not on the qemu backend yet");
-    free(e);
-    e = NULL;
-    assert_null(podman_argv("backend: qemu\n", "tcg", LAUNCH_AGENT, &e));
-    assert_contains(e, "not on the qemu backend yet");
-    free(e);
-    e = NULL;
     assert_null(podman_argv("backend: qemu\n", "emulate", LAUNCH_RUN, &e));
     assert_contains(e, ABI_ENV_QEMU_ACCEL " must be kvm or tcg");
     free(e);
+}
+
+static char *podman_argv_ok(const char *yaml, launch_mode mode)
+{
+    char *e = NULL;
+    char *got = podman_argv(yaml, "tcg", mode, &e);
+    if (!got)
+        fail_msg("%s", e);
+    return got;
+}
+
+/* network: bridge as on uml: bluebox-vmm's libslirp, told the host's addresses to refuse;
+ * none stays none (no device: the VMM gets no forward). */
+static void bridge_network(void **s)
+{
+    (void)s;
+    char *got = podman_argv_ok("backend: qemu\nnetwork: bridge\n", LAUNCH_RUN);
+    assert_contains(got, " --network=bridge ");
+    assert_contains(got, " --env=" ABI_ENV_NETWORK "=bridge ");
+    assert_contains(got, " --env=" ABI_ENV_NET_DENY "=");
+    assert_contains(got, " --no-hosts ");
+    assert_null(strstr(got, ABI_ENV_FORWARD));
+    assert_null(strstr(got, "NET_ADMIN"));
+    free(got);
+    got = podman_argv_ok("backend: qemu\n", LAUNCH_RUN);
+    assert_contains(got, " --network=none ");
+    assert_contains(got, " --env=" ABI_ENV_NETWORK "=none ");
+    assert_null(strstr(got, ABI_ENV_FORWARD));
+    assert_null(strstr(got, ABI_ENV_NET_DENY));
+    free(got);
+}
+
+/* up: the agent's port published on the host's loopback alone and forwarded by libslirp into
+ * the guest, which with network: none reaches nothing (restricted mode). */
+static void agent_forwarded(void **s)
+{
+    (void)s;
+    char *got = podman_argv_ok("backend: qemu\n", LAUNCH_AGENT);
+    assert_contains(got, " --publish=127.0.0.1::" ABI_AGENT_PORT_STR " ");
+    assert_contains(got, " --env=" ABI_ENV_NETWORK "=none ");
+    assert_contains(got, " --env=" ABI_ENV_FORWARD "=" ABI_AGENT_PORT_STR " ");
+    assert_contains(got, " --cap-add=NET_ADMIN ");
+    assert_contains(got, " --env=" ABI_ENV_MODE "=agent ");
+    assert_contains(got, " " ABI_GUEST_BINARY " echo hi ");
+    free(got);
+}
+
+/* allow: is the VMM's to enforce, as on uml; podman's /etc/hosts stays for its lookups. */
+static void allowlist_and_pool(void **s)
+{
+    (void)s;
+    char *got =
+        podman_argv_ok("backend: qemu\nnetwork: bridge\nallow: [api.example.com]\n", LAUNCH_RUN);
+    assert_contains(got, " --env=" ABI_ENV_NET_ALLOW "=api.example.com ");
+    assert_null(strstr(got, "--no-hosts"));
+    free(got);
+    /* the warm pool keeps agent VMs, offline with network: none */
+    bluefile *bf = parse("backend: qemu\nnetwork: none\nwarm: 1\n");
+    const backend *b = NULL;
+    bb_error *err = NULL;
+    if (backend_for(bf, &b, &err) < 0)
+        fail_msg("%s", err->msg);
+    assert_string_equal(b->name, "qemu");
+    bluefile_free(bf);
 }
 
 static void posture_says_the_boundary(void **s)
@@ -190,8 +250,8 @@ static void posture_says_the_boundary(void **s)
     bluefile_free(bf);
 }
 
-/* QEMU's argv, joined with spaces. */
-static char *qemu_of(bool kvm)
+/* QEMU's argv, joined with spaces; net_fd 0: no network. */
+static char *qemu_of(bool kvm, int net_fd)
 {
     qemu_dev devs[] = {{"/.bluebox/mem/fs0.sock", ABI_QEMU_ROOT_TAG},
                        {"/.bluebox/mem/fs1.sock", "bbfs0"}};
@@ -201,6 +261,8 @@ static char *qemu_of(bool kvm)
                    .cpus = 2,
                    .tsc_khz = 2100000,
                    .serial_fd = 3,
+                   .net_fd = net_fd,
+                   .net_mtu = 9000,
                    .spec_path = ABI_SPEC_PATH,
                    .devs = devs,
                    .n_devs = ELEMENTSOF(devs)};
@@ -219,7 +281,7 @@ static void qemu_argv_confined(void **s)
 {
     (void)s;
     for (int kvm = 0; kvm <= 1; kvm++) {
-        char *got = qemu_of(kvm);
+        char *got = qemu_of(kvm, 0);
         assert_contains(got, " -nodefaults -no-user-config ");
         assert_contains(got, " -display none ");
         assert_contains(got, " -monitor none ");
@@ -252,12 +314,37 @@ static void qemu_argv_confined(void **s)
     }
 }
 
+/* The network: one virtio-net device on a stream netdev over the inherited fd, with the
+ * link's MTU; never QEMU's own user networking, a tap, a listening or connecting socket. */
+static void qemu_argv_network(void **s)
+{
+    (void)s;
+    char *got = qemu_of(false, 4);
+    assert_contains(got, " -netdev stream,id=bbnet,server=off,addr.type=fd,addr.str=4 "
+                         "-device virtio-net-device,netdev=bbnet,host_mtu=9000 ");
+    static const char *const never[] = {"-netdev user", "hostfwd",   "-nic",      " -net ",   "tap",
+                                        "bridge",       "type=inet", "type=unix", "server=on"};
+    for (size_t i = 0; i < ELEMENTSOF(never); i++)
+        if (strstr(got, never[i]))
+            fail_msg("QEMU's argv holds %s: %s", never[i], got);
+    const char *first = strstr(got, "-netdev");
+    assert_non_null(first);
+    assert_null(strstr(first + 1, "-netdev")); /* one device */
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(kvm_passes_dev_kvm),   cmocka_unit_test(tcg_never_sees_kvm),
-        cmocka_unit_test(first_stage_refusals), cmocka_unit_test(posture_says_the_boundary),
+        cmocka_unit_test(kvm_passes_dev_kvm),
+        cmocka_unit_test(tcg_never_sees_kvm),
+        cmocka_unit_test(accel_refusal),
+        cmocka_unit_test(bridge_network),
+        cmocka_unit_test(agent_forwarded),
+        cmocka_unit_test(allowlist_and_pool),
+        cmocka_unit_test(posture_says_the_boundary),
         cmocka_unit_test(qemu_argv_confined),
+        cmocka_unit_test(qemu_argv_network),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
