@@ -44,7 +44,8 @@
 #define ABI_QEMU_MODULE_DIR "/modules"
 #define ABI_QEMU_MODULES                                                                           \
     {                                                                                              \
-        "virtio_ring", "virtio", "virtio_mmio", "fuse", "virtiofs", "overlay", "qemu_fw_cfg"       \
+        "virtio_ring", "virtio", "virtio_mmio", "fuse", "virtiofs", "overlay", "qemu_fw_cfg",      \
+            "virtio_blk", "virtio_console"                                                         \
     }
 #define ABI_ENV_VMM_KIND   "BLUEBOX_VMM_KIND"   /* "qemu"; unset: uml */
 #define ABI_ENV_QEMU_ACCEL "BLUEBOX_QEMU_ACCEL" /* "kvm" or "tcg", chosen by bluebox */

@@ -8,10 +8,14 @@
  * (BLUEBOX_QEMU_ACCEL=tcg), never as a fallback: its boundary is QEMU's emulation code, a
  * software boundary, and the posture line says so. bluebox never picks this backend itself.
  *
+ * data_limit's disk is a virtio-blk device capped on the host as uml's ubd0 is; a fork's
+ * /data is the guest's overlay over two virtio-fs exports, as on uml; single-file mounts
+ * reach the guest through a directory of their own (src/vmm/qemu.h, vmm.c).
+ *
  * First stage: network: none, run, shell and the isolation check. Not yet: network: bridge
- * (bluebox-vmm's libslirp through QEMU's stream netdev), up/exec (the agent), data_limit,
- * forks, single-file mounts, allow:/secrets:, doctor's probe boot. Each is refused with a
- * message rather than half done. */
+ * (bluebox-vmm's libslirp through QEMU's stream netdev), up/exec (the agent),
+ * allow:/secrets:, doctor's probe boot. Each is refused with a message rather than half
+ * done. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -227,6 +231,8 @@ const backend backend_qemu = {
     .max_cpus = BLUEFILE_MAX_CPUS,
     .guest_init = true,
     .kernel_path = NULL,
+    .data_disk = true, /* virtio-blk, capped by bluebox-vmm (src/vmm/disklimit.c) */
+    .fork_data = true, /* the guest's overlayfs over two file-server exports */
     .preflight = qemu_preflight,
     .doctor = qemu_doctor,
     .launch_flags = qemu_flags,
