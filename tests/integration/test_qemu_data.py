@@ -48,7 +48,7 @@ def files():
 def box(home, files):
     """A qemu sandbox with a 32M data disk and two single-file mounts."""
     name = home.sandbox(f"qd-{os.getpid()}", bluefile(
-        "data_limit: 32M\ntimeout_seconds: 60\nmounts:\n"
+        "data_limit: 32M\ntimeout_seconds: 120\nmounts:\n"
         f"  - {{host: {files}/ro.txt, guest: /etc/app.conf, mode: ro}}\n"
         f"  - {{host: {files}/rw.txt, guest: /srv/state.txt, mode: rw}}\n"))
     r = home("build", name)
@@ -97,10 +97,11 @@ def test_single_file_mounts_and_what_the_guest_cannot_see(home, box, files):
         "ls /etc/beside /srv/beside 2>/dev/null && echo BESIDE-VISIBLE; "
         "test -e /dev/kvm && echo KVM-VISIBLE; "
         "ls /dev | grep -qi -e monitor -e qmp && echo MONITOR-VISIBLE; "
-        "find / -xdev -name 'qemu-system*' 2>/dev/null | grep -q . && echo QEMU-VISIBLE; "
+        "for f in /.bluebox/vmm /usr/bin/qemu-system-x86_64 /usr/share/qemu /usr/lib/*/qemu; "
+        "do test -e $f && echo QEMU-VISIBLE; done; "
         "ls -A /.bluebox | tr '\\n' ' '; echo; "
-        "for p in /proc/[0-9]*; do cat $p/comm; done | grep -qi -e qemu -e bluebox-vmm "
-        "-e conmon && echo HOST-PROC-VISIBLE; "
+        "cat /proc/[0-9]*/comm 2>/dev/null | grep -qi -e qemu -e bluebox-vmm -e conmon "
+        "&& echo HOST-PROC-VISIBLE; "
         "grep -q cloud /proc/version && echo own-kernel; true")
     r = sh(home, box, script)
     out = r.stdout.decode()
@@ -137,7 +138,7 @@ def test_file_mount_nested_in_data_is_refused_at_boot(home, box):
 def test_kernel_console_reaches_the_vmm_log(home, box):
     """A guest that dies before its command finishes is diagnosable: the kernel's last
     messages (hvc0) are in what bluebox shows."""
-    r = sh(home, box, "echo '<2>bluebox-marker-$((6*7))' > /dev/kmsg; "
+    r = sh(home, box, "echo \"<2>bluebox-marker-$((6*7))\" > /dev/kmsg; "
                       "echo o > /proc/sysrq-trigger; sleep 30")
     err = r.stderr.decode()
     assert r.returncode == 125, r
@@ -200,10 +201,10 @@ done
 echo survived
 """
     t = time.monotonic()
-    r = sh(home, box, hostile, timeout=120)
+    r = sh(home, box, hostile, timeout=240)
     elapsed = time.monotonic() - t
     err = r.stderr.decode(errors="replace")
-    assert elapsed < 100, (elapsed, r)
+    assert elapsed < 200, (elapsed, r)  # at worst the sandbox's timeout_seconds ends it
     assert r.returncode >= 0, r  # bluebox itself ended, not killed
     assert "core dumped" not in err and "Segmentation fault" not in err, err
     if r.returncode != 0:
