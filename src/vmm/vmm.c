@@ -307,7 +307,8 @@ static void exports_clear(exports *e)
  * as uml's guest does from its hostfs parent. Returns the directory. */
 static char *stage_file(exports *e, const char *path)
 {
-    const char *name = strrchr(path, '/') + 1; /* spec_mount_path_ok: absolute, a name */
+    const char *slash = strrchr(path, '/'); /* spec_mount_path_ok: absolute, a name */
+    const char *name = slash ? slash + 1 : path;
     char *dir = xasprintf(ABI_MEM_DIR "/file%zu", e->n);
     _cleanup_free_ char *file = xasprintf("%s/%s", dir, name);
     if (mkdir(dir, 0700) < 0 || mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
