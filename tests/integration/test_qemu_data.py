@@ -3,7 +3,7 @@ as a virtio-blk disk capped on the host, single-file mounts through a staged dir
 the file server, forks (the guest's overlay over two virtio-fs exports), the guest's
 console in the VMM's log (hvc0), and a guest root writing garbage to every device it has
 without harming anything beyond its own VM. TCG unless BLUEBOX_TEST_QEMU_ACCEL says kvm;
-skipped where tests/integration/test_qemu.py is. About nine boots: one sandbox serves
+skipped where tests/integration/test_qemu.py is. About ten boots: one sandbox serves
 most tests."""
 import os
 import shutil
