@@ -44,7 +44,8 @@
 #define ABI_QEMU_MODULE_DIR "/modules"
 #define ABI_QEMU_MODULES                                                                           \
     {                                                                                              \
-        "virtio_ring", "virtio", "virtio_mmio", "fuse", "virtiofs", "overlay", "qemu_fw_cfg"       \
+        "virtio_ring", "virtio", "virtio_mmio", "fuse", "virtiofs", "overlay", "qemu_fw_cfg",      \
+            "virtio_blk", "virtio_console"                                                         \
     }
 /* With a network (QEMU's virtio-net device, vmm/qemu.h): its driver, after its dependencies. */
 #define ABI_QEMU_NET_MODULES                                                                       \

@@ -19,6 +19,7 @@
 
 #include "abi.h"
 #include "agent/proto.h"
+#include "guest/root.h"
 #include "util/xalloc.h"
 
 #define DATA_DIR "/data"
@@ -55,9 +56,14 @@ static int wait_for_go(int serial, char **ret_why)
 
 /* A data_limit raised since the file system was made: the host grew the image (datadisk.c in
  * src/runtime); grow the file system into it, online. The same size is a no-op. */
+static const char *disk_dev(void)
+{
+    return guest_root_is_qemu() ? DATADISK_DEV_QEMU : DATADISK_DEV;
+}
+
 static int grow_fs(char **ret_why)
 {
-    _cleanup_close_ int dev = open(DATADISK_DEV, O_RDONLY | O_CLOEXEC);
+    _cleanup_close_ int dev = open(disk_dev(), O_RDONLY | O_CLOEXEC);
     uint64_t bytes = 0;
     struct statfs sf;
     if (dev < 0 || ioctl(dev, BLKGETSIZE64, &bytes) < 0 || statfs(DATA_DIR, &sf) < 0 ||
@@ -89,16 +95,17 @@ static void hide_image(void)
 int datadisk_setup(int serial, char **ret_why)
 {
     struct stat st;
-    if (stat(DATADISK_DEV, &st) < 0 || !S_ISBLK(st.st_mode))
+    if (stat(disk_dev(), &st) < 0 || !S_ISBLK(st.st_mode))
         return 0;
     if (wait_for_go(serial, ret_why) < 0)
         return -1;
     mkdir(DATA_DIR, 0755);
-    /* discard: what the guest deletes is punched out of the host file (UML's ubd turns a
-     * discard into fallocate(PUNCH_HOLE)), so the file takes about the space /data's files
-     * take rather than the most they ever took. Best effort: discards still queued when the
-     * guest powers off are lost; `fstrim /data` in the guest returns all free space. */
-    if (mount(DATADISK_DEV, DATA_DIR, "ext4", MS_NOSUID | MS_NODEV, "discard") < 0) {
+    /* discard: what the guest deletes is punched out of the host file (UML's ubd, and QEMU
+     * with discard=unmap, turn a discard into fallocate(PUNCH_HOLE)), so the file takes about the
+     * space /data's files take rather than the most they ever took. Best effort: discards still
+     * queued when the guest powers off are lost; `fstrim /data` in the guest returns all free
+     * space. */
+    if (mount(disk_dev(), DATA_DIR, "ext4", MS_NOSUID | MS_NODEV, "discard") < 0) {
         *ret_why = xasprintf("cannot mount the data disk on %s: %s", DATA_DIR, strerror(errno));
         return -1;
     }

@@ -1,8 +1,10 @@
 /* /data from a disk image (Bluefile data_limit): the guest's half. */
 #pragma once
 
-/* Where bluebox-vmm gives the image to the kernel, as ubd0 (the first UML block device). */
-#define DATADISK_DEV "/dev/ubda"
+/* Where bluebox-vmm gives the image to the kernel: ubd0 (the first UML block device), or on
+ * qemu the one virtio-blk device (vmm/qemu.h). */
+#define DATADISK_DEV      "/dev/ubda"
+#define DATADISK_DEV_QEMU "/dev/vda"
 
 /* When the kernel has the data disk: wait for bluebox-vmm's go-ahead (a G frame on the
  * control line, sent once the host has capped every file the VMM may write at the image's

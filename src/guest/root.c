@@ -314,12 +314,40 @@ static int mount_own(bb_error **err)
     return 0;
 }
 
+/* qemu: a single file from the file server, the one entry of the k-th export (a directory
+ * bluebox-vmm stages for it, vmm.c stage_file): that export on SCRATCH_DIR for a moment and
+ * the entry bound from there, as file_mount does from hostfs. */
+static int fs_file_mount(const spec_mount *m, const char *tag, bb_error **err)
+{
+    const char *slash = strrchr(m->path, '/');
+    _cleanup_free_ char *parent =
+        slash == m->path ? xstrdup("/") : xstrndup(m->path, (size_t)(slash - m->path));
+    _cleanup_free_ char *src = xasprintf(SCRATCH_DIR "/%s", slash + 1);
+    (void)mkdir_p(parent, 0755, NULL);
+    int fd = open(m->path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0)
+        close(fd);
+    if (mount(tag, SCRATCH_DIR, "virtiofs",
+              MS_NOSUID | MS_NODEV | (m->flags & SPEC_MOUNT_RO ? MS_RDONLY : 0), NULL) < 0)
+        return bb_fail_errno(err, errno, "cannot mount %s (virtio-fs %s)", m->path, tag);
+    int r = mount(src, m->path, NULL, MS_BIND, NULL);
+    if (r == 0)
+        r = mount(NULL, m->path, NULL, MS_BIND | MS_REMOUNT | mount_flags(m), NULL);
+    int e = errno;
+    umount2(SCRATCH_DIR, MNT_DETACH);
+    if (r < 0)
+        return bb_fail_errno(err, e, "cannot mount %s", m->path);
+    return 0;
+}
+
 /* A writable directory from the file server (src/fsd): virtio-fs, the k-th device. The
  * server keeps the ownership and modes the guest sets, for every user, across runs. */
 static int fs_mount(const spec_mount *m, size_t k, bb_error **err)
 {
     char tag[32];
     snprintf(tag, sizeof tag, SPEC_FS_TAG "%zu", k);
+    if (m->flags & SPEC_MOUNT_FILE)
+        return fs_file_mount(m, tag, err);
     (void)mkdir_p(m->path, 0755, NULL);
     if (mount(tag, m->path, "virtiofs", mount_flags(m), NULL) < 0)
         return bb_fail_errno(err, errno, "cannot mount %s (virtio-fs %s)", m->path, tag);

@@ -12,9 +12,11 @@
  * inherits from bluebox-vmm, whose libslirp (src/vmm/net.c) applies the same policy, allow:
  * list and secrets, and the same restricted mode for an up sandbox's agent with network:
  * none (only the published agent port is forwarded in). So run, shell, the isolation check,
- * both networks, allow:/secrets:, up/exec/down and the warm pool work as on uml. Not yet:
- * data_limit, forks, single-file mounts, doctor's probe boot; each is refused with a message
- * rather than half done. */
+ * both networks, allow:/secrets:, up/exec/down and the warm pool work as on uml.
+ *
+ * data_limit's disk is a virtio-blk device capped on the host as uml's ubd0 is; a fork's
+ * /data is the guest's overlay over two virtio-fs exports, as on uml; single-file mounts
+ * reach the guest through a directory of their own (src/vmm/qemu.h, vmm.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -248,6 +250,8 @@ const backend backend_qemu = {
     .agent_offline = true, /* none + forward = libslirp restricted (src/vmm/net.c) */
     .egress = true,        /* bluebox-vmm: every guest frame passes its libslirp */
     .kernel_path = NULL,
+    .data_disk = true, /* virtio-blk, capped by bluebox-vmm (src/vmm/disklimit.c) */
+    .fork_data = true, /* the guest's overlayfs over two file-server exports */
     .preflight = qemu_preflight,
     .doctor = qemu_doctor,
     .launch_flags = qemu_flags,

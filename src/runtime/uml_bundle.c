@@ -693,6 +693,8 @@ static const struct {
     {"virtiofs", "kernel/fs/fuse/virtiofs.ko"},
     {"overlay", "kernel/fs/overlayfs/overlay.ko"},
     {"qemu_fw_cfg", "kernel/drivers/firmware/qemu_fw_cfg.ko"},
+    {"virtio_blk", "kernel/drivers/block/virtio_blk.ko"},        /* data_limit's disk */
+    {"virtio_console", "kernel/drivers/char/virtio_console.ko"}, /* hvc0: the VMM's log */
     /* ABI_QEMU_NET_MODULES */
     {"failover", "kernel/net/core/failover.ko"},
     {"net_failover", "kernel/drivers/net/net_failover.ko"},

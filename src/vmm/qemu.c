@@ -4,14 +4,13 @@
 #include "abi.h"
 #include "util/xalloc.h"
 
-/* Kernel command line words every qemu guest gets. No console=: microvm has one serial line,
- * the control line, where no kernel message may land. (A console for the VMM's log, as uml's
- * con0, is a later stage: virtio-console once its module is loaded.) */
+/* Kernel command line words every qemu guest gets. microvm has one serial line, the control
+ * line, where no kernel message may land: with a console log the kernel's console is hvc0
+ * (console_args), as uml's con0 under `quiet`: errors and worse, panics. */
 static const char *const cmdline_words[] = {
-    "quiet",        "loglevel=0",
-    "panic=-1", /* a panic reboots at once, which -no-reboot turns into QEMU's exit */
-    "rdinit=/init", "cryptomgr.notests",
-    "pci=off",
+    "quiet",        "panic=-1", /* a panic reboots at once, which -no-reboot turns into QEMU's exit
+                                 */
+    "rdinit=/init", "cryptomgr.notests", "pci=off",
 };
 
 static void cmdline(const qemu_conf *c, strv *a)
@@ -23,9 +22,34 @@ static void cmdline(const qemu_conf *c, strv *a)
      * guest is told the rate (the host's TSC, which TCG's guest TSC counts). */
     if (!c->kvm && c->tsc_khz)
         sb_printf(&s, " tsc_early_khz=%u", c->tsc_khz);
+    /* tty0 first: a console while virtio_console is not loaded yet (the guest init loads it),
+     * so the init still has /dev/console; hvc0 takes over the kernel's messages from the
+     * start of its buffer once the module registers it. */
+    if (c->console_log)
+        sb_printf(&s, " console=tty0 console=hvc0");
     if (c->extra_cmdline && *c->extra_cmdline)
         sb_printf(&s, " %s", c->extra_cmdline);
     strv_push(a, sb_steal(&s));
+}
+
+/* The data disk and the console (qemu.h says why each is as it is). The console's file is
+ * opened by QEMU in append mode: it is the log bluebox-vmm's own stderr also appends to. */
+static void storage_devices(const qemu_conf *c, strv *a)
+{
+    if (c->data_disk) {
+        strv_add(a, "-drive");
+        strv_push(a, xasprintf("file=%s,if=none,id=bbdata,format=raw,discard=unmap", c->data_disk));
+        strv_add(a, "-device");
+        strv_add(a, "virtio-blk-device,drive=bbdata");
+    }
+    if (c->console_log) {
+        strv_add(a, "-device");
+        strv_add(a, "virtio-serial-device,id=bbconbus,max_ports=1");
+        strv_add(a, "-chardev");
+        strv_push(a, xasprintf("file,id=bbcon,path=%s,append=on", c->console_log));
+        strv_add(a, "-device");
+        strv_add(a, "virtconsole,bus=bbconbus.0,chardev=bbcon");
+    }
 }
 
 void qemu_argv(const qemu_conf *c, strv *a)
@@ -89,4 +113,5 @@ void qemu_argv(const qemu_conf *c, strv *a)
         strv_add(a, "-device");
         strv_push(a, xasprintf("vhost-user-fs-device,chardev=bbfs%zu,tag=%s", i, c->devs[i].tag));
     }
+    storage_devices(c, a);
 }

@@ -16,7 +16,13 @@
  *   - with a network (bridge, or none with the agent's forward), one virtio-net device on a
  *     stream netdev whose socket QEMU inherits: bluebox-vmm's libslirp is the other end
  *     (net.h), never QEMU's own user networking;
- *   - the launch spec as a fw_cfg file (ABI_QEMU_SPEC_FWCFG), read once by the guest init. */
+ *   - the launch spec as a fw_cfg file (ABI_QEMU_SPEC_FWCFG), read once by the guest init;
+ *   - data_limit: the /data disk image as one virtio-blk device, format=raw given (QEMU
+ *     never probes what the guest wrote as an image format, e.g. a qcow2 header naming a
+ *     backing file), discards punched out of the host file; bluebox-vmm caps QEMU at the
+ *     image's size (vmm/disklimit.h) as it caps UML;
+ *   - the kernel's console on a virtio console (hvc0, output only) appended to the VMM's
+ *     log, as uml's con0: the serial line is the control line and carries frames alone. */
 #pragma once
 
 #include <stdbool.h>
@@ -45,6 +51,8 @@ typedef struct qemu_conf {
     const qemu_dev *devs;
     size_t n_devs;
     const char *extra_cmdline; /* debugging aid: appended to the kernel's command line */
+    const char *data_disk;     /* data_limit: the /data disk image (virtio-blk), NULL none */
+    const char *console_log;   /* the guest's console (hvc0) appended here, NULL none */
 } qemu_conf;
 
 /* The whole argv, program first. */

@@ -166,7 +166,8 @@ static void spec_fill(launch_spec *s, int argc, char **argv)
 static bool fs_served(const char *path, bool file, unsigned long f)
 {
     if (qemu_mode())
-        return !file; /* a qemu guest has no hostfs: read-only ones are served read-only */
+        return true; /* a qemu guest has no hostfs: read-only ones are served read-only, a
+                      * single file through a directory of its own (stage_file) */
     if (streq(path, ABI_FORK_LOWER))
         return !file; /* read-only, and served read-only (exports_fill) */
     const char *hostfs = getenv("BLUEBOX_UML_HOSTFS");
@@ -203,12 +204,7 @@ static void spec_mounts(launch_spec *s)
             continue;
         if (!spec_mount_path_ok(p))
             die("cannot hand the mount %s to the guest: not a plain absolute path", p);
-        unsigned flags = spec_mount_flags(p, m.flags[i]);
-        if (qemu_mode() && (flags & SPEC_MOUNT_FILE))
-            die("cannot hand the mount %s to the guest: the qemu backend shares directories "
-                "only (mount its directory instead, or use backend: uml)",
-                p);
-        spec_add_mount(s, p, flags);
+        spec_add_mount(s, p, spec_mount_flags(p, m.flags[i]));
     }
 }
 
@@ -287,11 +283,12 @@ static char *vmm_dir(void)
     return self;
 }
 
-/* The file server's exports: the spec's SPEC_MOUNT_FS mounts, in order. */
+/* The file server's exports: the spec's SPEC_MOUNT_FS mounts, in order. `unjailed`: the
+ * mounts the VMM's own view leaves out (jail_enter), the served ones and their staging. */
 typedef struct exports {
     fsd_export *v;
     size_t n;
-    strv paths, socks;
+    strv paths, socks, unjailed;
 } exports;
 
 static void exports_clear(exports *e)
@@ -299,12 +296,39 @@ static void exports_clear(exports *e)
     free(e->v);
     strv_clear(&e->paths);
     strv_clear(&e->socks);
+    strv_clear(&e->unjailed);
     *e = (exports){0};
+}
+
+/* qemu: a single-file mount reaches the guest as the one entry of a directory the file
+ * server exports: a tiny tmpfs of its own on the exec tmpfs, the container's mount of the
+ * file bound onto an empty file in it (the bind keeps that mount's flags, read-only
+ * included), then the tmpfs made read-only, so the guest can write the file (when the
+ * mount is rw) and nothing else there. The guest binds the entry onto the path (guest/root.c),
+ * as uml's guest does from its hostfs parent. Returns the directory. */
+static char *stage_file(exports *e, const char *path)
+{
+    const char *slash = strrchr(path, '/'); /* spec_mount_path_ok: absolute, a name */
+    const char *name = slash ? slash + 1 : path;
+    char *dir = xasprintf(ABI_MEM_DIR "/file%zu", e->n);
+    _cleanup_free_ char *file = xasprintf("%s/%s", dir, name);
+    if (mkdir(dir, 0700) < 0 || mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                                      "size=4k,nr_inodes=4,mode=0755") < 0)
+        die("cannot stage the mount %s for the guest (%s): %s", path, dir, strerror(errno));
+    int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 || close(fd) < 0 || mount(path, file, NULL, MS_BIND, NULL) < 0 ||
+        mount(NULL, dir, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              NULL) < 0)
+        die("cannot stage the mount %s for the guest: %s", path, strerror(errno));
+    strv_add(&e->unjailed, path);
+    strv_add(&e->unjailed, file);
+    return dir;
 }
 
 static fsd_export *export_add(exports *e, const char *path)
 {
     strv_add(&e->paths, path);
+    strv_add(&e->unjailed, path);
     strv_push(&e->socks, xasprintf(ABI_MEM_DIR "/fs%zu.sock", e->n));
     e->v = xreallocarray(e->v, e->n + 1, sizeof *e->v);
     fsd_export *x = &e->v[e->n];
@@ -326,7 +350,9 @@ static void exports_fill(exports *e, const launch_spec *s)
     for (size_t i = 0; i < s->n_mounts; i++) {
         if (!(s->mounts[i].flags & SPEC_MOUNT_FS))
             continue;
-        fsd_export *x = export_add(e, s->mounts[i].path);
+        _cleanup_free_ char *staged =
+            s->mounts[i].flags & SPEC_MOUNT_FILE ? stage_file(e, s->mounts[i].path) : NULL;
+        fsd_export *x = export_add(e, staged ? staged : s->mounts[i].path);
         x->read_only = s->mounts[i].flags & SPEC_MOUNT_RO;
         snprintf(x->tag, sizeof x->tag, SPEC_FS_TAG "%zu", k++);
     }
@@ -360,7 +386,7 @@ static unsigned env_unsigned(const char *name, unsigned dflt, unsigned max)
 }
 
 static void qemu_cmdline(strv *a, const char *dir, unsigned mib, const exports *ex, int serial_fd,
-                         const vmm_net *net)
+                         const vmm_net *net, const disk_limit *disk)
 {
     const char *accel = getenv(ABI_ENV_QEMU_ACCEL);
     if (!accel || (!streq(accel, "kvm") && !streq(accel, "tcg")))
@@ -381,7 +407,9 @@ static void qemu_cmdline(strv *a, const char *dir, unsigned mib, const exports *
                    .spec_path = ABI_SPEC_PATH,
                    .devs = devs,
                    .n_devs = ex->n,
-                   .extra_cmdline = getenv("BLUEBOX_QEMU_CMDLINE")};
+                   .extra_cmdline = getenv("BLUEBOX_QEMU_CMDLINE"),
+                   .data_disk = disk->path,
+                   .console_log = UML_LOG};
     qemu_argv(&c, a);
 }
 
@@ -450,10 +478,13 @@ static int signals_setup(sigset_t *old)
 
 /* UML's console log, made before boot and kept open: the guest sees /.bluebox/mem and may
  * replace the path with a symlink (to /dev/zero, say) or a FIFO, never this file, which is
- * where the tail is read from. -1 when it cannot be made (the console then goes nowhere). */
+ * where the tail is read from. -1 when it cannot be made (the console then goes nowhere).
+ * Appended to: QEMU writes its guest's console there through a second open of its own
+ * (vmm/qemu.h), beside its stderr on this one. */
 static int open_log(void)
 {
-    int fd = open(UML_LOG, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    int fd = open(
+        UML_LOG, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
     struct stat st;
     if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
         close(fd);
@@ -759,11 +790,14 @@ static int read_signals(relay *r)
 static void print_log_line(const char *line)
 {
     fputs(qemu_mode() ? "bluebox-vmm: qemu: " : "bluebox-vmm: uml: ", stderr);
-    for (const unsigned char *c = (const unsigned char *)line; *c && *c != '\n'; c++)
+    for (const unsigned char *c = (const unsigned char *)line; *c && *c != '\n'; c++) {
+        if (*c == '\r' && (c[1] == '\0' || c[1] == '\n'))
+            continue; /* a tty's line end (qemu's hvc0) */
         if (*c >= 0x20 && *c < 0x7f)
             fputc(*c, stderr);
         else
             fprintf(stderr, "\\x%02x", *c);
+    }
     fputc('\n', stderr);
 }
 
@@ -927,7 +961,7 @@ int main(int argc, char **argv)
     exports_fill(&ex, &spec);
     _cleanup_strv_ strv kargv = {0};
     if (qemu_mode())
-        qemu_cmdline(&kargv, dir, mib, &ex, SERIAL_FD, net);
+        qemu_cmdline(&kargv, dir, mib, &ex, SERIAL_FD, net, &disk);
     else
         kernel_argv(&kargv, dir, mib, net, &disk, &ring, &ex);
     write_spec(&spec);
@@ -954,7 +988,7 @@ int main(int argc, char **argv)
         if (fsd_server_start(ex.v, ex.n, r.log_fd, &err) < 0)
             die("cannot start the file server for %s: %s", ex.v[0].path, err->msg);
     }
-    r.uml = start_uml(kargv.v, dir, sv[1], net_peer_fd(net), r.log_fd, &old, &ex.paths);
+    r.uml = start_uml(kargv.v, dir, sv[1], net_peer_fd(net), r.log_fd, &old, &ex.unjailed);
     exports_clear(&ex);
     close(sv[1]);
     net_peer_close(net);

@@ -55,6 +55,8 @@ static int setup(void **s)
         "mods/kernel/net/core/failover.ko",
         "mods/kernel/drivers/net/net_failover.ko",
         "mods/kernel/drivers/net/virtio_net.ko",
+        "mods/kernel/drivers/block/virtio_blk.ko",
+        "mods/kernel/drivers/char/virtio_console.ko",
     };
     for (size_t i = 0; i < ELEMENTSOF(files); i++)
         touch(files[i]);
@@ -333,6 +335,69 @@ static void qemu_argv_network(void **s)
     free(got);
 }
 
+/* data_limit on qemu: the podman side binds the image and names it, as for uml (the first
+ * stage refused it here). */
+static void data_disk_launch(void **s)
+{
+    (void)s;
+    char *e = NULL;
+    char *got = podman_argv("backend: qemu\ndata_limit: 32M\n", "tcg", LAUNCH_RUN, &e);
+    if (!got)
+        fail_msg("%s", e);
+    assert_contains(got, ":" ABI_DATA_DISK ":rw ");
+    assert_contains(got, " --env=" ABI_ENV_DATA_DISK "=" ABI_DATA_DISK " ");
+    free(got);
+}
+
+/* QEMU's argv with a data disk and the console log. */
+static char *qemu_storage_of(const char *disk, const char *log)
+{
+    qemu_conf c = {.dir = ABI_VMM_DIR,
+                   .ram_mib = 256,
+                   .serial_fd = 3,
+                   .spec_path = ABI_SPEC_PATH,
+                   .data_disk = disk,
+                   .console_log = log};
+    strv a = {0};
+    qemu_argv(&c, &a);
+    strbuf sb = {0};
+    for (size_t i = 0; i < a.n; i++)
+        sb_printf(&sb, " %s", a.v[i]);
+    sb_puts(&sb, " ");
+    strv_clear(&a);
+    return sb_steal(&sb);
+}
+
+/* The disk is raw by declaration (no probing of what the guest wrote), one virtio-blk device;
+ * the console is hvc0 on its own virtio-serial bus, output only, appended to the log, and the
+ * kernel is told so. Without either, neither device. */
+static void qemu_argv_disk_and_console(void **s)
+{
+    (void)s;
+    char *got = qemu_storage_of(ABI_DATA_DISK, ABI_MEM_DIR "/uml.log");
+    assert_contains(got, " -drive file=" ABI_DATA_DISK
+                         ",if=none,id=bbdata,format=raw,discard=unmap -device "
+                         "virtio-blk-device,drive=bbdata ");
+    assert_contains(got, " -device virtio-serial-device,id=bbconbus,max_ports=1 -chardev "
+                         "file,id=bbcon,path=" ABI_MEM_DIR "/uml.log,append=on -device "
+                         "virtconsole,bus=bbconbus.0,chardev=bbcon ");
+    assert_contains(got, " console=tty0 console=hvc0");
+    assert_null(strstr(got, "loglevel=0"));
+    static const char *const never[] = {
+        "snapshot",       "backing", "format=qcow",    "readonly=off,",
+        "-monitor stdio", "mon:",    "socket,id=bbcon"};
+    for (size_t i = 0; i < ELEMENTSOF(never); i++)
+        if (strstr(got, never[i]))
+            fail_msg("QEMU's argv holds %s: %s", never[i], got);
+    free(got);
+    got = qemu_storage_of(NULL, NULL);
+    assert_null(strstr(got, "-drive"));
+    assert_null(strstr(got, "virtio-blk"));
+    assert_null(strstr(got, "virtio-serial"));
+    assert_null(strstr(got, "console="));
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -345,6 +410,8 @@ int main(void)
         cmocka_unit_test(posture_says_the_boundary),
         cmocka_unit_test(qemu_argv_confined),
         cmocka_unit_test(qemu_argv_network),
+        cmocka_unit_test(data_disk_launch),
+        cmocka_unit_test(qemu_argv_disk_and_console),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
