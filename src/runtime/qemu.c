@@ -213,7 +213,20 @@ static bool doctor_accel(doctor_report *r, const char *root, bool tcg, int kvm)
     }
     kvm_probe p;
     _cleanup_error_ bb_error *e = NULL;
-    if (qemu_kvm_probe(root, &p, &e) < 0) {
+    const char *env = backend_env();
+    if (env && backend_named(env) != &backend_qemu) {
+        /* Another backend is chosen: no probe boot (a cached verdict is still told). */
+        qemu_kvm_cached(root, &p);
+        if (p.verdict == KVM_UNKNOWN) {
+            doctor_add(r, "qemu acceleration", CHECK_OK,
+                       xasprintf("KVM: /dev/kvm opens; whether it runs a guest is not probed "
+                                 "while BLUEBOX_BACKEND=%s (BLUEBOX_BACKEND=qemu bluebox doctor "
+                                 "probes it)",
+                                 env),
+                       NULL);
+            return false;
+        }
+    } else if (qemu_kvm_probe(root, &p, &e) < 0) {
         doctor_add(r, "qemu acceleration", CHECK_WARN,
                    xasprintf("KVM: /dev/kvm opens; not probed: %s", e->msg), NULL);
         return false;
