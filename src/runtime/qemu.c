@@ -243,7 +243,7 @@ static bool doctor_accel(doctor_report *r, const char *root, bool tcg, int kvm)
     return runs;
 }
 
-/* The bundles' room on disk: each is QEMU, its libraries and the kernel (about 150 MB). */
+/* The bundles' room on disk: each is QEMU, its libraries and the kernel (about 120 MB). */
 static void doctor_bundle(doctor_report *r, const char *root)
 {
     int n = 0;
@@ -251,7 +251,7 @@ static void doctor_bundle(doctor_report *r, const char *root)
     qemu_bundle_usage(root, &n, &bytes);
     if (!n) {
         doctor_add(r, "qemu bundle", CHECK_OK,
-                   xstrdup("none yet: the first qemu launch makes one (about 150 MB)"), NULL);
+                   xstrdup("none yet: the first qemu launch makes one (about 120 MB)"), NULL);
         return;
     }
     doctor_add(r, "qemu bundle", CHECK_OK,

@@ -23,7 +23,7 @@ int qemu_kernel_find(char **ret_kernel, char **ret_modules, bb_error **err);
 
 /* Make (or find) the bundle for the current inputs and return its path. This process then
  * holds it in use until it exits (so does bluebox-vmm in each container that mounts it); a
- * newly made bundle replaces the old ones nothing holds (they are about 150 MB each). */
+ * newly made bundle replaces the old ones nothing holds (they are about 120 MB each). */
 int qemu_bundle_ensure(const char *home_root, const char *vmm_path, const char *guest_bin,
                        char **ret_dir, bb_error **err);
 /* The hash that names the bundle (for the isolation check's runtime fingerprint). */

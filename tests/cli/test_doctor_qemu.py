@@ -99,7 +99,7 @@ def test_doctor_reports_every_backend(sb, qemu):
     assert lines_of(r, "qemu guest kernel") and str(qemu.kernel) in text, text
     assert len(lines_of(r, "qemu acceleration")) == 1, text
     bundle = lines_of(r, "qemu bundle")
-    assert bundle and "none yet" in bundle[0] and "150 MB" in bundle[0], text
+    assert bundle and "none yet" in bundle[0] and "120 MB" in bundle[0], text
 
 
 @needs_kvm
