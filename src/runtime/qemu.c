@@ -16,7 +16,9 @@
  *
  * data_limit's disk is a virtio-blk device capped on the host as uml's ubd0 is; a fork's
  * /data is the guest's overlay over two virtio-fs exports, as on uml; single-file mounts
- * reach the guest through a directory of their own (src/vmm/qemu.h, vmm.c). */
+ * reach the guest through a directory of their own (src/vmm/qemu.h, vmm.c).
+ *
+ * Whether KVM can run a guest at all is doctor's probe boot (qemu_probe.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -24,11 +26,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/home.h"
 #include "doctor.h"
 #include "fingerprint.h"
 #include "hostaddr.h"
 #include "launch.h"
 #include "qemu_bundle.h"
+#include "qemu_probe.h"
 #include "uml_bundle.h"
 #include "upstream_ca.h"
 #include "util/spawn.h"
@@ -66,6 +70,29 @@ static int kvm_unusable(void)
     return kvm < 0 ? errno : 0;
 }
 
+#define KVM_CANNOT_RUN "KVM opens but cannot run a standard guest kernel"
+#define KVM_CANNOT_FIX                                                                             \
+    ACCEL_ENV "=tcg runs qemu emulated (QEMU's software emulator: slower, a software boundary); "  \
+              "or use backend: uml"
+
+/* doctor's cached verdict, when it found that this host's KVM cannot run a guest: refused at
+ * once rather than left to hang at boot. No verdict yet: the launch goes ahead (and a guest
+ * that does not come up is stopped by bluebox-vmm's boot timeout, with the same advice). */
+static int kvm_refused(const char *root, bb_error **err)
+{
+    kvm_probe p;
+    qemu_kvm_cached(root, &p);
+    if (p.verdict != KVM_CANNOT) {
+        kvm_probe_clear(&p);
+        return 0;
+    }
+    bb_fail(err, ENOTSUP,
+            "backend: qemu: " KVM_CANNOT_RUN " on this host (bluebox doctor: %s). " KVM_CANNOT_FIX,
+            p.detail);
+    kvm_probe_clear(&p);
+    return -1;
+}
+
 static int qemu_preflight(const launch *l, bb_error **err)
 {
     bool tcg;
@@ -92,7 +119,7 @@ static int qemu_preflight(const launch *l, bb_error **err)
                        "QEMU's emulation code (a software boundary, not hardware "
                        "virtualisation); or use backend: uml",
                        e == ENOENT ? "/dev/kvm does not exist" : "/dev/kvm cannot be opened");
-    return 0;
+    return tcg ? 0 : kvm_refused(l->root, err);
 }
 
 /* The network, as on uml (uml.c): bluebox-vmm's libslirp behind QEMU's virtio-net device
@@ -190,6 +217,71 @@ static void qemu_fingerprint(const launch *l, fingerprint *fp)
     fp_str(fp, "the acceleration", is_tcg() ? "tcg" : "kvm");
 }
 
+/* Whether this host runs qemu guests the way it would launch them: TCG when asked for, else
+ * KVM, and KVM only when a probe boot ran (its verdict cached per boot, kernel and QEMU). */
+static bool doctor_accel(doctor_report *r, const char *root, bool tcg, int kvm)
+{
+    if (tcg) {
+        doctor_add(r, "qemu acceleration", CHECK_OK,
+                   xstrdup(ACCEL_ENV "=tcg: emulated, a software boundary"), NULL);
+        return true;
+    }
+    if (kvm) {
+        doctor_add(r, "qemu acceleration", CHECK_WARN,
+                   xasprintf("KVM: /dev/kvm: %s", strerror(kvm)),
+                   xstrdup("on a host without KVM, " ACCEL_ENV "=tcg runs qemu emulated"));
+        return false;
+    }
+    kvm_probe p;
+    _cleanup_error_ bb_error *e = NULL;
+    const char *env = backend_env();
+    if (env && backend_named(env) != &backend_qemu) {
+        /* Another backend is chosen: no probe boot (a cached verdict is still told). */
+        qemu_kvm_cached(root, &p);
+        if (p.verdict == KVM_UNKNOWN) {
+            doctor_add(r, "qemu acceleration", CHECK_OK,
+                       xasprintf("KVM: /dev/kvm opens; whether it runs a guest is not probed "
+                                 "while BLUEBOX_BACKEND=%s (BLUEBOX_BACKEND=qemu bluebox doctor "
+                                 "probes it)",
+                                 env),
+                       NULL);
+            return false;
+        }
+    } else if (qemu_kvm_probe(root, &p, &e) < 0) {
+        doctor_add(r, "qemu acceleration", CHECK_WARN,
+                   xasprintf("KVM: /dev/kvm opens; not probed: %s", e->msg), NULL);
+        return false;
+    }
+    bool runs = p.verdict == KVM_RUNS;
+    const char *when = p.cached ? " (cached for this boot)" : "";
+    if (runs)
+        doctor_add(r, "qemu acceleration", CHECK_OK,
+                   xasprintf("KVM runs a standard guest kernel: %s%s", p.detail, when), NULL);
+    else
+        doctor_add(r, "qemu acceleration", CHECK_WARN,
+                   xasprintf(KVM_CANNOT_RUN ": %s%s", p.detail, when), xstrdup(KVM_CANNOT_FIX));
+    kvm_probe_clear(&p);
+    return runs;
+}
+
+/* The bundles' room on disk: each is QEMU, its libraries and the kernel (about 120 MB). */
+static void doctor_bundle(doctor_report *r, const char *root)
+{
+    int n = 0;
+    long long bytes = 0;
+    qemu_bundle_usage(root, &n, &bytes);
+    if (!n) {
+        doctor_add(r, "qemu bundle", CHECK_OK,
+                   xstrdup("none yet: the first qemu launch makes one (about 120 MB)"), NULL);
+        return;
+    }
+    doctor_add(r, "qemu bundle", CHECK_OK,
+               xasprintf("%.0f MB in %s/vmm (%d bundle%s; a new one replaces the old ones that "
+                         "no sandbox uses)",
+                         (double)bytes / 1e6, root, n, n == 1 ? "" : "s"),
+               NULL);
+}
+
 static bool qemu_doctor(doctor_report *r)
 {
     bool ok = true;
@@ -213,19 +305,16 @@ static bool qemu_doctor(doctor_report *r)
     }
     bool tcg = is_tcg();
     int kvm = kvm_unusable();
-    if (tcg)
-        doctor_add(r, "qemu acceleration", CHECK_OK,
-                   xstrdup(ACCEL_ENV "=tcg: emulated, a software boundary"), NULL);
-    else if (kvm)
+    _cleanup_free_ char *root = NULL;
+    bool runs = false;
+    if (home_root(&root, NULL) == 0) {
+        runs = doctor_accel(r, root, tcg, kvm);
+        doctor_bundle(r, root);
+    } else {
         doctor_add(r, "qemu acceleration", CHECK_WARN,
-                   xasprintf("KVM: /dev/kvm: %s", strerror(kvm)),
-                   xstrdup("on a host without KVM, " ACCEL_ENV "=tcg runs qemu emulated"));
-    else
-        doctor_add(r, "qemu acceleration", CHECK_OK,
-                   xstrdup("KVM: /dev/kvm opens (whether it runs a standard guest kernel is not "
-                           "probed yet)"),
-                   NULL);
-    return ok && (tcg || !kvm);
+                   xstrdup("not probed: no bluebox home (set HOME or BLUEBOX_HOME)"), NULL);
+    }
+    return ok && runs;
 }
 
 static const char *qemu_posture_head(void)

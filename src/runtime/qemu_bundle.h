@@ -21,9 +21,13 @@ const char *qemu_bios_path(void);
  * /lib/modules/<its release>. */
 int qemu_kernel_find(char **ret_kernel, char **ret_modules, bb_error **err);
 
-/* Make (or find) the bundle for the current inputs and return its path. */
+/* Make (or find) the bundle for the current inputs and return its path. This process then
+ * holds it in use until it exits (so does bluebox-vmm in each container that mounts it); a
+ * newly made bundle replaces the old ones nothing holds (they are about 120 MB each). */
 int qemu_bundle_ensure(const char *home_root, const char *vmm_path, const char *guest_bin,
                        char **ret_dir, bb_error **err);
 /* The hash that names the bundle (for the isolation check's runtime fingerprint). */
 int qemu_bundle_fingerprint(const char *vmm_path, const char *guest_bin, uint64_t *ret,
                             bb_error **err);
+/* How many qemu bundles `<home_root>/vmm/` holds and their size on disk. */
+void qemu_bundle_usage(const char *home_root, int *ret_n, long long *ret_bytes);

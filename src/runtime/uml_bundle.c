@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -521,6 +522,7 @@ static void tmpdir_cleanup(char **p)
 }
 
 static int write_initrd(int dirfd, const plan *p, bb_error **err);
+static bool stale_tmp(int dfd, const char *name);
 static void write_vmlinux(int dirfd, const plan *p);
 
 static int build(const plan *p, const char *parent, const char *dir, bb_error **err)
@@ -560,16 +562,89 @@ static int build(const plan *p, const char *parent, const char *dir, bb_error **
     return bb_fail_errno(err, errno, "cannot move the VMM bundle into place at %s", dir);
 }
 
+/* A bundle in use is one whose INUSE_FILE someone holds a shared flock on: bluebox from the
+ * moment it picks the bundle until it exits (a run's whole life, an up until its agent
+ * answers), and bluebox-vmm in the container for the container's whole life (vmm.c). Pruning
+ * removes only a bundle whose exclusive lock it gets, and holds that lock while it removes
+ * it; a bluebox that then gets its shared lock on a removed bundle sees it gone (no links)
+ * and builds it anew. Every bundle holds bluebox-vmm. */
+#define INUSE_FILE "bluebox-vmm"
+
+/* This process's holds (fds kept open until it exits), by bundle path. */
+static strv held_dirs;
+
+/* 1: held (or holding is not possible: nothing to prune it then either, see prune_qemu);
+ * 0: the bundle went away meanwhile, build it again. */
+static int hold(const char *dir)
+{
+    for (size_t i = 0; i < held_dirs.n; i++)
+        if (streq(held_dirs.v[i], dir))
+            return 1;
+    _cleanup_free_ char *f = path_join(dir, INUSE_FILE);
+    int fd = open(f, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT && !is_dir(dir) ? 0 : 1;
+    while (flock(fd, LOCK_SH) < 0 && errno == EINTR)
+        ;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || st.st_nlink == 0 || !is_dir(dir)) {
+        close(fd);
+        return 0;
+    }
+    strv_add(&held_dirs, dir); /* fd stays open, O_CLOEXEC: the hold lasts until we exit */
+    return 1;
+}
+
+/* Remove the qemu bundles other than `keep` (a name in `parent`) that nothing uses, and
+ * builders' temporary directories older than an hour. Best effort: a bundle left behind is
+ * disk space, never a failed launch. */
+static void prune_qemu(const char *parent, const char *keep)
+{
+    _cleanup_close_ int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_strv_ strv names = {0};
+    if (dfd < 0 || list_dir_at(dfd, &names, NULL) < 0)
+        return;
+    for (size_t i = 0; i < names.n; i++) {
+        const char *n = names.v[i];
+        if (strncmp(n, ".qemu-", 6) == 0 && strstr(n, ".tmp-") && stale_tmp(dfd, n)) {
+            (void)rm_rf_at(dfd, n, NULL);
+            continue;
+        }
+        if (strncmp(n, "qemu-", 5) != 0 || streq(n, keep))
+            continue;
+        _cleanup_free_ char *f = xasprintf("%s/%s", n, INUSE_FILE);
+        _cleanup_close_ int fd = openat(dfd, f, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0)
+            continue; /* a sandbox runs from it, or one is about to */
+        if (fd < 0 && errno != ENOENT)
+            continue;
+        (void)rm_rf_at(dfd, n, NULL);
+    }
+}
+
 static int ensure(const char *home_root, const plan *p, char **ret_dir, bb_error **err)
 {
     _cleanup_free_ char *parent = path_join(home_root, "vmm");
-    _cleanup_free_ char *dir =
-        xasprintf("%s/%s-%016llx", parent, p->qemu ? "qemu" : "uml", (unsigned long long)p->hash);
-    if (!is_dir(dir)) {
-        if (mkdir_p(home_root, HOME_DIR_MODE, err) < 0 || mkdir_p(parent, 0755, err) < 0 ||
-            build(p, parent, dir, err) < 0)
-            return -1;
+    const char *kind = p->qemu ? "qemu" : "uml";
+    _cleanup_free_ char *name = xasprintf("%s-%016llx", kind, (unsigned long long)p->hash);
+    _cleanup_free_ char *dir = path_join(parent, name);
+    bool built = false;
+    for (int tries = 0;; tries++) {
+        if (!is_dir(dir)) {
+            if (mkdir_p(home_root, HOME_DIR_MODE, err) < 0 || mkdir_p(parent, 0755, err) < 0 ||
+                build(p, parent, dir, err) < 0)
+                return -1;
+            built = true;
+        }
+        /* A uml bundle is about 20 MB and stays; a qemu one is about 120 MB, so each new one
+         * replaces the old ones nothing uses. */
+        if (!p->qemu || hold(dir) == 1)
+            break;
+        if (tries == 3)
+            return bb_fail(err, EAGAIN, "the VMM bundle %s keeps disappearing", dir);
     }
+    if (built && p->qemu)
+        prune_qemu(parent, name);
     *ret_dir = steal_pointer(&dir);
     return 0;
 }
@@ -928,4 +1003,30 @@ int qemu_bundle_fingerprint(const char *vmm_path, const char *guest_bin, uint64_
         return -1;
     *ret = p.hash;
     return 0;
+}
+
+void qemu_bundle_usage(const char *home_root, int *ret_n, long long *ret_bytes)
+{
+    _cleanup_free_ char *parent = path_join(home_root, "vmm");
+    _cleanup_close_ int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_strv_ strv names = {0};
+    *ret_n = 0;
+    *ret_bytes = 0;
+    if (dfd < 0 || list_dir_at(dfd, &names, NULL) < 0)
+        return;
+    for (size_t i = 0; i < names.n; i++) {
+        _cleanup_close_ int bfd =
+            strncmp(names.v[i], "qemu-", 5) == 0
+                ? openat(dfd, names.v[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                : -1;
+        _cleanup_strv_ strv files = {0};
+        if (bfd < 0 || list_dir_at(bfd, &files, NULL) < 0)
+            continue;
+        (*ret_n)++;
+        for (size_t j = 0; j < files.n; j++) {
+            struct stat st;
+            if (fstatat(bfd, files.v[j], &st, AT_SYMLINK_NOFOLLOW) == 0)
+                *ret_bytes += (long long)st.st_blocks * 512;
+        }
+    }
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -949,6 +950,12 @@ int main(int argc, char **argv)
     vmm_net *net = net_setup(getenv(ABI_ENV_NETWORK), getenv(ABI_ENV_FORWARD), &vmm_secrets,
                              qemu_mode() ? NET_LINK_STREAM : NET_LINK_BESS);
     _cleanup_free_ char *dir = vmm_dir();
+    /* Our bundle is in use while we live: bluebox removes an old one only when it can lock
+     * this file exclusively (runtime/uml_bundle.c). The fd stays open, unread. */
+    _cleanup_free_ char *inuse = xasprintf("%s/bluebox-vmm", dir);
+    int inuse_fd = open(inuse, O_RDONLY | O_CLOEXEC);
+    if (inuse_fd >= 0)
+        (void)flock(inuse_fd, LOCK_SH);
     disk_limit disk;
     const char *why = NULL;
     if (!disk_limit_init(&disk, &why))
