@@ -51,6 +51,11 @@ static int setup(void **s)
         "mods/kernel/fs/fuse/virtiofs.ko",
         "mods/kernel/fs/overlayfs/overlay.ko",
         "mods/kernel/drivers/firmware/qemu_fw_cfg.ko",
+        "mods/kernel/drivers/block/virtio_blk.ko",
+        "mods/kernel/drivers/char/virtio_console.ko",
+        "mods/kernel/net/core/failover.ko",
+        "mods/kernel/drivers/net/net_failover.ko",
+        "mods/kernel/drivers/net/virtio_net.ko",
     };
     for (size_t i = 0; i < ELEMENTSOF(files); i++)
         touch(files[i]);
