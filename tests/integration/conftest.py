@@ -12,7 +12,8 @@
 Parallel runs (pytest-xdist, `-n 2 --dist loadgroup`, scripts/check.sh): every test here is
 put in the xdist group of its module unless it names one itself, so a module runs on one
 worker (its module- and session-scoped VMs are booted once) and modules run side by side.
-Tests that need the same fixed host resource name one group (backends.HOST_PORT_80 …).
+A test that needs a fixed host resource waits for it (the DNS spies on port 53) or names a
+group of its own with @pytest.mark.xdist_group(...)
 """
 import os
 from pathlib import Path
@@ -33,6 +34,8 @@ def bluebox_bin():
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "backends(*names): the VM backends a test taking `backend` runs on")
+    # (pytest-xdist registers it too; without xdist the groups are only unused marks)
+    config.addinivalue_line("markers", "xdist_group(name): tests xdist runs on one worker")
 
 
 def pytest_generate_tests(metafunc):
