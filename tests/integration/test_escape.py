@@ -77,6 +77,7 @@ class Suite:
         extra = {"TMPDIR": str(self.tmp)}
         if backend == "qemu":
             extra["BLUEBOX_QEMU_ACCEL"] = backends.QEMU_ACCEL
+            timeout = max(timeout, 1500)  # every check boots afresh (no up yet), under TCG
         if only:
             extra["BLUEBOX_ESCAPE_ONLY"] = only
         binary = self.bin
