@@ -12,11 +12,18 @@
 # BLUEBOX_MUST_RUN=1 (set by .ci/run, as bubblewrap's BWRAP_MUST_WORK): a skipped pytest test
 # is a failure unless ALLOWED_SKIPS below names it with its reason, and so is a tier that did
 # not run. Without it a skip is counted and shown, not failed.
+#
+# The pytest tiers run on BLUEBOX_TEST_WORKERS pytest-xdist workers (default 2, this CI
+# machine's cores; 1 runs them in one process): `--dist loadgroup`, where each integration
+# module is one group (tests/integration/conftest.py), so a module's shared VMs boot once and
+# tests that need one fixed host resource share a group. qemu tests run with TCG here
+# (BLUEBOX_TEST_QEMU_ACCEL, default tcg; tests/integration/backends.py).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 ASAN_BUILD=${ASAN_BUILD:-build-asan}
 MUST_RUN=${BLUEBOX_MUST_RUN:-0}
+WORKERS=${BLUEBOX_TEST_WORKERS:-2}
 fuzz=1
 asan=1
 integration=1
@@ -84,14 +91,28 @@ allowed_skip() {
     return 1
 }
 
+# XDIST: pytest's arguments for BLUEBOX_TEST_WORKERS workers (none for 1). Without
+# pytest-xdist (scripts/deps.sh installs it) the tiers run in one process, and say so; under
+# BLUEBOX_MUST_RUN that is a failure, as a CI machine must have it.
+XDIST=""
+if [ "$WORKERS" -gt 1 ] 2>/dev/null; then
+    if /usr/bin/python3 -c 'import xdist' 2>/dev/null; then
+        XDIST="-n $WORKERS --dist loadgroup"
+    else
+        echo "bluebox: pytest-xdist is missing (scripts/deps.sh): the pytest tiers run in one process"
+        [ "$MUST_RUN" = 1 ] && broken="$broken xdist"
+    fi
+fi
+
 # pytest_tier BUILD TIER-NAME PATH...: pytest over PATHs against BUILD/bluebox.
 pytest_tier() {
     local build=$1 name=$2 out summary p f s line n
     shift 2
-    note "$name (pytest, $build)"
+    note "$name (pytest, $build${XDIST:+, $WORKERS workers})"
     out="$log/pytest-$(basename "$build").out"
+    # shellcheck disable=SC2086  # XDIST is several words
     BLUEBOX_TEST_DEBIAN=${BLUEBOX_TEST_DEBIAN:-1} BLUEBOX_BIN="$PWD/$build/bluebox" \
-        /usr/bin/python3 -m pytest -q -rfEs -p no:cacheprovider --basetemp="$log/pytest-$(basename "$build")" "$@" \
+        /usr/bin/python3 -m pytest -q -rfEs -p no:cacheprovider $XDIST --basetemp="$log/pytest-$(basename "$build")" "$@" \
         2>&1 | tee "$out" | grep -v '^SKIPPED \[' | tail -n 30
     summary=$(grep -E '^=*ERROR|[0-9]+ (passed|failed)' "$out" | tail -n1)
     p=$(grep -Eo '[0-9]+ passed' <<<"$summary" | grep -Eo '[0-9]+')

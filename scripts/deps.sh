@@ -8,7 +8,7 @@ libclang-rt-14-dev llvm
 libyaml-dev libjansson-dev libarchive-dev libcmocka-dev libevent-dev libssl-dev
 libacl1-dev libxml2-dev liblzma-dev libzstd-dev liblz4-dev libbz2-dev zlib1g-dev
 libnettle8 nettle-dev libicu-dev
-python3 python3-pytest
+python3 python3-pytest python3-pytest-xdist
 bash-completion zsh fish tmux shellcheck zstd debootstrap
 podman runc uidmap slirp4netns fuse-overlayfs
 user-mode-linux libslirp-dev busybox-static e2fsprogs

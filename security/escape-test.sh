@@ -3,12 +3,15 @@
 # confinement read back from outside. Black-box: it drives a bluebox binary with a private
 # BLUEBOX_HOME and throwaway sandboxes, and looks at /proc and `podman inspect` on the host.
 #
-#   security/escape-test.sh <bluebox> <strict|standard> <uml|krun>
+#   security/escape-test.sh <bluebox> <strict|standard> <uml|krun|qemu>
 #
 # Prints PASS / FAIL / WARN / SKIP per check, then `no escapes.` or `N check(s) failed.`
 # Exit: 0 no FAIL, 1 any FAIL, 2 setup error (nothing was tested). Everything it made is
 # removed on exit, also when interrupted. Run it as the user whose sandboxes it should test
 # (as a rootless user for strict). SECURITY.md maps each check to the claim it tests.
+# A check that needs what the backend does not have yet (the qemu backend's refusals: "… is
+# not on the qemu backend yet", "… the qemu backend does not have yet") is a SKIP that quotes
+# the refusal, decided by asking bluebox, so it runs as soon as the backend has it.
 #
 # Environment:
 #   BLUEBOX_ESCAPE_ONLY=a,b   run only these checks (ids as printed)
@@ -20,6 +23,8 @@
 #   BLUEBOX_ESCAPE_RESPONSIVE_MS=N  threshold for the host's `ls /` during the bomb (1000)
 #   BLUEBOX_ESCAPE_DEBUG=1    print what the egress checks' guest printed, and their log
 #   TMPDIR                    where the work directory goes (default /tmp)
+#   BLUEBOX_QEMU_ACCEL=tcg    qemu with TCG, where KVM cannot run a guest (the suite never
+#                             sets it: without it, qemu means KVM)
 set -u
 umask 022
 PATH=${PATH:-/usr/local/bin:/usr/bin:/bin}
@@ -30,7 +35,7 @@ usage() {
 }
 [ $# -eq 3 ] || usage
 case $2 in strict | standard) ;; *) usage ;; esac
-case $3 in uml | krun) ;; *) usage ;; esac
+case $3 in uml | krun | qemu) ;; *) usage ;; esac
 BIN=$(command -v "$1" 2>/dev/null) || BIN=$1
 case $BIN in /*) ;; *) BIN=$PWD/$BIN ;; esac
 MODE=$2
@@ -56,6 +61,14 @@ want_any() {
 setup_error() {
     echo "escape-test: setup error: $*" >&2
     exit 2
+}
+# not_yet OUTPUT: bluebox's refusal in OUTPUT of something the backend does not have yet
+# (qemu's first stages), without its "bluebox: " prefix; nothing when OUTPUT has none
+not_yet() {
+    [ "$BACKEND" = qemu ] || return 0
+    grep -Em1 'not on the qemu backend yet|the qemu backend (does not have|cannot)|needs? backend: uml for now' <<<"$1" |
+        sed 's/^bluebox: //; s/^built, but isolation is not verified: //
+             s/^could not boot the sandbox on qemu for the isolation check: //'
 }
 
 # ---------------------------------------------------------------- cleanup
@@ -152,17 +165,38 @@ define() {
     NAMES+=("$1")
     printf '%s\n' "$2" >"$BLUEBOX_HOME/sandboxes/$1/Bluefile"
 }
-define "$A" "base: $IMAGE
+# define_a NETWORK: sandbox A's Bluefile
+define_a() {
+    local body="base: $IMAGE
 backend: $BACKEND
 ram_mib: 256
-network: bridge
+network: $1
 readonly: true
 timeout_seconds: 300
 $ISO
 mounts:
   - {host: $WORK/ro, guest: /ro, mode: ro}$RW_MOUNT"
+    if [ -d "$BLUEBOX_HOME/sandboxes/$A" ]; then
+        printf '%s\n' "$body" >"$BLUEBOX_HOME/sandboxes/$A/Bluefile"
+    else
+        define "$A" "$body"
+    fi
+}
+define_a bridge
 HOME_ID=$("$BIN" env "$A" 2>/dev/null | sed -n "s/^BLUEBOX_IMAGE='.*:\([0-9a-f]\{12\}\)'\$/\1/p")
-BUILD_OUT=$("$BIN" build "$A" 2>&1) || {
+# NO_BRIDGE: why the checks that need a bridge guest (loopback, host-gateway, lan, metadata,
+# dns-exfil, sni-fronting, secret-in-guest) cannot run on this backend yet; A is then
+# network: none, and every other check runs in it as usual
+NO_BRIDGE=""
+BUILD_OUT=$("$BIN" build "$A" 2>&1)
+build_rc=$?
+NO_BRIDGE=$(not_yet "$BUILD_OUT")
+if [ -n "$NO_BRIDGE" ]; then
+    define_a none
+    BUILD_OUT=$("$BIN" build "$A" 2>&1)
+    build_rc=$?
+fi
+[ "$build_rc" = 0 ] || {
     printf '%s\n' "$BUILD_OUT" | tail -n 20 >&2
     setup_error "bluebox build $A failed"
 }
@@ -172,6 +206,7 @@ LIMITS_CLAIMED=1
 
 echo "bluebox escape test: $BIN · $MODE · $BACKEND · uid $ME · $(uname -r)"
 echo "posture: ${POSTURE:-?}"
+[ -z "$NO_BRIDGE" ] || echo "network: none (a bridge guest's checks are skipped: $NO_BRIDGE)"
 
 # have CMD...: does this bluebox implement the command (help exits 0 only when it does)?
 have() { "$BIN" "$@" --help >/dev/null 2>&1; }
@@ -187,6 +222,7 @@ in_guest() {
 }
 TOKEN=""
 AGENT_PORT=""
+NO_UP="" # why up (the agent) cannot run on this backend yet: the checks that need it skip
 if have up && have exec; then
     if up_out=$("$BIN" up "$A" 2>&1); then
         UP=1
@@ -194,6 +230,8 @@ if have up && have exec; then
         TOKEN=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$state" 2>/dev/null)
         AGENT_PORT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["address"].rsplit(":",1)[1])' "$state" 2>/dev/null)
         echo "guest commands: bluebox exec on an up sandbox"
+    elif NO_UP=$(not_yet "$up_out") && [ -n "$NO_UP" ]; then
+        echo "guest commands: bluebox run ($NO_UP)"
     else
         warn up "bluebox up $A failed, falling back to bluebox run: $(printf '%s' "$up_out" | tail -n1)"
     fi
@@ -242,7 +280,7 @@ EOF
     : >"$WORK/server.log"
 }
 PORT=""
-want loopback && start_server
+want loopback && [ -z "$NO_BRIDGE" ] && start_server
 
 # The host as a bridge guest finds it: TCP servers on podman's bridge gateway (host-gateway)
 # and on the host's own LAN address (lan), each logging every connection it accepts.
@@ -303,7 +341,7 @@ EOF
     done
     : >"$WORK/net.log"
 }
-want_any host-gateway lan && start_net_servers
+want_any host-gateway lan && [ -z "$NO_BRIDGE" ] && start_net_servers
 
 # ---------------------------------------------------------------- the guest's attempts
 # One boot runs every in-guest attempt; each prints a "== section" and, where it got
@@ -357,6 +395,15 @@ mount -o remount,rw / 2>/dev/null
 for f in /esc-root2 /etc/esc-root2; do
     (: > "\$f") 2>/dev/null && echo "WROTE \$f after a remount"
 done
+# qemu: the root's lower layer is the file server's read-only export (virtio-fs tag bbroot);
+# guest root mounts it again by hand, read-write, and writes
+mkdir -p /tmp/esc-v
+if mount -t virtiofs bbroot /tmp/esc-v 2>/dev/null; then
+    mount -o remount,rw /tmp/esc-v 2>/dev/null
+    (: > /tmp/esc-v/esc-root3) 2>/dev/null && echo "WROTE /esc-root3 through virtio-fs bbroot"
+    (: >> /tmp/esc-v/etc/passwd) 2>/dev/null && echo "WROTE /etc/passwd through virtio-fs bbroot"
+    umount /tmp/esc-v
+fi
 echo "== ro-mount"
 (: >> /ro/in) 2>/dev/null && echo "WRITABLE /ro/in"
 (echo x > /ro/esc-new) 2>/dev/null && echo "WROTE /ro/esc-new"
@@ -375,6 +422,17 @@ for p in /proc / /.bluebox /.. /data/../.. /.bluebox/../proc; do
         procview /tmp/esc-h/proc "hostfs \$p, proc/"
         umount /tmp/esc-h
     fi
+done
+# every file-server device by hand (qemu's root is bbroot; /data and mounts are bbfsN): the
+# container's /proc and bluebox's own directory are not in any of them
+for t in bbroot bbfs0 bbfs1 bbfs2 bbfs3; do
+    mount -t virtiofs \$t /tmp/esc-h 2>/dev/null || continue
+    procview /tmp/esc-h "virtio-fs \$t"
+    procview /tmp/esc-h/proc "virtio-fs \$t, proc/"
+    for f in /tmp/esc-h/.bluebox/bluebox /tmp/esc-h/.bluebox/vmm/*; do
+        [ -s "\$f" ] && echo "REACHED \$f through virtio-fs \$t" # (not podman's empty mountpoint)
+    done
+    umount /tmp/esc-h
 done
 mount --bind / /tmp/esc-r 2>/dev/null && procview /tmp/esc-r/proc "bind mount of /, proc/"
 echo "== agent-binary"
@@ -542,15 +600,19 @@ check_dev_kvm() {
         fail dev-kvm "the guest sees a KVM device: $h"
         return
     fi
-    if [ "$BACKEND" = uml ] && [ -n "${VMM_CID:-}" ]; then
+    # the VMM's container holds /dev/kvm only where the VM runs on KVM (krun, qemu (KVM))
+    local emulated=0
+    [ "$BACKEND" = uml ] && emulated=1
+    [ "$BACKEND" = qemu ] && [[ $POSTURE == *"qemu (TCG"* ]] && emulated=1
+    if [ "$emulated" = 1 ] && [ -n "${VMM_CID:-}" ]; then
         devs=$(podman inspect --format '{{range .HostConfig.Devices}}{{.PathOnHost}}:{{.PathInContainer}} {{end}}' "$VMM_CID" 2>/dev/null)
         if [[ $devs == *kvm* ]]; then
-            fail dev-kvm "the uml VMM's container was given a KVM device: $devs"
+            fail dev-kvm "the $BACKEND VMM's container was given a KVM device: $devs"
             return
         fi
     fi
     local also=""
-    [ "$BACKEND" = uml ] && [ -n "${VMM_CID:-}" ] && also=" or in the uml VMM container"
+    [ "$emulated" = 1 ] && [ -n "${VMM_CID:-}" ] && also=" or in the $BACKEND VMM container"
     pass dev-kvm "no /dev/kvm in the guest$also"
 }
 
@@ -712,6 +774,10 @@ check_token() {
         skip token "up not available"
         return
     fi
+    if [ -n "$NO_UP" ]; then
+        skip token "$NO_UP"
+        return
+    fi
     if [ "$UP" != 1 ] || [ -z "$TOKEN" ]; then
         warn token "cannot check: the sandbox is not up or its state has no token"
         return
@@ -835,6 +901,16 @@ attach_vmm() {
         "$BIN" run "$A" -- sh -c "cat /data/esc-abs /data/esc-rel /data/esc-dir/secret 2>/dev/null; echo ready; sleep 120" \
             </dev/null >"$WORK/second.out" 2>&1 &
         BG_PIDS+=($!)
+        # its guest is up: the container found below is the one running it, not a probe of
+        # bluebox's isolation check (a re-verification boots one first) on its way out
+        local _
+        for _ in $(seq 600); do
+            grep -q ready "$WORK/second.out" 2>/dev/null && break
+            kill -0 "${BG_PIDS[-1]}" 2>/dev/null || break
+            sleep 0.2
+        done
+        grep -q ready "$WORK/second.out" 2>/dev/null ||
+            setup_error "the second boot of $A did not come up: $(tail -n 2 "$WORK/second.out" | paste -sd ' ')"
     fi
     found=$(find_container "$A" "$old") || setup_error "no running container for $A"
     read -r VMM_CID VMM_PID <<<"$found"
@@ -956,10 +1032,14 @@ if want_any "${VMM_CHECKS[@]}" dev-kvm token symlinks; then
 fi
 
 want kernel && check_kernel
-want loopback && check_loopback
-want host-gateway && check_egress host-gateway "$NET_GW" "$NET_GW_PORT" "podman's bridge gateway (the host)"
-want lan && check_egress lan "$NET_LAN" "$NET_LAN_PORT" "the host's LAN address"
-want metadata && check_egress metadata 169.254.169.254 80 "the cloud metadata address"
+if [ -n "$NO_BRIDGE" ]; then
+    for c in loopback host-gateway lan metadata; do want "$c" && skip "$c" "$NO_BRIDGE"; done
+else
+    want loopback && check_loopback
+    want host-gateway && check_egress host-gateway "$NET_GW" "$NET_GW_PORT" "podman's bridge gateway (the host)"
+    want lan && check_egress lan "$NET_LAN" "$NET_LAN_PORT" "the host's LAN address"
+    want metadata && check_egress metadata 169.254.169.254 80 "the cloud metadata address"
+fi
 want host-files && check_host_files
 want symlinks && check_symlinks
 want dotdot && check_dotdot
@@ -968,8 +1048,8 @@ want ro-root && check_no_hits ro-root '^WROTE' "the read-only root took a write"
     "readonly: true refuses writes, also after a remount in the guest"
 want ro-mount && check_ro_mount
 want vmm-fs && check_no_hits vmm-fs '^REACHED' \
-    "guest root reaches the VMM's side (the container's /proc)" \
-    "no hostfs or bind mount reaches the VMM's /proc"
+    "guest root reaches the VMM's side (the container's /proc or bluebox's directory)" \
+    "no hostfs, virtio-fs or bind mount reaches the VMM's /proc"
 want agent-binary && check_no_hits agent-binary '^WRITABLE' "the guest can open for writing" \
     "/.bluebox/bluebox and the VMM bundle cannot be opened for writing"
 want dev-kvm && check_dev_kvm
@@ -1014,11 +1094,19 @@ backend: $BACKEND
 ram_mib: 256
 $ISO"
     if ! out=$("$BIN" build "$p" 2>&1) || ! out=$("$BIN" fork "$p" "$f" 2>&1); then
+        local gap
+        gap=$(not_yet "$out")
+        [ -n "$gap" ] && { skip fork "$gap"; return; }
         fail fork "bluebox build/fork $p failed: $(printf '%s' "$out" | tail -n1)"
         return
     fi
     NAMES=("$f" "${NAMES[@]}")
     out=$("$BIN" run "$f" -- sh -c "$(fork_script)" </dev/null 2>&1)
+    if [ -n "$(not_yet "$out")" ]; then
+        skip fork "$(not_yet "$out")"
+        "$BIN" destroy "$f" -y >/dev/null 2>&1
+        return
+    fi
     if [[ $out == *WROTE* ]] || [ -e "$data/esc-fork-wrote" ] || [ -e "$data/esc-fork-link" ]; then
         fail fork "the fork's guest wrote the parent's /data: $(printf '%s' "$out" | grep WROTE | head -n1)"
         return
@@ -1036,7 +1124,7 @@ $ISO"
     "$BIN" destroy "$f" -y >/dev/null 2>&1
 }
 if want fork; then
-    if [ "$BACKEND" = uml ] && have fork; then check_fork; else skip fork "forks need the uml backend"; fi
+    if [ "$BACKEND" != krun ] && have fork; then check_fork; else skip fork "forks need the uml or qemu backend"; fi
 fi
 # ---------------------------------------------------------------- warm pool
 # Pool P keeps two VMs booted (warm: 2). A run served by one of them must not reach the other
@@ -1099,7 +1187,13 @@ $ISO"
     "$BIN" destroy "$p" -y >/dev/null 2>&1
 }
 if want pool; then
-    if [ "$BACKEND" = uml ] && have pool; then check_pool; else skip pool "the warm pool is tested on the uml backend"; fi
+    if [ -n "$NO_UP" ]; then
+        skip pool "the warm pool keeps up sandboxes: $NO_UP"
+    elif [ "$BACKEND" != krun ] && have pool; then
+        check_pool
+    else
+        skip pool "the warm pool is tested on the uml and qemu backends"
+    fi
 fi
 # ---------------------------------------------------------------- egress by name
 # Sandbox E runs with allowlists and the apt mirror this machine uses (read from apt's sources:
@@ -1138,17 +1232,26 @@ ram_mib: 256
 network: bridge
 $ISO
 allow:$list" >"$BLUEBOX_HOME/sandboxes/$E/Bluefile"
-    out=$("$BIN" build "$E" 2>&1) || setup_error "bluebox build $E failed: $(tail -n1 <<<"$out")"
+    out=$("$BIN" build "$E" 2>&1) && return
+    EGRESS_GAP=$(not_yet "$out")
+    [ -n "$EGRESS_GAP" ] || setup_error "bluebox build $E failed: $(tail -n1 <<<"$out")"
 }
+EGRESS_GAP=
 # net_log FILE: a connection log as this user can read it (strict: the sandbox's root owns it)
 net_log() {
     if [ "$ME" = 0 ]; then cat "$1" 2>/dev/null; else podman unshare cat "$1" 2>/dev/null; fi
 }
 egress_checks() {
     local host out log
-    if [ "$BACKEND" != uml ]; then
-        want dns-exfil && skip dns-exfil "egress by name is enforced by bluebox-vmm (uml) only"
-        want sni-fronting && skip sni-fronting "egress by name is enforced by bluebox-vmm (uml) only"
+    local gap="" c
+    [ "$BACKEND" = krun ] && gap="egress by name is enforced by bluebox-vmm (uml, qemu) only"
+    [ -n "$NO_BRIDGE" ] && gap=$NO_BRIDGE
+    if [ -z "$gap" ] && [ "$BACKEND" = qemu ]; then
+        egress_box allowed.invalid
+        gap=$EGRESS_GAP
+    fi
+    if [ -n "$gap" ]; then
+        for c in dns-exfil sni-fronting; do want "$c" && skip "$c" "$gap"; done
         return
     fi
     host=$(apt_mirror_host)
@@ -1223,6 +1326,14 @@ dd if=/dev/zero of=/root/$MARK.big bs=1M count=16 2>/dev/null
 if mount -t hostfs none /tmp/esc-h -o / 2>/dev/null; then
     for f in /tmp/esc-h/$MARK /tmp/esc-h/etc/$MARK /tmp/esc-h/usr/$MARK /tmp/esc-h/.bluebox/$MARK; do
         (echo x > "\$f") 2>/dev/null && echo "WROTE \$f through hostfs"
+    done
+    umount /tmp/esc-h
+fi
+# qemu: the container's root as the file server exports it (tag bbroot), remounted rw
+if mount -t virtiofs bbroot /tmp/esc-h 2>/dev/null; then
+    mount -o remount,rw /tmp/esc-h 2>/dev/null
+    for f in /tmp/esc-h/$MARK /tmp/esc-h/etc/$MARK /tmp/esc-h/usr/$MARK /tmp/esc-h/.bluebox/$MARK; do
+        (echo x > "\$f") 2>/dev/null && echo "WROTE \$f through virtio-fs bbroot"
     done
     umount /tmp/esc-h
 fi
@@ -1301,7 +1412,7 @@ check_root_disk() {
     elif [ -z "$ROOT_UPPER" ]; then
         warn root-disk "nothing written was seen, but the container's overlay upper directory is unknown"
     else
-        pass root-disk "writes to / /tmp /home /var /root /etc stay off the host disk; hostfs of / is read-only"
+        pass root-disk "writes to / /tmp /home /var /root /etc stay off the host disk; hostfs or virtio-fs of / is read-only"
     fi
 }
 
@@ -1414,7 +1525,7 @@ want fork-bomb && check_fork_bomb
 # store would have: its down and destroy must leave this home's running VM and its image.
 check_home_isolation() {
     if [ "$UP" != 1 ]; then
-        skip home-isolation "needs an up sandbox (bluebox up failed or is not available)"
+        skip home-isolation "needs an up sandbox (${NO_UP:-bluebox up failed or is not available})"
         return
     fi
     local other=$WORK/home2 vm image out
@@ -1444,8 +1555,8 @@ want home-isolation && check_home_isolation
 # (disk use too), what was written before must survive, and /data must be that disk.
 check_data_limit() {
     local dl=$BASE_NAME-dl out img size used keep limit=$((16 << 20))
-    if [ "$BACKEND" != uml ]; then
-        skip data-limit "data_limit is attached by the uml backend only, for now"
+    if [ "$BACKEND" = krun ]; then
+        skip data-limit "data_limit is attached by the uml and qemu backends only"
         return
     fi
     define "$dl" "base: $IMAGE
@@ -1454,6 +1565,7 @@ ram_mib: 256
 data_limit: 16M
 $ISO"
     out=$("$BIN" build "$dl" 2>&1) || {
+        [ -n "$(not_yet "$out")" ] && { skip data-limit "$(not_yet "$out")"; return; }
         fail data-limit "a sandbox with data_limit: 16M cannot be built: $(tail -n1 <<<"$out")"
         return
     }
@@ -1469,7 +1581,12 @@ $ISO"
         mkdir -p /mnt/h && mount -t hostfs none /mnt/h -o /.bluebox 2>&1 &&
             dd if=/dev/zero of=/mnt/h/data.img bs=1M seek=64 count=1 conv=notrunc 2>&1 | tail -n1
         dd if=/dev/zero of=/dev/ubda bs=1M seek=16 count=8 2>&1 | tail -n1
+        dd if=/dev/zero of=/dev/vda bs=1M seek=16 count=8 2>&1 | tail -n1
         sync' </dev/null 2>&1)
+    if [ -n "$(not_yet "$out")" ]; then
+        skip data-limit "$(not_yet "$out")"
+        return
+    fi
     img=$BLUEBOX_HOME/disks/$dl.img
     size=$(stat -c %s "$img" 2>/dev/null || echo 0)
     used=$(($(stat -c %b "$img" 2>/dev/null || echo 0) * 512))
@@ -1550,7 +1667,7 @@ want vmm-log && check_vmm_log
 # as 4242 in the guest.
 USER_IMAGE=""
 check_image_user() {
-    if [ "$BACKEND" != uml ]; then
+    if [ "$BACKEND" = krun ]; then
         warn image-user "krun: the VMM runs as the image's USER and libkrun's virtio-fs writes as it (SECURITY.md, Modes and owners)"
         return
     fi
@@ -1615,8 +1732,12 @@ in_data() {
 }
 
 check_secret_in_guest() {
-    if [ "$BACKEND" != uml ]; then
-        skip secret-in-guest "uml only (the VMM's broker substitutes secrets)"
+    if [ "$BACKEND" = krun ]; then
+        skip secret-in-guest "uml and qemu only (bluebox-vmm's broker substitutes secrets)"
+        return
+    fi
+    if [ -n "$NO_BRIDGE" ]; then
+        skip secret-in-guest "$NO_BRIDGE"
         return
     fi
     local c=$BASE_NAME-s value out data cid="" where="" pid
@@ -1633,6 +1754,7 @@ secrets:
     from_env: BLUEBOX_ESCAPE_SECRET
     hosts: [api.escape.test]"
     if ! out=$(BLUEBOX_ESCAPE_SECRET=$value "$BIN" build "$c" 2>&1); then
+        [ -n "$(not_yet "$out")" ] && { skip secret-in-guest "$(not_yet "$out")"; return; }
         fail secret-in-guest "bluebox build failed: $(tail -n1 <<<"$out")"
         return
     fi
@@ -1710,12 +1832,14 @@ $ISO"
 }
 
 # A run whose output is 50 MiB: the sandbox's run log (and its rotations) stays small and
-# still holds the command line and the exit line.
+# still holds the command line and the exit line. (qemu: 4 MiB, four times the bound below:
+# its console is a serial line, which carries 50 MiB under TCG only in minutes.)
 check_run_log() {
     data_box
-    local out log=$BLUEBOX_HOME/logs/$D.log total=0 f s
-    out=$("$BIN" run "$D" -- sh -c 'head -c 52428800 /dev/zero' </dev/null 2>&1 >/dev/null) || {
-        fail run-log "bluebox run of 50 MiB of output failed: $(tail -n1 <<<"$out")"
+    local out log=$BLUEBOX_HOME/logs/$D.log total=0 f s mib=50
+    [ "$BACKEND" = qemu ] && mib=4
+    out=$("$BIN" run "$D" -- sh -c "head -c $((mib << 20)) /dev/zero" </dev/null 2>&1 >/dev/null) || {
+        fail run-log "bluebox run of $mib MiB of output failed: $(tail -n1 <<<"$out")"
         return
     }
     for f in "$log" "$log".*; do
@@ -1725,13 +1849,13 @@ check_run_log() {
     if [ ! -f "$log" ]; then
         fail run-log "no run log at $log"
     elif [ "$total" -gt $((1 << 20)) ]; then
-        fail run-log "a run that printed 50 MiB left $total bytes of run log in $BLUEBOX_HOME/logs"
-    elif ! grep -aqF 'head -c 52428800 /dev/zero' "$log"; then
+        fail run-log "a run that printed $mib MiB left $total bytes of run log in $BLUEBOX_HOME/logs"
+    elif ! grep -aqF "head -c $((mib << 20)) /dev/zero" "$log"; then
         fail run-log "the run log lost the command line"
     elif ! grep -aEq '^=== exit 0( |$)' "$log"; then
         fail run-log "the run log lost the exit line"
     else
-        pass run-log "a run that printed 50 MiB left $total bytes of run log, command line and exit line kept"
+        pass run-log "a run that printed $mib MiB left $total bytes of run log, command line and exit line kept"
     fi
 }
 

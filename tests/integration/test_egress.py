@@ -15,6 +15,7 @@ import stat
 import struct
 import subprocess
 import threading
+import time
 import uuid
 
 import pytest
@@ -112,7 +113,18 @@ class DnsSpy:
         ns = [ln.split()[1] for ln in open("/etc/resolv.conf") if ln.startswith("nameserver")]
         self.upstream = ns[0]
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind((addr, 53))
+        # Another test (a parallel pytest worker, or another session on this host) may hold
+        # the port for a few seconds: wait for it rather than fail (as test_agent's spy does).
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                self.sock.bind((addr, 53))
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.sock.close()
+                    raise
+                time.sleep(0.5)
         self.sock.settimeout(0.2)
         self.names = []
         self.stop = threading.Event()

@@ -1,12 +1,13 @@
 """The qemu backend (issue 19) end to end on real podman: build and its isolation check,
-run (output, exit codes, stdin byte-exact, timeout 124), the posture line, the guest's view
-(the image's owners, a read-only root, /data shared, nothing of the container's /.bluebox,
-/proc or /dev/kvm), and the first stage's refusals. Runs with TCG (BLUEBOX_QEMU_ACCEL=tcg)
+run (output, exit codes, timeout 124), the posture line, the guest's view (the image's
+owners, /data shared, nothing of the container's /.bluebox, /proc or /dev/kvm), and the first
+stage's refusals. What qemu shares with uml runs from the uml tests, parametrised by backend
+(conftest.py's `backend`): stdin byte-exact, /data, mounts and readonly in test_runtime.py,
+terminals and stdin in test_uml_stdio.py, the escape suite in test_escape.py. Runs with TCG (BLUEBOX_QEMU_ACCEL=tcg)
 unless BLUEBOX_TEST_QEMU_ACCEL says kvm (a host where KVM runs a standard guest). Needs root,
 podman, build/bluebox-vmm, qemu-system-x86 and a kernel (scripts/deps.sh installs Debian's
 cloud kernel); skipped with the reason otherwise, which fails CI (BLUEBOX_MUST_RUN)."""
 import glob
-import hashlib
 import os
 import shutil
 import time
@@ -71,13 +72,6 @@ def test_run_output_exit_code_and_posture(home, box):
     assert containers_of(box) == []
 
 
-def test_stdin_arrives_byte_exact(home, box):
-    data = os.urandom(256 * 1024)
-    r = home("run", box, "--", "sha256sum", input=data)
-    assert r.returncode == 0, r
-    assert r.stdout.split()[0].decode() == hashlib.sha256(data).hexdigest(), r
-
-
 def test_timeout_is_124_and_leaves_nothing(home):
     name = home.sandbox(f"qemuto-{os.getpid()}", bluefile("timeout_seconds: 3\n"))
     assert home("build", name).returncode == 0
@@ -113,35 +107,9 @@ def test_guest_view(home, box):
     assert r.returncode != 0, r  # the last run's root layer is gone
 
 
-def test_readonly_root(home):
-    name = home.sandbox(f"qemuro-{os.getpid()}", bluefile("readonly: true\n"))
-    assert home("build", name).returncode == 0
-    r = home("run", name, "--", "sh", "-c", "touch /x 2>&1; echo t > /tmp/t && cat /tmp/t")
-    assert r.returncode == 0, r
-    assert b"Read-only file system" in r.stdout and b"t\n" in r.stdout, r
-
-
 def test_refusals(home):
     name = home.sandbox(f"qemuno-{os.getpid()}", bluefile())
     assert home("build", name).returncode == 0
     r = home("run", name, "--", "true", env={"BLUEBOX_QEMU_ACCEL": "emulate"})
     assert r.returncode != 0 and b"BLUEBOX_QEMU_ACCEL must be kvm or tcg" in r.stderr, r
     assert containers_of(name) == []
-
-
-def test_directory_mounts(home, tmp_path):
-    """Declared mounts are file-server exports on qemu: read-only ones served read-only."""
-    ro, rw = tmp_path / "ro", tmp_path / "rw"
-    ro.mkdir()
-    rw.mkdir()
-    (ro / "f").write_text("ro-content\n")
-    name = home.sandbox(f"qemumnt-{os.getpid()}", bluefile(
-        f"mounts:\n  - {{host: {ro}, guest: /mnt/ro, mode: ro}}\n"
-        f"  - {{host: {rw}, guest: /mnt/rw, mode: rw}}\n"))
-    assert home("build", name).returncode == 0
-    r = home("run", name, "--", "sh", "-c",
-             "cat /mnt/ro/f; echo x > /mnt/ro/g || echo REFUSED; echo w > /mnt/rw/w")
-    assert r.returncode == 0, r
-    assert r.stdout.decode().splitlines() == ["ro-content", "REFUSED"], r
-    assert not (ro / "g").exists()
-    assert (rw / "w").read_text() == "w\n"
