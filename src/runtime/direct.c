@@ -55,7 +55,7 @@ bool direct_wanted(const backend *b, const launch *l)
      * id-mapped copy of them; bridge needs podman's network; allow:/secrets: hand a memfd
      * through --preserve-fds. All of them stay on podman in this first stage. */
     return geteuid() == 0 && bf->network == NET_NONE && !bf->has_allow &&
-           bf->isolation != ISO_STRICT && !l->image;
+           bf->isolation != ISO_STRICT && !l->image && (l->interactive || !l->tty);
 }
 
 static bool id_ok(const char *id)
@@ -244,7 +244,22 @@ static int template_from(const char *cid, const char *image, const char *tmp, co
     return write_file_atomic(low_path, lower, strlen(lower), 0644, err);
 }
 
-/* <home>/direct/tpl/<key>/: config.json and lower, made by podman once. */
+/* The sandbox's older templates (<name>-<16 hex>), which no launch asks for again. */
+static void template_prune(const char *root, const char *name, const char *keep)
+{
+    _cleanup_free_ char *tpl = xasprintf("%s/direct/tpl", root);
+    _cleanup_closedir_ DIR *d = opendir(tpl);
+    size_t n = strlen(name);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        const char *key = e->d_name + n + 1;
+        if (strncmp(e->d_name, name, n) != 0 || e->d_name[n] != '-' || strlen(key) != 16 ||
+            strspn(key, "0123456789abcdef") != 16 || streq(key, keep))
+            continue;
+        (void)rm_rf_at(dirfd(d), e->d_name, NULL);
+    }
+}
+
+/* <home>/direct/tpl/<name>-<key>/: config.json and lower, made by podman once. */
 static int template_ensure(const backend *b, const launch *l, const strv *podman, char **ret,
                            bb_error **err)
 {
@@ -254,7 +269,7 @@ static int template_ensure(const backend *b, const launch *l, const strv *podman
     _cleanup_sb_ strbuf key_text = {0};
     template_argv(l, podman, cname, &create, &key_text);
     _cleanup_free_ char *key = template_key(b, l, key_text.s ? key_text.s : "");
-    _cleanup_free_ char *dir = xasprintf("%s/direct/tpl/%s", l->root, key);
+    _cleanup_free_ char *dir = xasprintf("%s/direct/tpl/%s-%s", l->root, l->name, key);
     _cleanup_free_ char *done = path_join(dir, "lower");
     if (path_exists(done)) {
         *ret = steal_pointer(&dir);
@@ -280,6 +295,7 @@ static int template_ensure(const backend *b, const launch *l, const strv *podman
         return bb_fail_errno(err, e, "cannot keep %s", dir);
     }
     (void)rm_rf(tmp, NULL); /* another launch made it first */
+    template_prune(l->root, l->name, key);
     *ret = steal_pointer(&dir);
     return 0;
 }
@@ -368,7 +384,10 @@ static int run_prepare(const launch *l, const char *tpl, bb_error **err)
     if (mkdir_p(rootfs, 0700, err) < 0 || mkdir_p(upper, 0755, err) < 0 ||
         mkdir_p(work, 0700, err) < 0)
         return -1;
-    if (write_small(dir, "scratch", scratch, err) < 0 || write_small(dir, "mount", opts, err) < 0)
+    _cleanup_free_ char *home = home_id(l->root);
+    _cleanup_free_ char *owner = xasprintf("%s %s", home, l->name);
+    if (write_small(dir, "scratch", scratch, err) < 0 || write_small(dir, "mount", opts, err) < 0 ||
+        write_small(dir, "sandbox", owner, err) < 0)
         return -1;
     return bundle_write(l, tpl, dir, rootfs, err);
 }
@@ -395,6 +414,8 @@ int direct_argv(const backend *b, const launch *l, strv *podman, strv *ret, bb_e
     strv_add(ret, "__direct");
     strv_add(ret, l->container);
     strv_push(ret, xasprintf("%d", (int)getpid()));
+    /* podman without -i gives the container no stdin; runc passes its own on */
+    strv_add(ret, l->interactive ? "stdin" : "no-stdin");
     return 0;
 }
 
@@ -502,6 +523,21 @@ void direct_reap(void)
     }
 }
 
+char *direct_running(const char *root, const char *name)
+{
+    _cleanup_free_ char *home = home_id(root);
+    _cleanup_free_ char *want = xasprintf("%s %s", home, name);
+    _cleanup_closedir_ DIR *d = opendir(DIRECT_RUNS_DIR);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!id_ok(e->d_name) || !supervisor_alive(supervisor_pid(e->d_name)))
+            continue;
+        _cleanup_free_ char *p = run_file(e->d_name, "sandbox"), *owner = NULL;
+        if (read_file(p, 4096, &owner, NULL, NULL) == 0 && streq(owner, want))
+            return xstrdup(e->d_name);
+    }
+    return NULL;
+}
+
 /* ---- the supervisor ---- */
 
 static int mount_rootfs(const char *id)
@@ -515,17 +551,22 @@ static int mount_rootfs(const char *id)
     return mount("overlay", rootfs, "overlay", 0, opts);
 }
 
-static int spawn_runc(const char *id, const sigset_t *old, pid_t *ret)
+static int spawn_runc(const char *id, bool no_stdin, const sigset_t *old, pid_t *ret)
 {
     _cleanup_free_ char *bundle = run_dir(id);
     char *argv[] = {"runc",     "--root", DIRECT_RUNC_ROOT, "run",
                     "--bundle", bundle,   (char *)id,       NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    if (no_stdin)
+        posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
     posix_spawnattr_t at;
     posix_spawnattr_init(&at);
     posix_spawnattr_setsigmask(&at, old);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
-    int r = posix_spawnp(ret, "runc", NULL, &at, argv, environ);
+    int r = posix_spawnp(ret, "runc", &fa, &at, argv, environ);
     posix_spawnattr_destroy(&at);
+    posix_spawn_file_actions_destroy(&fa);
     return r;
 }
 
@@ -533,8 +574,8 @@ static int spawn_runc(const char *id, const sigset_t *old, pid_t *ret)
 
 int direct_main(int argc, char **argv)
 {
-    if (argc != 3 || !id_ok(argv[1])) {
-        fprintf(stderr, "usage: bluebox __direct <id> <parent pid>\n");
+    if (argc != 4 || !id_ok(argv[1])) {
+        fprintf(stderr, "usage: bluebox __direct <id> <parent pid> stdin|no-stdin\n");
         return ABI_EXIT_SETUP;
     }
     const char *id = argv[1];
@@ -560,7 +601,7 @@ int direct_main(int argc, char **argv)
         return ABI_EXIT_SETUP;
     }
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    int r = sfd < 0 ? errno : spawn_runc(id, &old, &child);
+    int r = sfd < 0 ? errno : spawn_runc(id, streq(argv[3], "no-stdin"), &old, &child);
     if (r != 0) {
         fprintf(stderr, "bluebox: cannot run runc: %s\n", strerror(r));
         run_remove(id);

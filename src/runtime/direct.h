@@ -38,7 +38,9 @@ int direct_argv(const backend *b, const launch *l, strv *podman, strv *ret, bb_e
 /* Stop a direct container by name (the supervisor kills it and cleans up); false when no
  * direct run of that name exists. */
 bool direct_stop(const char *container);
+/* The container id of a live direct run of this home's sandbox `name`, or NULL. */
+char *direct_running(const char *root, const char *name);
 /* Kill and remove what direct runs whose supervisor is gone left behind. */
 void direct_reap(void);
-/* The supervisor role: bluebox __direct <id> <parent pid>. */
+/* The supervisor role: bluebox __direct <id> <parent pid> stdin|no-stdin. */
 int direct_main(int argc, char **argv);
