@@ -323,11 +323,34 @@ static int splice_cmd(json_t *proc, char *const *cmd, bb_error **err)
 {
     json_t *args = json_object_get(proc, "args");
     size_t n = json_array_size(args);
-    if (n == 0 || !streq(json_string_value(json_array_get(args, n - 1)) ?: "", CMD_PLACEHOLDER))
+    const char *last = n ? json_string_value(json_array_get(args, n - 1)) : NULL;
+    if (!last || !streq(last, CMD_PLACEHOLDER))
         return bb_fail(err, EINVAL, "podman's config.json lacks the command's place");
     json_array_remove(args, n - 1);
     for (char *const *c = cmd; c && *c; c++)
         json_array_append_new(args, json_string(*c));
+    return 0;
+}
+
+/* The template's copies of podman's per-container files are copied again for the run: the
+ * container may write them (podman's are its own, and go with it), so a run's writes must
+ * not reach the next run. */
+static int own_files(json_t *cfg, const char *tpl, const char *dir, bb_error **err)
+{
+    size_t tl = strlen(tpl), i;
+    json_t *m;
+    json_array_foreach(json_object_get(cfg, "mounts"), i, m)
+    {
+        const char *src = json_string_value(json_object_get(m, "source"));
+        if (!src || strncmp(src, tpl, tl) != 0 || src[tl] != '/')
+            continue;
+        _cleanup_free_ char *data = NULL, *copy = xasprintf("%s/file-%zu", dir, i);
+        size_t len = 0;
+        if (read_file(src, 1 << 20, &data, &len, err) < 0 ||
+            write_file_atomic(copy, data, len, 0644, err) < 0)
+            return -1;
+        json_object_set_new(m, "source", json_string(copy));
+    }
     return 0;
 }
 
@@ -340,7 +363,7 @@ static int bundle_write(const launch *l, const char *tpl, const char *dir, const
     if (!cfg)
         return bb_fail(err, EIO, "cannot read %s: %s", path, je.text);
     json_t *proc = json_object_get(cfg, "process");
-    if (splice_cmd(proc, l->cmd, err) < 0)
+    if (splice_cmd(proc, l->cmd, err) < 0 || own_files(cfg, tpl, dir, err) < 0)
         return -1;
     if (launch_term(l->bf))
         set_term(proc);

@@ -22,6 +22,7 @@ from test_runtime import IMAGE, UML, containers_of, home  # noqa: F401  (fixture
 RUNC_ROOT = "/run/bluebox-direct/runc"
 RUNS = Path("/run/bluebox-direct/runs")
 DIRECT = {"BLUEBOX_LAUNCH": "direct"}
+PODMAN = {"BLUEBOX_LAUNCH": "podman"}
 
 pytestmark = [UML, pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runc"),
                                       reason="the direct launch needs root and runc")]
@@ -111,7 +112,7 @@ def test_direct_run_semantics(home, box):  # noqa: F811
     r = home("run", box, "--", "sh", "-c", "cat /data/f; test ! -e /root-file", env=DIRECT)
     assert (r.returncode, r.stdout) == (0, b"kept\n"), r
     # the podman path sees what the direct one wrote, and the reverse
-    r = home("run", box, "--", "sh", "-c", "cat /data/f; echo back > /data/g")
+    r = home("run", box, "--", "sh", "-c", "cat /data/f; echo back > /data/g", env=PODMAN)
     assert (r.returncode, r.stdout) == (0, b"kept\n"), r
     r = home("run", box, "--", "cat", "/data/g", env=DIRECT)
     assert (r.returncode, r.stdout) == (0, b"back\n"), r
@@ -201,7 +202,7 @@ def vmm_records(home, name, env):  # noqa: F811
     while the guest's command runs."""
     p = start(home, name, env)
     try:
-        if env:
+        if env is DIRECT:
             cid = the_run(name, p.pid)
             state = json.loads(subprocess.run(["runc", "--root", RUNC_ROOT, "state", cid],
                                               capture_output=True, check=True).stdout)
@@ -223,7 +224,7 @@ def test_direct_confinement_is_podmans(home, box):  # noqa: F811
     """The VMM processes of the two paths, read from /proc on the host: capabilities,
     no_new_privs, seccomp mode and filter count, namespaces, uid map, rlimits, and the pids
     and memory limits of their cgroups."""
-    via_podman = vmm_records(home, box, {})
+    via_podman = vmm_records(home, box, PODMAN)
     direct = vmm_records(home, box, DIRECT)
     assert direct == via_podman
     kern = direct["linux.uml"]
