@@ -571,7 +571,12 @@ static int mount_rootfs(const char *id)
         return -1;
     if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return -1;
-    return mount("overlay", rootfs, "overlay", 0, opts);
+    /* The upper layer is thrown away, so nothing needs syncing: without "volatile" the
+     * unmount syncs the upper layer's whole filesystem (~0.15 s of a loaded host's run). */
+    _cleanup_free_ char *fast = xasprintf("%s,volatile", opts);
+    if (mount("overlay", rootfs, "overlay", 0, fast) == 0)
+        return 0;
+    return mount("overlay", rootfs, "overlay", 0, opts); /* kernels before 5.10 */
 }
 
 static int spawn_runc(const char *id, bool no_stdin, const sigset_t *old, pid_t *ret)
