@@ -146,14 +146,9 @@ static int podman_out(char *const argv[], char **ret, bb_error **err)
 /* The overlay lower list of the image: its top layer, then the ones below. */
 static int image_lower(const char *image, char **ret, bb_error **err)
 {
-    char *argv[] = {"podman",
-                    "image",
-                    "inspect",
-                    "--format",
-                    "{{.GraphDriver.Name}}|{{.GraphDriver.Data.UpperDir}}|"
-                    "{{.GraphDriver.Data.LowerDir}}",
-                    (char *)image,
-                    NULL};
+    static const char format[] =
+        "{{.GraphDriver.Name}}|{{.GraphDriver.Data.UpperDir}}|{{.GraphDriver.Data.LowerDir}}";
+    char *argv[] = {"podman", "image", "inspect", "--format", (char *)format, (char *)image, NULL};
     _cleanup_free_ char *out = NULL;
     if (podman_out(argv, &out, err) < 0)
         return -1;
