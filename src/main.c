@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "cli/hidden.h"
 #include "guest/init.h"
+#include "runtime/direct.h"
 
 int main(int argc, char **argv)
 {
@@ -24,6 +25,8 @@ int main(int argc, char **argv)
         return reown_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "__tend") == 0)
         return tend_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "__direct") == 0)
+        return direct_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "__data") == 0)
         return data_main(argc - 1, argv + 1);
     return cli_main(argc, argv);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/home.h"
+#include "direct.h"
 #include "pool.h"
 #include "util/fs.h"
 #include "util/spawn.h"
@@ -174,6 +175,12 @@ static void containers_remove(const char *root, const char *name)
 
 int image_refuse_running(const char *root, const char *name, bb_error **err)
 {
+    _cleanup_free_ char *direct = direct_running(root, name); /* runc's, unknown to podman */
+    if (direct)
+        return bb_fail(err, EBUSY,
+                       "a VM of %s is still running (direct container %s); wait for it to end "
+                       "or stop it first: runc --root " DIRECT_RUNC_ROOT " kill %s KILL",
+                       name, direct, direct);
     if (!program_on_path("podman"))
         return 0;
     _cleanup_free_ char *id = home_id(root);

@@ -9,6 +9,7 @@
 #include "launch.h"
 #include "core/home.h"
 #include "datadisk.h"
+#include "direct.h"
 #include "egress.h"
 #include "image.h"
 #include "util/xalloc.h"
@@ -266,6 +267,9 @@ int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
         return -1;
     for (char *const *c = l->cmd; c && *c; c++)
         add(&a, *c);
+    /* BLUEBOX_LAUNCH=direct: the same container, started by runc without podman (direct.h) */
+    if (direct_wanted(b, l))
+        return direct_argv(b, l, &a, ret, err);
     *ret = a;
     a = (strv){0};
     return 0;

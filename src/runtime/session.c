@@ -15,6 +15,7 @@
 
 #include "abi.h"
 #include "core/runlog.h"
+#include "direct.h"
 #include "util/spawn.h"
 #include "util/time.h"
 
@@ -22,6 +23,8 @@ extern char **environ;
 
 void session_remove(const char *container)
 {
+    if (direct_stop(container)) /* a direct launch's supervisor removes what it made */
+        return;
     char *argv[] = {"podman", "rm", "-f", "-t", "0", "--ignore", (char *)container, NULL};
     (void)spawn_quiet(argv, NULL);
 }
