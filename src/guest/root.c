@@ -262,22 +262,24 @@ static unsigned long mount_flags(const spec_mount *m)
            (m->flags & SPEC_MOUNT_NOEXEC ? MS_NOEXEC : 0);
 }
 
-/* A single file mounted from the host: hostfs mounts directories only, so its parent is
- * mounted for a moment on SCRATCH_DIR and the file bound from there. hostfs opens the host
- * path, which in the jail is the file's own mount, writable only when declared rw. */
-static int file_mount(const spec_mount *m, bb_error **err)
+/* The mount point of a single file (in the image already, or made here on a scratch tmpfs);
+ * returns its parent directory. */
+static char *file_mount_point(const spec_mount *m)
 {
     const char *slash = strrchr(m->path, '/');
-    _cleanup_free_ char *parent =
-        slash == m->path ? xstrdup("/") : xstrndup(m->path, (size_t)(slash - m->path));
-    _cleanup_free_ char *src = xasprintf(SCRATCH_DIR "/%s", slash + 1);
-    /* The mount point: in the image already, or made here on a scratch tmpfs. */
+    char *parent = slash == m->path ? xstrdup("/") : xstrndup(m->path, (size_t)(slash - m->path));
     (void)mkdir_p(parent, 0755, NULL);
     int fd = open(m->path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd >= 0)
         close(fd);
-    if (mount("none", SCRATCH_DIR, "hostfs", MS_NOSUID | MS_NODEV, parent) < 0)
-        return bb_fail_errno(err, errno, "cannot mount %s", m->path);
+    return parent;
+}
+
+/* With the file's directory mounted on SCRATCH_DIR for a moment: the file bound from there
+ * onto its mount point with the mount's flags, and the directory let go. */
+static int bind_from_scratch(const spec_mount *m, bb_error **err)
+{
+    _cleanup_free_ char *src = xasprintf(SCRATCH_DIR "/%s", strrchr(m->path, '/') + 1);
     int r = mount(src, m->path, NULL, MS_BIND, NULL);
     if (r == 0)
         r = mount(NULL, m->path, NULL, MS_BIND | MS_REMOUNT | mount_flags(m), NULL);
@@ -286,6 +288,17 @@ static int file_mount(const spec_mount *m, bb_error **err)
     if (r < 0)
         return bb_fail_errno(err, e, "cannot mount %s", m->path);
     return 0;
+}
+
+/* A single file mounted from the host: hostfs mounts directories only, so its parent is
+ * mounted for a moment on SCRATCH_DIR and the file bound from there. hostfs opens the host
+ * path, which in the jail is the file's own mount, writable only when declared rw. */
+static int file_mount(const spec_mount *m, bb_error **err)
+{
+    _cleanup_free_ char *parent = file_mount_point(m);
+    if (mount("none", SCRATCH_DIR, "hostfs", MS_NOSUID | MS_NODEV, parent) < 0)
+        return bb_fail_errno(err, errno, "cannot mount %s", m->path);
+    return bind_from_scratch(m, err);
 }
 
 static int hostfs_mount(const spec_mount *m, bb_error **err)
@@ -319,25 +332,11 @@ static int mount_own(bb_error **err)
  * the entry bound from there, as file_mount does from hostfs. */
 static int fs_file_mount(const spec_mount *m, const char *tag, bb_error **err)
 {
-    const char *slash = strrchr(m->path, '/');
-    _cleanup_free_ char *parent =
-        slash == m->path ? xstrdup("/") : xstrndup(m->path, (size_t)(slash - m->path));
-    _cleanup_free_ char *src = xasprintf(SCRATCH_DIR "/%s", slash + 1);
-    (void)mkdir_p(parent, 0755, NULL);
-    int fd = open(m->path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd >= 0)
-        close(fd);
+    free(file_mount_point(m));
     if (mount(tag, SCRATCH_DIR, "virtiofs",
               MS_NOSUID | MS_NODEV | (m->flags & SPEC_MOUNT_RO ? MS_RDONLY : 0), NULL) < 0)
         return bb_fail_errno(err, errno, "cannot mount %s (virtio-fs %s)", m->path, tag);
-    int r = mount(src, m->path, NULL, MS_BIND, NULL);
-    if (r == 0)
-        r = mount(NULL, m->path, NULL, MS_BIND | MS_REMOUNT | mount_flags(m), NULL);
-    int e = errno;
-    umount2(SCRATCH_DIR, MNT_DETACH);
-    if (r < 0)
-        return bb_fail_errno(err, e, "cannot mount %s", m->path);
-    return 0;
+    return bind_from_scratch(m, err);
 }
 
 /* A writable directory from the file server (src/fsd): virtio-fs, the k-th device. The
