@@ -15,22 +15,12 @@
 #include "core/bluefile.h"
 #include "runtime/launch.h"
 #include "runtime/posture.h"
+#include "qemu_standins.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 #include "vmm/qemu.h"
 
 static char dir[64];
-
-static void touch(const char *rel)
-{
-    char p[256];
-    snprintf(p, sizeof p, "%s/%s", dir, rel);
-    char *slash = strrchr(p, '/');
-    *slash = '\0';
-    assert_int_equal(mkdir_p(p, 0755, NULL), 0);
-    *slash = '/';
-    assert_int_equal(write_file_atomic(p, "x", 1, 0644, NULL), 0);
-}
 
 /* Stand-ins for everything the bundle takes (a dynamically linked program as QEMU, files as
  * firmware, kernel and modules), so that launch_argv can build one here. */
@@ -40,35 +30,8 @@ static int setup(void **s)
     strcpy(dir, "/tmp/bb-qemu-XXXXXX");
     if (!mkdtemp(dir))
         return -1;
-    static const char *const files[] = {
-        "fw/bios-microvm.bin",
-        "fw/pvh.bin",
-        "fw/linuxboot_dma.bin",
-        "vmlinuz",
-        "mods/kernel/drivers/virtio/virtio_ring.ko",
-        "mods/kernel/drivers/virtio/virtio.ko",
-        "mods/kernel/drivers/virtio/virtio_mmio.ko",
-        "mods/kernel/fs/fuse/fuse.ko",
-        "mods/kernel/fs/fuse/virtiofs.ko",
-        "mods/kernel/fs/overlayfs/overlay.ko",
-        "mods/kernel/drivers/firmware/qemu_fw_cfg.ko",
-        "mods/kernel/net/core/failover.ko",
-        "mods/kernel/drivers/net/net_failover.ko",
-        "mods/kernel/drivers/net/virtio_net.ko",
-        "mods/kernel/drivers/block/virtio_blk.ko",
-        "mods/kernel/drivers/char/virtio_console.ko",
-    };
-    for (size_t i = 0; i < ELEMENTSOF(files); i++)
-        touch(files[i]);
-    char p[128];
-    setenv("BLUEBOX_QEMU", "/bin/true", 1);
+    qemu_standins(dir);
     setenv("BLUEBOX_VMM", "/bin/true", 1);
-    snprintf(p, sizeof p, "%s/fw/bios-microvm.bin", dir);
-    setenv("BLUEBOX_QEMU_BIOS", p, 1);
-    snprintf(p, sizeof p, "%s/vmlinuz", dir);
-    setenv("BLUEBOX_QEMU_KERNEL", p, 1);
-    snprintf(p, sizeof p, "%s/mods", dir);
-    setenv("BLUEBOX_QEMU_MODULES", p, 1);
     unsetenv("BLUEBOX_BACKEND");
     unsetenv("TERM");
     return 0;
@@ -78,6 +41,16 @@ static int teardown(void **s)
 {
     (void)s;
     return rm_rf(dir, NULL);
+}
+
+/* An argv joined with spaces, one before and after each word (for assert_contains). */
+static char *spaced(const strv *a)
+{
+    strbuf sb = {0};
+    for (size_t i = 0; i < a->n; i++)
+        sb_printf(&sb, " %s", a->v[i]);
+    sb_puts(&sb, " ");
+    return sb_steal(&sb);
 }
 
 static bluefile *parse(const char *yaml)
@@ -118,11 +91,7 @@ static char *podman_argv(const char *yaml, const char *accel, launch_mode mode, 
         *ret_err = xstrdup(err->msg);
         bb_error_free(err);
     } else {
-        strbuf sb = {0};
-        for (size_t i = 0; i < a.n; i++)
-            sb_printf(&sb, " %s", a.v[i]);
-        sb_puts(&sb, " ");
-        joined = sb_steal(&sb);
+        joined = spaced(&a);
     }
     strv_clear(&a);
     bluefile_free(bf);
@@ -271,12 +240,9 @@ static char *qemu_of(bool kvm, int net_fd)
     strv a = {0};
     qemu_argv(&c, &a);
     assert_string_equal(a.v[0], ABI_VMM_DIR "/" ABI_VMM_QEMU);
-    strbuf sb = {0};
-    for (size_t i = 0; i < a.n; i++)
-        sb_printf(&sb, " %s", a.v[i]);
-    sb_puts(&sb, " ");
+    char *got = spaced(&a);
     strv_clear(&a);
-    return sb_steal(&sb);
+    return got;
 }
 
 static void qemu_argv_confined(void **s)
@@ -360,12 +326,9 @@ static char *qemu_storage_of(const char *disk, const char *log)
                    .console_log = log};
     strv a = {0};
     qemu_argv(&c, &a);
-    strbuf sb = {0};
-    for (size_t i = 0; i < a.n; i++)
-        sb_printf(&sb, " %s", a.v[i]);
-    sb_puts(&sb, " ");
+    char *got = spaced(&a);
     strv_clear(&a);
-    return sb_steal(&sb);
+    return got;
 }
 
 /* The disk is raw by declaration (no probing of what the guest wrote), one virtio-blk device;

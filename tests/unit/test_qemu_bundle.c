@@ -16,22 +16,12 @@
 #include <unistd.h>
 
 #include "runtime/qemu_bundle.h"
+#include "qemu_standins.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
 static char dir[64];
 static char home[128];
-
-static void touch(const char *rel)
-{
-    char p[256];
-    snprintf(p, sizeof p, "%s/%s", dir, rel);
-    char *slash = strrchr(p, '/');
-    *slash = '\0';
-    assert_int_equal(mkdir_p(p, 0755, NULL), 0);
-    *slash = '/';
-    assert_int_equal(write_file_atomic(p, "x", 1, 0644, NULL), 0);
-}
 
 static int setup(void **s)
 {
@@ -39,34 +29,7 @@ static int setup(void **s)
     strcpy(dir, "/tmp/bb-qemub-XXXXXX");
     if (!mkdtemp(dir))
         return -1;
-    static const char *const files[] = {
-        "fw/bios-microvm.bin",
-        "fw/pvh.bin",
-        "fw/linuxboot_dma.bin",
-        "vmlinuz",
-        "mods/kernel/drivers/virtio/virtio_ring.ko",
-        "mods/kernel/drivers/virtio/virtio.ko",
-        "mods/kernel/drivers/virtio/virtio_mmio.ko",
-        "mods/kernel/fs/fuse/fuse.ko",
-        "mods/kernel/fs/fuse/virtiofs.ko",
-        "mods/kernel/fs/overlayfs/overlay.ko",
-        "mods/kernel/drivers/firmware/qemu_fw_cfg.ko",
-        "mods/kernel/drivers/block/virtio_blk.ko",
-        "mods/kernel/drivers/char/virtio_console.ko",
-        "mods/kernel/net/core/failover.ko",
-        "mods/kernel/drivers/net/net_failover.ko",
-        "mods/kernel/drivers/net/virtio_net.ko",
-    };
-    for (size_t i = 0; i < ELEMENTSOF(files); i++)
-        touch(files[i]);
-    char p[128];
-    setenv("BLUEBOX_QEMU", "/bin/true", 1);
-    snprintf(p, sizeof p, "%s/fw/bios-microvm.bin", dir);
-    setenv("BLUEBOX_QEMU_BIOS", p, 1);
-    snprintf(p, sizeof p, "%s/vmlinuz", dir);
-    setenv("BLUEBOX_QEMU_KERNEL", p, 1);
-    snprintf(p, sizeof p, "%s/mods", dir);
-    setenv("BLUEBOX_QEMU_MODULES", p, 1);
+    qemu_standins(dir);
     snprintf(home, sizeof home, "%s/home", dir);
     return 0;
 }
