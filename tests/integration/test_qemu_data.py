@@ -211,7 +211,9 @@ echo survived
     if r.returncode != 0:
         assert err.startswith("bluebox") or "bluebox-vmm:" in err or "bluebox:" in err, err
     else:  # the guest lived through it: each device was torn down
-        assert r.stdout.decode().count("unbound ") >= 5, r  # root, /data, 2 files, disk..
+        # The loop may end at the first device it unbinds (the root's virtio-fs: the shell loses its
+        # files); what matters is that one went and the host side survives it.
+        assert r.stdout.decode().count("unbound ") >= 1, r
     assert containers_of(box) == []
     assert disk(home, box).stat().st_size == 32 * MIB
     out, oerr = other.communicate(timeout=120)
