@@ -9,42 +9,14 @@ Skipped where test_qemu.py is (root, podman, build/bluebox-vmm, QEMU, a guest ke
 import hashlib
 import json
 import os
-import socket
-import threading
 
 import pytest
 
 from test_egress import npm_registry_host, podman_gateway
+from test_netpolicy import Listener
 from test_podman_build import env  # noqa: F401  (session fixture)
 from test_qemu import ACCEL, bluefile, pytestmark  # noqa: F401  (the same skips)
 from test_runtime import Home, _bridge_mirror_or_skip, containers_of
-
-
-class Listener:
-    """A TCP server on addr that records every connection it accepts."""
-
-    def __init__(self, addr):
-        self.sock = socket.create_server((addr, 0))
-        self.sock.settimeout(0.2)
-        self.addr, self.port = addr, self.sock.getsockname()[1]
-        self.seen = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.loop)
-        self.thread.start()
-
-    def loop(self):
-        while not self.stop.is_set():
-            try:
-                c, peer = self.sock.accept()
-                self.seen.append(peer)
-                c.close()
-            except OSError:
-                pass
-
-    def close(self):
-        self.stop.set()
-        self.thread.join()
-        self.sock.close()
 
 
 def probe(tag, host, port):
