@@ -21,19 +21,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-IMAGE = "localhost/bluebox-test/busybox:latest"
+from common import IMAGE, timed
+
 RUNC = "podman run --rm image true (runc)"
-
-
-def timed(argv, env):
-    t = time.monotonic()
-    r = subprocess.run(argv, env=env, capture_output=True, stdin=subprocess.DEVNULL)
-    ms = (time.monotonic() - t) * 1000
-    if r.returncode != 0:
-        sys.exit(f"{' '.join(argv)} failed: {r.stderr.decode()}")
-    return ms, r.stdout.decode()
 
 
 def kvm_verdict(binary, env):

@@ -13,18 +13,23 @@
 # is a failure unless ALLOWED_SKIPS below names it with its reason, and so is a tier that did
 # not run. Without it a skip is counted and shown, not failed.
 #
-# The pytest tiers run on BLUEBOX_TEST_WORKERS pytest-xdist workers (default 1: on 2 the run
-# met name, image and socket-path collisions between modules, see the session note; 2 is this CI
-# machine's cores; 1 runs them in one process): `--dist loadgroup`, where each integration
+# The pytest tiers run on BLUEBOX_TEST_WORKERS pytest-xdist workers (default 2, this CI
+# machine's cores; 1 for one process): `--dist loadgroup`, where each integration
 # module is one group (tests/integration/conftest.py), so a module's shared VMs boot once and
 # tests that need one fixed host resource share a group. qemu tests run with TCG here
 # (BLUEBOX_TEST_QEMU_ACCEL, default tcg; tests/integration/backends.py).
+#
+# BLUEBOX_TEST_BUDGET=SECONDS (.ci/run sets it): a pytest tier still running after that long
+# is interrupted as by Ctrl-C, so it reports what ran, what failed and what was slow, and the
+# run fails saying so, instead of being cut off silently by CI's own limit. Each tier ends by
+# listing its slowest tests.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 ASAN_BUILD=${ASAN_BUILD:-build-asan}
 MUST_RUN=${BLUEBOX_MUST_RUN:-0}
-WORKERS=${BLUEBOX_TEST_WORKERS:-1}
+WORKERS=${BLUEBOX_TEST_WORKERS:-2}
+BUDGET=${BLUEBOX_TEST_BUDGET:-0}
 fuzz=1
 asan=1
 integration=1
@@ -49,6 +54,15 @@ ALLOWED_SKIPS=(
     # sparse-map-bomb test only means something against the release build, where it runs.
     'tests/cli/test_data\.py:[0-9]+: sanitizer builds do not cap a restore'"'"'s memory'
 )
+# A machine without a KVM device at all (CI's machines differ: some have a /dev/kvm that
+# opens, some none): the tests that need one say so in their reason, and are no failure there.
+# `-c` first: `<>` on a missing path would create a regular file there, which every later
+# "is there KVM?" question would then see.
+if [ -c /dev/kvm ] && { exec 3<>/dev/kvm; } 2>/dev/null; then
+    exec 3>&-
+else
+    ALLOWED_SKIPS+=('/dev/kvm')
+fi
 
 passed=0
 failed=0
@@ -105,16 +119,38 @@ if [ "$WORKERS" -gt 1 ] 2>/dev/null; then
     fi
 fi
 
+# pytest's "slowest durations" section, left out of the tier's tail (slowest_apart) and
+# shown after it (slowest OUT), so the failures stay in view.
+DURATION='^[0-9.]+s +(call|setup|teardown) '
+slowest_apart() { grep -Ev "$DURATION|^=+ slowest .*durations|durations < .* hidden"; }
+slowest() {
+    grep -E "$DURATION" "$1" | head -n 15 | sed 's/^/   /'
+    # and each module's share (its tests' setup, call and teardown), for where CI's time goes
+    grep -E "$DURATION" "$1" | awk '{ split($3, m, "::"); t[m[1]] += $1 }
+        END { for (k in t) printf "%.0f %s\n", t[k], k }' | sort -rn | head -n 15 |
+        awk '{ printf "   %6ss  %s (module total)\n", $1, $2 }'
+}
+
 # pytest_tier BUILD TIER-NAME PATH...: pytest over PATHs against BUILD/bluebox.
 pytest_tier() {
     local build=$1 name=$2 out summary p f s line n
     shift 2
     note "$name (pytest, $build${XDIST:+, $WORKERS workers})"
     out="$log/pytest-$(basename "$build").out"
+    local limit=() t0=$SECONDS
+    # pytest's own process only: it stops its workers and reports (its workers, interrupted
+    # too, would print tracebacks instead)
+    [ "$BUDGET" -gt 0 ] 2>/dev/null && limit=(timeout --foreground -s INT -k 120 "$BUDGET")
     # shellcheck disable=SC2086  # XDIST is several words
     BLUEBOX_TEST_DEBIAN=${BLUEBOX_TEST_DEBIAN:-1} BLUEBOX_BIN="$PWD/$build/bluebox" \
-        /usr/bin/python3 -m pytest -q -rfEs -p no:cacheprovider $XDIST --basetemp="$log/pytest-$(basename "$build")" "$@" \
-        2>&1 | tee "$out" | grep -v '^SKIPPED \[' | tail -n 30
+        "${limit[@]}" /usr/bin/python3 -m pytest -q -rfEs -p no:cacheprovider \
+        --durations=0 --durations-min=0.5 $XDIST --basetemp="$log/pytest-$(basename "$build")" "$@" 2>&1 |
+        tee "$out" | grep -v '^SKIPPED \[' | slowest_apart | tail -n 30
+    slowest "$out"
+    if [ "$BUDGET" -gt 0 ] && [ $((SECONDS - t0)) -ge "$BUDGET" ]; then
+        echo "bluebox: $name ran out of its ${BUDGET}s budget (BLUEBOX_TEST_BUDGET) and was interrupted"
+        failed=$((failed + 1))
+    fi
     summary=$(grep -E '^=*ERROR|[0-9]+ (passed|failed)' "$out" | tail -n1)
     p=$(grep -Eo '[0-9]+ passed' <<<"$summary" | grep -Eo '[0-9]+')
     f=$(grep -Eo '[0-9]+ (failed|errors?)' <<<"$summary" | awk '{s += $1} END {print s + 0}')

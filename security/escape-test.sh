@@ -1,11 +1,13 @@
 #!/bin/bash
 # The escape suite: what a hostile workload would try from inside a sandbox, and the VMM's
 # confinement read back from outside. Black-box: it drives a bluebox binary with a private
-# BLUEBOX_HOME and throwaway sandboxes, and looks at /proc and `podman inspect` on the host.
+# BLUEBOX_HOME and throwaway sandboxes, and looks at /proc, `bluebox ps` and the container's
+# configuration (`podman inspect`, or the OCI bundle of a direct launch) on the host.
 #
 #   security/escape-test.sh <bluebox> <strict|standard> <uml|krun|qemu>
 #
-# Prints PASS / FAIL / WARN / SKIP per check, then `no escapes.` or `N check(s) failed.`
+# Prints PASS / FAIL / WARN / SKIP per check, a `slowest:` line (the eight results that took
+# longest, each timed from the result before it), then `no escapes.` or `N check(s) failed.`
 # Exit: 0 no FAIL, 1 any FAIL, 2 setup error (nothing was tested). Everything it made is
 # removed on exit, also when interrupted. Run it as the user whose sandboxes it should test
 # (as a rootless user for strict). SECURITY.md maps each check to the claim it tests.
@@ -21,8 +23,15 @@
 #   BLUEBOX_ESCAPE_FORKBOMB=1 run the fork bomb even where the host cannot enforce the pids
 #                             limit (it is then bounded only by the guest's memory)
 #   BLUEBOX_ESCAPE_RESPONSIVE_MS=N  threshold for the host's `ls /` during the bomb (1000)
+#   BLUEBOX_ESCAPE_NAME=esc-x the sandboxes' name prefix (default esc-<pid>-<random>), so a
+#                             caller running several suites at once can tell theirs apart
 #   BLUEBOX_ESCAPE_DEBUG=1    print what the egress checks' guest printed, and their log
+#   BLUEBOX_ESCAPE_RUN=1      guest commands through a fresh `bluebox run` even where up works
+#                             (to test run's launch path, e.g. with BLUEBOX_LAUNCH=direct)
 #   TMPDIR                    where the work directory goes (default /tmp)
+#   BLUEBOX_LAUNCH=podman     run/shell through `podman run` instead of the direct launch
+#                             (runc without podman, the default on uml); the suite reads the
+#                             container either way
 #   BLUEBOX_QEMU_ACCEL=tcg    qemu with TCG, where KVM cannot run a guest (the suite never
 #                             sets it: without it, qemu means KVM)
 set -u
@@ -46,7 +55,16 @@ ME=$(id -u)
 
 # ---------------------------------------------------------------- reporting
 npass=0 nfail=0 nwarn=0 nskip=0
-line() { printf '%-4s  %-14s %s\n' "$1" "$2" "$3"; }
+# Each result's seconds since the one before (the first's include the set-up), for the
+# `slowest:` line above the summary: where a slow backend's run spends its time.
+last_line=${EPOCHREALTIME//[!0-9]/}
+took=()
+line() {
+    local now=${EPOCHREALTIME//[!0-9]/}
+    took+=("$(((now - last_line) / 1000000)) $2")
+    last_line=$now
+    printf '%-4s  %-14s %s\n' "$1" "$2" "$3"
+}
 pass() { line PASS "$1" "$2"; npass=$((npass + 1)); }
 fail() { line FAIL "$1" "$2"; nfail=$((nfail + 1)); }
 warn() { line WARN "$1" "$2"; nwarn=$((nwarn + 1)); }
@@ -123,6 +141,7 @@ rand() { od -An -N16 -tx1 /dev/urandom | tr -d ' \n'; }
 # sandbox exists; empty for a bluebox from before names carried the home.
 HOME_ID=""
 # home_filter: the podman ps filter that keeps to this home's containers (see HOME_ID)
+# shellcheck disable=SC2317  # reached through cleanup (the EXIT trap)
 home_filter() { [ -z "$HOME_ID" ] || echo "--filter label=bluebox.home=$HOME_ID"; }
 SECRET=escape-secret-$(rand)
 LOOP_SECRET=loopback-secret-$(rand)
@@ -148,6 +167,11 @@ if [ -z "$IMAGE" ]; then
         IMAGE=localhost/bluebox-test/busybox:latest
 fi
 BASE_NAME=esc-$$-$(rand | cut -c1-6)
+if [ -n "${BLUEBOX_ESCAPE_NAME:-}" ]; then
+    [[ $BLUEBOX_ESCAPE_NAME =~ ^esc-[a-z0-9]{1,16}$ ]] ||
+        { echo "escape-test: BLUEBOX_ESCAPE_NAME must be esc- and 1-16 of [a-z0-9]" >&2; exit 2; }
+    BASE_NAME=$BLUEBOX_ESCAPE_NAME
+fi
 A=$BASE_NAME-a # the sandbox most checks run in
 B=$BASE_NAME-b # the fork bomb's own sandbox
 ISO=""
@@ -223,7 +247,9 @@ in_guest() {
 TOKEN=""
 AGENT_PORT=""
 NO_UP="" # why up (the agent) cannot run on this backend yet: the checks that need it skip
-if have up && have exec; then
+if [ "${BLUEBOX_ESCAPE_RUN:-}" = 1 ]; then
+    echo "guest commands: bluebox run (BLUEBOX_ESCAPE_RUN=1)"
+elif have up && have exec; then
     if up_out=$("$BIN" up "$A" 2>&1); then
         UP=1
         state=$BLUEBOX_HOME/run/$A.json
@@ -605,7 +631,7 @@ check_dev_kvm() {
     [ "$BACKEND" = uml ] && emulated=1
     [ "$BACKEND" = qemu ] && [[ $POSTURE == *"qemu (TCG"* ]] && emulated=1
     if [ "$emulated" = 1 ] && [ -n "${VMM_CID:-}" ]; then
-        devs=$(podman inspect --format '{{range .HostConfig.Devices}}{{.PathOnHost}}:{{.PathInContainer}} {{end}}' "$VMM_CID" 2>/dev/null)
+        devs=$(container_fact "$VMM_CID" devices)
         if [[ $devs == *kvm* ]]; then
             fail dev-kvm "the $BACKEND VMM's container was given a KVM device: $devs"
             return
@@ -785,12 +811,9 @@ check_token() {
     local where="" scan procs mib tok head
     section token | grep -qF "$TOKEN" && where="$where guest-environment"
     pgrep -f -- "$TOKEN" >/dev/null && where="$where host-ps"
-    # the container's process and the `podman run` that made it (gone from ps by now)
-    podman inspect --format '{{.Path}} {{join .Args " "}} {{join .Config.CreateCommand " "}}' \
-        "${VMM_CID:-none}" 2>/dev/null | grep -qF "$TOKEN" && where="$where podman-argv"
+    # the container's process and the `podman run` that made it (gone from ps by now), and
     # what the VM's container (so bluebox-vmm, which writes the guest's launch spec) was given
-    podman inspect --format '{{join .Config.Env " "}}' "${VMM_CID:-none}" 2>/dev/null |
-        grep -qF "$TOKEN" && where="$where container-environment"
+    container_text "${VMM_CID:-}" | grep -qF "$TOKEN" && where="$where container-argv-or-environment"
     grep -rqF "$TOKEN" "$BLUEBOX_HOME/logs" 2>/dev/null && where="$where logs"
     scan=$(scan_guest_memory) || scan=""
     read -r procs mib tok head <<<"$scan"
@@ -856,21 +879,60 @@ VMM_PID=""
 find_container() {
     local _ id pid
     for _ in $(seq 300); do
-        # shellcheck disable=SC2046
-        for id in $(podman ps -q --filter "label=bluebox.sandbox=$1" $(home_filter) --filter status=running 2>/dev/null); do
+        # bluebox ps: this home's containers, podman's and direct ones (runc, no podman)
+        while read -r id pid; do
             [[ " ${2:-} " == *" $id "* ]] && continue
-            pid=$(podman inspect --format '{{.State.Pid}}' "$id" 2>/dev/null)
-            if [ -n "$pid" ] && [ "$pid" != 0 ] && [ -d "/proc/$pid" ]; then
+            if [ -n "$pid" ] && [ "$pid" != - ] && [ -d "/proc/$pid" ]; then
                 echo "$id $pid"
                 return 0
             fi
-        done
+        done < <("$BIN" ps "$1" 2>/dev/null | awk 'NR > 1 && $4 == "running" { print $1, $5 }')
         sleep 0.2
     done
     return 1
 }
-# shellcheck disable=SC2046
-containers_of() { podman ps -aq --filter "label=bluebox.sandbox=$1" $(home_filter) 2>/dev/null | paste -sd ' '; }
+containers_of() { "$BIN" ps -q "$1" 2>/dev/null | paste -sd ' '; }
+# DIRECT_RUNS: a direct launch's OCI bundle (config.json) while it runs (src/runtime/direct.h)
+DIRECT_RUNS=/run/bluebox-direct/runs
+# direct_config CID: the config.json of a running direct container, or nothing (podman's)
+direct_config() { [ -n "$1" ] && [ -f "$DIRECT_RUNS/$1/config.json" ] && echo "$DIRECT_RUNS/$1/config.json"; }
+# container_text CID: the container's process, argv and environment as the host keeps them:
+# podman inspect's, or the direct launch's whole config.json
+container_text() {
+    local cfg
+    if cfg=$(direct_config "$1"); then
+        cat "$cfg"
+    else
+        podman inspect --format '{{.Path}} {{join .Args " "}} {{join .Config.CreateCommand " "}} {{join .Config.Env " "}}' \
+            "${1:-none}" 2>/dev/null
+    fi
+}
+# container_fact CID devices|security|netmode: podman inspect's answer, or the same read from
+# a direct launch's config.json (security: podman's words for the same settings)
+container_fact() {
+    local cfg
+    if ! cfg=$(direct_config "$1"); then
+        case $2 in
+        devices) podman inspect --format '{{range .HostConfig.Devices}}{{.PathOnHost}}:{{.PathInContainer}} {{end}}' "$1" 2>/dev/null ;;
+        security) podman inspect --format '{{.HostConfig.SecurityOpt}}' "$1" 2>/dev/null ;;
+        netmode) podman inspect --format '{{.HostConfig.NetworkMode}}' "$1" 2>/dev/null ;;
+        esac
+        return
+    fi
+    python3 - "$cfg" "$2" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+lx = c.get("linux", {})
+if sys.argv[2] == "devices":
+    print(" ".join(f"{d['path']}:{d['path']}" for d in lx.get("devices") or []))
+elif sys.argv[2] == "security":
+    o = ["no-new-privileges"] if c.get("process", {}).get("noNewPrivileges") else []
+    print(" ".join(o + ([] if lx.get("seccomp") else ["seccomp=unconfined"])) + " (direct)")
+else:
+    ns = [n for n in lx.get("namespaces") or [] if n.get("type") == "network"]
+    print(("ns:" + ns[0]["path"] if ns[0].get("path") else "private") if ns else "host")
+EOF
+}
 # descendants PID: PID and every process below it
 descendants() {
     local c kids
@@ -915,6 +977,9 @@ attach_vmm() {
     found=$(find_container "$A" "$old") || setup_error "no running container for $A"
     read -r VMM_CID VMM_PID <<<"$found"
     VMM_PIDS=$(descendants "$VMM_PID" | sort -un | paste -sd ' ')
+    local how=podman
+    direct_config "$VMM_CID" >/dev/null && how="direct (runc without podman)"
+    echo "# the VMM's container: $VMM_CID, pid $VMM_PID, launched by $how"
 }
 
 # every_vmm FIELD WANT: the pids whose /proc status FIELD is not WANT
@@ -943,7 +1008,7 @@ check_vmm_status() { # ID FIELD WANT WHAT
 # process alone would look right without podman's layer: check that layer as podman has it.
 check_podman_layer() { # ID OPTION present|absent
     local opts has=absent
-    opts=$(podman inspect --format '{{.HostConfig.SecurityOpt}}' "$VMM_CID" 2>/dev/null)
+    opts=$(container_fact "$VMM_CID" security)
     [[ $opts == *"$2"* ]] && has=present
     [ "$has" = "$3" ] && return 0
     if [ "$3" = present ]; then
@@ -960,7 +1025,7 @@ check_vmm_netns() {
     theirs=$(readlink "/proc/$VMM_PID/ns/net" 2>/dev/null)
     if [ -z "$theirs" ]; then
         local mode
-        mode=$(podman inspect --format '{{.HostConfig.NetworkMode}}' "$VMM_CID" 2>/dev/null)
+        mode=$(container_fact "$VMM_CID" netmode)
         if [ "$mode" = host ]; then
             fail vmm-netns "the VMM's container shares the host's network namespace"
         else
@@ -1362,6 +1427,42 @@ upper_marks() {
     fi
 }
 
+# The VMM of a plain `run` of a network-none sandbox (the root-layer run below): on uml the
+# direct launch (runc without podman) unless BLUEBOX_LAUNCH=podman, while the checks above
+# read the up VM's, which podman starts. The same confinement, read the same way.
+check_run_vmm() { # CID PID
+    local cid=$1 pid=$2 how=podman p f want v bad="" opts pmax mem want_mem=$(((256 + 256) * 1024 * 1024))
+    direct_config "$cid" >/dev/null && how=direct
+    local pids
+    pids=$(descendants "$pid" | sort -un | paste -sd ' ')
+    [ -n "$(status_field "$pid" NoNewPrivs)" ] || bad=" cannot read /proc/$pid/status"
+    for p in $pids; do
+        for f in NoNewPrivs:1 Seccomp:2 CapEff:00000000000004cb; do
+            want=${f#*:}
+            v=$(status_field "$p" "${f%%:*}")
+            [ -z "$v" ] || [ "$v" = "$want" ] || bad="$bad $p($(cat "/proc/$p/comm" 2>/dev/null)):${f%%:*}=$v"
+        done
+    done
+    [ "$(readlink "/proc/$pid/ns/net" 2>/dev/null)" = "$(readlink /proc/self/ns/net)" ] &&
+        bad="$bad in-the-host's-network-namespace"
+    opts=$(container_fact "$cid" security)
+    [[ $opts == *no-new-privileges* ]] || bad="$bad container-without-no-new-privileges($opts)"
+    [[ $opts == *seccomp=unconfined* ]] && bad="$bad container-seccomp-unconfined"
+    if [ "$LIMITS_CLAIMED" = 1 ]; then
+        pmax=$(cgroup_file "$pid" pids pids.max)
+        mem=$(cgroup_file "$pid" memory memory.limit_in_bytes)
+        [ -n "$pmax" ] && pmax=$(cat "$pmax")
+        [ -n "$mem" ] && mem=$(cat "$mem")
+        [ "$pmax" = 512 ] || bad="$bad pids.max=${pmax:-none}"
+        [ "$mem" = "$want_mem" ] || bad="$bad memory=${mem:-none}(want $want_mem)"
+    fi
+    if [ -n "$bad" ]; then
+        fail run-vmm "a run's VMM ($how launch, $cid):$bad"
+    else
+        pass run-vmm "a run's VMM ($how launch, $(wc -w <<<"$pids") processes): no_new_privs, a seccomp filter, the six capabilities, its own network namespace$([ "$LIMITS_CLAIMED" = 1 ] && echo ", pids 512 and memory $want_mem")"
+    fi
+}
+
 ROOT_OK=0
 ROOT_UPPER=""
 ROOT_UPPER_HITS=""
@@ -1374,7 +1475,7 @@ timeout_seconds: 300
 $ISO"
     "$BIN" build "$C" >"$WORK/root.out" 2>&1 || return
     "$BIN" run "$C" -- sh -c "$(root_layer_script)" </dev/null >"$WORK/root.out" 2>&1 &
-    local pid=$! _ found cid
+    local pid=$! _ found cid rpid
     BG_PIDS+=("$pid")
     for _ in $(seq 300); do
         grep -qx '== ready' "$WORK/root.out" 2>/dev/null && break
@@ -1382,8 +1483,13 @@ $ISO"
         sleep 0.2
     done
     if grep -qx '== ready' "$WORK/root.out" && found=$(find_container "$C"); then
-        read -r cid _ <<<"$found"
-        ROOT_UPPER=$(podman inspect --format '{{.GraphDriver.Data.UpperDir}}' "$cid" 2>/dev/null)
+        read -r cid rpid <<<"$found"
+        want run-vmm && check_run_vmm "$cid" "$rpid"
+        if [ -f "$DIRECT_RUNS/$cid/scratch" ]; then # a direct launch's throwaway upper layer
+            ROOT_UPPER=$(cat "$DIRECT_RUNS/$cid/scratch")/upper
+        else
+            ROOT_UPPER=$(podman inspect --format '{{.GraphDriver.Data.UpperDir}}' "$cid" 2>/dev/null)
+        fi
         [ -n "$ROOT_UPPER" ] && ROOT_UPPER_HITS=$(upper_marks "$ROOT_UPPER" | head -n 4 | paste -sd ' ')
         ROOT_OK=1
     fi
@@ -1461,14 +1567,20 @@ check_host_kernel() {
     fi
 }
 
-if want_any root-disk hosts host-kernel; then
+if want_any root-disk hosts host-kernel run-vmm; then
     run_root_layer
+    want run-vmm && [ "$ROOT_OK" != 1 ] && fail run-vmm "the root-layer run did not come up"
     want root-disk && check_root_disk
     want hosts && check_hosts
     want host-kernel && check_host_kernel
 fi
 
 # ---------------------------------------------------------------- fork bomb
+# On uml every guest process is a host process of the VMM's: the bomb runs until the pids
+# cgroup has sat at the limit for a second (the limit holds), goes past it (fail), or 90 s
+# pass (a fixed length said PASS on a slow host whose bomb had not reached the limit, with or
+# without one). On qemu and krun the guest's processes are its kernel's, not the host's: the
+# bomb runs 12 s and the VMM's cgroup must stay within the limit and the host usable.
 check_fork_bomb() {
     if [ "$LIMITS_CLAIMED" = 0 ] && [ "${BLUEBOX_ESCAPE_FORKBOMB:-0}" != 1 ]; then
         warn fork-bomb "not run: this host cannot enforce the pids limit for rootless podman (BLUEBOX_ESCAPE_FORKBOMB=1 runs it anyway)"
@@ -1478,17 +1590,17 @@ check_fork_bomb() {
 backend: $BACKEND
 ram_mib: 256
 network: none
-timeout_seconds: 12
+timeout_seconds: 90
 $ISO"
     local out
     out=$("$BIN" build "$B" 2>&1) || {
         printf '%s\n' "$out" | tail -n 5 >&2
         setup_error "bluebox build $B failed"
     }
-    "$BIN" run "$B" -- sh -c 'b() { b | b & }; b; sleep 60' </dev/null >/dev/null 2>&1 &
+    "$BIN" run "$B" -- sh -c 'b() { b | b & }; b; sleep 120' </dev/null >/dev/null 2>&1 &
     local run_pid=$!
     BG_PIDS+=("$run_pid")
-    local found pid pf peak=0 n samples=() t0 t1 ms
+    local found pid pf peak=0 n at_limit=0 samples=() t0 t1 ms end=$((SECONDS + 12))
     found=$(find_container "$B") || setup_error "no running container for $B"
     pid=${found#* }
     pf=$(cgroup_file "$pid" pids pids.current)
@@ -1496,6 +1608,12 @@ $ISO"
         if [ -n "$pf" ]; then
             n=$(cat "$pf" 2>/dev/null) || n=0
             [ "${n:-0}" -gt "$peak" ] && peak=$n
+            if [ "${n:-0}" -ge 512 ]; then at_limit=$((at_limit + 1)); else at_limit=0; fi
+            # past the limit, or held at it for a second: known; the run is stopped
+            if [ "$peak" -gt 512 ] || [ "$at_limit" -ge 5 ] ||
+                { [ "$BACKEND" != uml ] && [ "$SECONDS" -ge "$end" ]; }; then
+                kill -INT "$run_pid" 2>/dev/null
+            fi
         fi
         t0=$(date +%s%N)
         ls / >/dev/null
@@ -1512,10 +1630,12 @@ $ISO"
         fail fork-bomb "no pids cgroup for the VMM: nothing bounds the bomb"
     elif [ "$peak" -gt 512 ]; then
         fail fork-bomb "the fork bomb reached $peak processes, past the pids limit of 512"
+    elif [ "$peak" -lt 512 ] && [ "$BACKEND" = uml ]; then
+        warn fork-bomb "the bomb reached only $peak of the 512 pids in 90 s: this host is too slow to show the limit at work (vmm-limits reads it)"
     elif [ "$ms" -ge "$RESPONSIVE_MS" ]; then
         fail fork-bomb "the host stalled during the bomb: median host \`ls /\` ${ms} ms (max ${max} ms, ${#samples[@]} samples)"
     else
-        pass fork-bomb "the bomb peaked at $peak of 512 pids; host \`ls /\` median ${ms} ms, max ${max} ms over ${#samples[@]} samples"
+        pass fork-bomb "the bomb peaked at $peak of 512 pids$([ "$BACKEND" = uml ] || echo " (the guest kernel's processes are not the host's)"); host \`ls /\` median ${ms} ms, max ${max} ms over ${#samples[@]} samples"
     fi
 }
 want fork-bomb && check_fork_bomb
@@ -1770,8 +1890,7 @@ secrets:
         sleep 1
     done
     cid=$(containers_of "$c" | cut -d' ' -f1)
-    podman inspect --format '{{.Path}} {{join .Args " "}} {{join .Config.CreateCommand " "}} {{join .Config.Env " "}}' \
-        "${cid:-none}" 2>/dev/null | grep -qF "$value" && where="$where podman-inspect"
+    container_text "${cid:-}" | grep -qF "$value" && where="$where podman-inspect"
     pgrep -f -- "$value" >/dev/null && where="$where host-ps"
     wait "$pid"
     grep -rqF "$value" "$BLUEBOX_HOME/logs" 2>/dev/null && where="$where logs"
@@ -2125,6 +2244,8 @@ want data-reset && check_reset
 want data-destroy && check_destroy
 
 # ---------------------------------------------------------------- summary
+[ "${#took[@]}" -gt 0 ] && echo "slowest: $(printf '%s\n' "${took[@]}" | sort -rn | head -n 8 |
+    awk '{ printf "%s%s %ds", (NR > 1 ? ", " : ""), $2, $1 }')"
 echo "$npass passed, $nfail failed, $nwarn warning(s), $nskip skipped"
 if [ "$nfail" -eq 0 ]; then
     echo "no escapes."

@@ -68,6 +68,9 @@
 #define ABI_ENV_USER       "BLUEBOX_USER"       /* the image's USER, resolved by the guest */
 #define ABI_ENV_DATA_DISK  "BLUEBOX_DATA_DISK"  /* ABI_DATA_DISK, when /data has a disk */
 #define ABI_ENV_AGENT_HEAD "BLUEBOX_AGENT_HEAD" /* up: the hash chain's head (agent/chain.h) */
+/* "1": a build step (issue 20, runtime/buildvm.h): the guest's root is the container's own
+ * root, written in place (it is the layer podman commits), with its owners and modes. */
+#define ABI_ENV_BUILD "BLUEBOX_BUILD"
 
 /* Egress by name (issue 17). ABI_ENV_NET_ALLOW present (even empty) = allowlist mode: the
  * normalized Bluefile `allow:` list, comma-separated entries HOST[:PORT]; HOST is a lower-case

@@ -27,6 +27,10 @@ int main(int argc, char **argv)
         return tend_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "__direct") == 0)
         return direct_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "__oci") == 0)
+        return oci_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "__step") == 0)
+        return step_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "__data") == 0)
         return data_main(argc - 1, argv + 1);
     return cli_main(argc, argv);

@@ -47,12 +47,15 @@ const cli_command cli_commands[] = {
      "generate the Containerfile and build the image",
      "With --dry-run, prints the Containerfile the Bluefile renders to and changes nothing.\n"
      "podman's whole output of the last build is kept in ~/.bluebox/logs/build/<name>.log;\n"
-     "-q shows only its step lines, then the isolation check and the posture line.",
+     "-q shows only its step lines, then the isolation check and the posture line.\n"
+     "On backend: uml every RUN step (packages, run:, runcmd) runs in a uml guest;\n"
+     "--host-kernel runs them on the host's kernel in podman build's container instead.",
      1,
      1,
      {ARG_SANDBOX},
      {{0, "dry-run", NULL, "print the Containerfile, change nothing"},
-      {'q', "quiet", NULL, "show one line per build step (the rest goes to the build log)"}},
+      {'q', "quiet", NULL, "show one line per build step (the rest goes to the build log)"},
+      {0, "host-kernel", NULL, "run the build steps on the host's kernel, not in a guest"}},
      cmd_build},
     {"ls", "define", "", "list sandboxes", NULL, 0, 0, {ARG_NONE}, {{0}}, cmd_ls},
     {"env",
@@ -304,6 +307,19 @@ const cli_command cli_commands[] = {
      {ARG_SANDBOX},
      {{0}},
      cmd_pool},
+    {"ps",
+     "inspect",
+     "[name] [-q]",
+     "list the containers running this home's sandboxes",
+     "One row per container: its name, the sandbox, how it was started (direct: runc without\n"
+     "podman, the default for uml/qemu run/shell; podman; pool: a warm VM), its state and the\n"
+     "host pid of its init (the VMM). A direct run is not in `podman ps`; it is in\n"
+     "`runc --root /run/bluebox-direct/runc list`. -q prints the names alone.",
+     0,
+     1,
+     {ARG_SANDBOX},
+     {{'q', "quiet", NULL, "print container names only"}},
+     cmd_ps},
     {"doctor",
      "inspect",
      "",

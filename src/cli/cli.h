@@ -106,6 +106,7 @@ int cmd_restore(cli_args *a, bb_error **err);
 int cmd_data(cli_args *a, bb_error **err);
 int cmd_fork(cli_args *a, bb_error **err);
 int cmd_pool(cli_args *a, bb_error **err);
+int cmd_ps(cli_args *a, bb_error **err);
 /* run's warm path (cmd_pool.c): 1 with *ret_code when a pool VM ran the command, 0 when none
  * was free (boot cold), -1 on an error. */
 struct sandbox;

@@ -126,7 +126,10 @@ int cmd_build(cli_args *a, bb_error **err)
     if (sandbox_resolve_backend(sb, err) < 0 || mounts_check_host(a->root, sb->bf, err) < 0)
         return -1;
     /* Held from the build through the isolation check: boot_prepare finds it held. */
-    if (sandbox_lock(sb, err) < 0 || image_build(sb, &cf, cli_flag(a, "quiet"), err) < 0)
+    build_where where = build_where_for(sb, cli_flag(a, "host-kernel"));
+    _cleanup_free_ char *posture = build_posture(sb, where);
+    fprintf(stderr, "%s\n", posture);
+    if (sandbox_lock(sb, err) < 0 || image_build(sb, &cf, cli_flag(a, "quiet"), where, err) < 0)
         return -1;
     _cleanup_free_ char *ref = image_ref(a->root, sb->name);
     printf("built %s\n", ref);

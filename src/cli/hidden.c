@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
 #include "data/dataop.h"
+#include "runtime/buildvm.h"
 #include "runtime/probe.h"
 #include "util/fs.h"
 #include "util/macro.h"
@@ -77,4 +79,25 @@ int data_main(int argc, char **argv)
     _cleanup_free_ char *line = tally_format(&t);
     printf("%s\n", line);
     return 0;
+}
+
+static int hidden_fail(const char *role, bb_error *err)
+{
+    fprintf(stderr, "bluebox %s: %s\n", role, err->msg);
+    bb_error_free(err);
+    return ABI_EXIT_SETUP;
+}
+
+int oci_main(int argc, char **argv)
+{
+    bb_error *err = NULL;
+    buildvm_oci(argc, argv, &err);
+    return hidden_fail("__oci", err);
+}
+
+int step_main(int argc, char **argv)
+{
+    bb_error *err = NULL;
+    buildvm_step(argc, argv, &err);
+    return hidden_fail("__step", err);
 }

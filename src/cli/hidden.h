@@ -9,5 +9,9 @@ int reown_main(int argc, char **argv);
 /* `__data <op> [--owner=U:G] <args…>`: run one /data operation here (data/dataop.h); prints
  * the tally line on stdout, or the error on stderr and exits 1. */
 int data_main(int argc, char **argv);
+/* `__oci <conf> <runc args…>` and, in a uml build guest, `__step <caps> <command…>`
+ * (runtime/buildvm.h). */
+int oci_main(int argc, char **argv);
+int step_main(int argc, char **argv);
 /* `__tend <name>`: one pass of the warm pool's tender (runtime/pool.h), detached. */
 int tend_main(int argc, char **argv);

@@ -117,6 +117,8 @@ static void log_no_xattr(fsd *fs)
  * carries the guest's permissions as they are (never setuid, setgid or sticky). */
 static mode_t host_mode(const fsd *fs, uint32_t guest_mode)
 {
+    if (fs->real_owners)
+        return (mode_t)(guest_mode & (S_IFMT | 07777));
     if (fs->no_xattr && ((guest_mode & S_IFMT) == S_IFREG || (guest_mode & S_IFMT) == S_IFDIR))
         return (mode_t)(guest_mode & (S_IFMT | 0777));
     return fsd_own_host_mode(guest_mode);
@@ -272,10 +274,37 @@ static bool is_file_or_dir(const fsd_inode *i)
     return i->host_type == S_IFREG || i->host_type == S_IFDIR;
 }
 
+/* A build step's root (fsd_options.real_owners, written): the guest's owner and mode are the
+ * host file's own. chown first, since it clears setuid and setgid; a symlink's mode stays. */
+static int store_real(fsd *fs, fsd_inode *i, const fsd_own *o)
+{
+    int ifd = fsd_inode_fd(&fs->t, i);
+    struct stat st;
+    if (ifd < 0 || fstat(ifd, &st) < 0)
+        return neg_errno();
+    if ((st.st_uid != o->uid || st.st_gid != o->gid) &&
+        fchownat(ifd, "", o->uid, o->gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+        return neg_errno();
+    if (i->host_type != S_IFLNK) {
+        char path[32];
+        fsd_proc_path(path, sizeof(path), ifd);
+        if (fchmodat(AT_FDCWD, path, (mode_t)o->mode & 07777, 0) < 0)
+            return neg_errno();
+    }
+    i->own = (fsd_own){.uid = o->uid,
+                       .gid = o->gid,
+                       .mode = (uint32_t)(st.st_mode & S_IFMT) |
+                               (i->host_type == S_IFLNK ? 0777 : (o->mode & 07777)),
+                       .rdev = st.st_rdev};
+    return 0;
+}
+
 /* Store the guest view `o` of `i` whose host mode is `host_mode`: the xattr is written unless
  * the default view already says the same. */
 static int store_own(fsd *fs, fsd_inode *i, const fsd_own *o, mode_t host_mode)
 {
+    if (fs->real_owners)
+        return store_real(fs, i, o);
     if (!i->own_stored && fsd_own_is_default(o, host_mode & ~(mode_t)(S_ISUID | S_ISGID))) {
         i->own = *o;
         return 0;
@@ -457,7 +486,7 @@ static int set_times(fsd_tables *t, fsd_inode *i, const struct fuse_setattr_in *
  * the record changes, and the host mode follows the guest's permissions. */
 static int set_owner(req *r, fsd_inode *i, const struct fuse_setattr_in *in, struct stat *st)
 {
-    if (i->host_type == S_IFLNK)
+    if (i->host_type == S_IFLNK && !r->fs->real_owners)
         return 0; /* symlinks show 0:0 0777; lchown is accepted and changes nothing */
     fsd_own o = i->own;
     if (in->valid & FATTR_MODE)
@@ -468,6 +497,8 @@ static int set_owner(req *r, fsd_inode *i, const struct fuse_setattr_in *in, str
         o.gid = in->gid;
     if (o.uid == UINT32_MAX || o.gid == UINT32_MAX)
         return -EINVAL;
+    if (r->fs->real_owners)
+        return store_real(r->fs, i, &o);
     mode_t host = st->st_mode;
     if (is_file_or_dir(i) && (i->own.mode & S_IFMT) == (uint32_t)i->host_type)
         host = host_mode(r->fs, o.mode);
@@ -543,8 +574,10 @@ static int finish_new(req *r, fsd_inode *dir, const char *name, int fd, const fs
         rc = ref_fd(r->fs, fd, &st, dir, name, &i);
     if (rc == 0 && !i)
         rc = -EIO;
-    if (rc == 0 && i->host_type != S_IFLNK)
+    if (rc == 0 && (i->host_type != S_IFLNK || r->fs->real_owners))
         rc = store_own(r->fs, i, o, st.st_mode);
+    if (rc == 0 && r->fs->real_owners && fstat(fsd_inode_fd(&r->fs->t, i), &st) < 0)
+        rc = neg_errno();
     if (rc != 0 || !i) {
         if (i)
             fsd_inode_forget(&r->fs->t, fsd_inode_id(&r->fs->t, i), 1);
@@ -564,7 +597,7 @@ static bool needs_record(const fsd *fs, const fsd_own *o)
  * setuid/setgid (what the host file shows). */
 static void no_record_view(const fsd *fs, fsd_own *o)
 {
-    if (fs->no_xattr && needs_record(fs, o)) {
+    if (!fs->real_owners && fs->no_xattr && needs_record(fs, o)) {
         o->uid = o->gid = 0;
         o->mode &= ~(uint32_t)(S_ISUID | S_ISGID | S_ISVTX);
     }
@@ -600,7 +633,12 @@ static int op_mknod(req *r)
     fsd_own o = new_own(r, dir, in.mode, type == S_IFCHR || type == S_IFBLK ? in.rdev : 0);
     if (type == S_IFREG)
         no_record_view(r->fs, &o);
-    else if (r->fs->no_xattr)
+    else if (r->fs->real_owners) {
+        /* A real node (a device needs CAP_MKNOD, which a build's server has not). */
+        if (mknodat(dir->fd, name, o.mode & (S_IFMT | 0600), (dev_t)o.rdev) < 0)
+            return neg_errno();
+        return finish_new(r, dir, name, -1, &o, false);
+    } else if (r->fs->no_xattr)
         return -EPERM; /* a device node or FIFO needs the record: nothing real is made */
     mode_t host = host_mode(r->fs, o.mode);
     int fd =
@@ -654,6 +692,8 @@ static int op_symlink(req *r)
     if (symlinkat(target, dir->fd, name) < 0)
         return neg_errno();
     fsd_own o = {.mode = S_IFLNK | 0777};
+    if (r->fs->real_owners)
+        o = new_own(r, dir, S_IFLNK | 0777, 0);
     return finish_new(r, dir, name, -1, &o, false);
 }
 
@@ -1232,11 +1272,31 @@ static int op_access(req *r)
 
 /* ---- extended attributes: guest name N is host user.bluebox.x.N ---- */
 
+/* A build step's root (real owners, written): the image's own names, as they are. File
+ * capabilities (security.capability: the server needs CAP_SETFCAP) and user.* names; the
+ * host's trusted.*, security.* others and ACLs (whose ids the host would map) never. */
+static bool real_xattrs(const fsd *fs)
+{
+    return fs->real_owners && !fs->read_only;
+}
+
+static bool real_xname_ok(const char *n)
+{
+    return strcmp(n, "security.capability") == 0 ||
+           (strncmp(n, "user.", 5) == 0 && strncmp(n, "user.bluebox.", 13) != 0);
+}
+
 static int host_xname(req *r, char *buf, size_t size)
 {
     const char *n = take_str(r, XATTR_NAME_MAX);
     if (!n || !*n)
         return -EINVAL;
+    if (real_xattrs(r->fs)) {
+        if (!real_xname_ok(n))
+            return -EOPNOTSUPP;
+        snprintf(buf, size, "%s", n);
+        return 0;
+    }
     if (strncmp(n, "system.posix_acl_", 17) == 0)
         return -EOPNOTSUPP;
     if (strlen(GUEST_XPREFIX) + strlen(n) > XATTR_NAME_MAX)
@@ -1299,11 +1359,13 @@ static int op_listxattr(req *r)
             total = (size_t)n;
         }
     }
-    size_t plen = strlen(GUEST_XPREFIX), outlen = 0;
+    bool real = real_xattrs(r->fs);
+    size_t plen = real ? 0 : strlen(GUEST_XPREFIX), outlen = 0;
     /* Pass 1 sizes, pass 2 (when the guest gave room) copies. */
     for (size_t k = 0; k < total;) {
         size_t l = strnlen(list + k, total - k);
-        if (l > plen && strncmp(list + k, GUEST_XPREFIX, plen) == 0) {
+        if (real ? l < total - k && real_xname_ok(list + k)
+                 : l > plen && strncmp(list + k, GUEST_XPREFIX, plen) == 0) {
             size_t g = l - plen + 1;
             if (in.size) {
                 if (outlen + g > in.size || outlen + g > r->ocap)
@@ -1483,7 +1545,7 @@ int fsd_new(fsd **ret, int root_fd, const fsd_options *opt, bb_error **err)
     }
     fsd *fs = xcalloc(1, sizeof(*fs));
     fs->read_only = opt && opt->read_only;
-    fs->real_owners = fs->read_only && opt->real_owners;
+    fs->real_owners = opt && opt->real_owners;
     fs->umask = umask(022);
     umask(fs->umask);
     fsd_tables_init(&fs->t, fd, &st, opt ? opt->max_fds : 0);

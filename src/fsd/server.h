@@ -19,7 +19,7 @@ typedef struct fsd_export {
      * /.bluebox and /data stay out of its view. Needs CAP_SYS_ADMIN, which the server holds
      * until jail_lock_fsd. */
     bool one_mount;
-    bool real_owners; /* fsd_options.real_owners (with read_only) */
+    bool real_owners; /* fsd_options.real_owners */
 } fsd_export;
 
 /* Listen on every export's socket (so UML can connect the moment it boots), open the

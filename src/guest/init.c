@@ -66,6 +66,26 @@ static int serial = -1;
 /* stdin in bulk (abi.h): opened before the ready frame, which says whether we have it. */
 static stdin_ring_reader ring = {.fd = -1};
 
+void guest_boot_mark(const char *step)
+{
+    static int on = -1, kmsg = -1;
+    if (on < 0) {
+        const char *e = getenv("BLUEBOX_BOOT_PROFILE");
+        on = e && streq(e, "1");
+    }
+    if (!on)
+        return;
+    if (kmsg < 0)
+        kmsg = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    char line[128];
+    int n = snprintf(line, sizeof line, "bluebox-init: %s at %.1f ms\n", step,
+                     (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6);
+    if (kmsg >= 0 && n > 0)
+        (void)!write(kmsg, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
 static _noreturn_ void power_off(void)
 {
     sync();
@@ -135,6 +155,12 @@ static void mount_kernel_fs(bool qemu)
     if (lstat("/dev/ptmx", &st) < 0)
         (void)!symlink("pts/ptmx", "/dev/ptmx");
     mount_one("shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+    /* No uevent helper: each device or module added from here on (overlay, fuse, virtio-fs,
+     * loop) would otherwise exec the image's /sbin/hotplug, and on uml every exec, even of a
+     * file that is not there, costs a new host process (~2 ms; bench/boot_profile.py). */
+    _cleanup_close_ int fd = open("/proc/sys/kernel/hotplug", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0)
+        (void)!write(fd, "\n", 1);
 }
 
 static void open_serial(void)
@@ -189,9 +215,20 @@ static void set_addr(struct sockaddr *sa, const char *ip)
     inet_pton(AF_INET, ip, &in->sin_addr);
 }
 
+/* Whether the VMM gave the guest its network device. Asked of sysfs: if_nametoindex() of a
+ * device that is not there makes the kernel call modprobe (netdev-NAME, CAP_NET_ADMIN), an
+ * exec of the image's modprobe that cannot find a module and cost 10-40 ms of every boot
+ * (bench/boot_profile.py). */
+static bool net_dev_present(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/sys/class/net/%s", NET_DEV);
+    return access(path, F_OK) == 0;
+}
+
 static void network_up(void)
 {
-    if (if_nametoindex(NET_DEV) == 0)
+    if (!net_dev_present())
         return; /* network: none */
     _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s < 0)
@@ -221,7 +258,7 @@ static void network_up(void)
 static void root_setup(const launch_spec *spec)
 {
     _cleanup_error_ bb_error *err = NULL;
-    if (guest_root_setup(spec, if_nametoindex(NET_DEV) ? NET_DNS : NULL, &err) < 0)
+    if (guest_root_setup(spec, net_dev_present() ? NET_DNS : NULL, &err) < 0)
         fail("%s", err->msg);
 }
 
@@ -614,12 +651,15 @@ static void login_shell(launch_spec *spec)
 int guest_init_main(int argc, char **argv)
 {
     (void)argc, (void)argv; /* kernel command-line leftovers */
+    guest_boot_mark("start");
     umask(022);
     int sigfd = signals_setup();
     /* A qemu guest boots from bluebox's initramfs (runtime/qemu_bundle.c), which marks it. */
     bool qemu = access(ABI_QEMU_MARKER, F_OK) == 0;
     mount_kernel_fs(qemu);
+    guest_boot_mark("kernel filesystems");
     open_serial();
+    guest_boot_mark("control line");
     if (qemu) {
         _cleanup_error_ bb_error *err = NULL;
         if (guest_root_qemu(&err) < 0)
@@ -627,24 +667,31 @@ int guest_init_main(int argc, char **argv)
     }
     _cleanup_spec_ launch_spec spec = {0};
     read_spec(&spec);
+    guest_boot_mark("spec");
     root_setup(&spec);
+    guest_boot_mark("root");
     ca_setup(&spec);
     if (!guest_root_is_qemu()) /* a real kernel's /proc/cpuinfo needs no fixing */
         cpuinfo_fix();
     if (spec.hostname[0] && sethostname(spec.hostname, strlen(spec.hostname)) < 0)
         fail("cannot set the hostname: %s", strerror(errno));
+    guest_boot_mark("cpuinfo, hostname");
     loopback_up();
+    guest_boot_mark("loopback");
     network_up();
+    guest_boot_mark("network");
     /* data_limit: /data is the sandbox's disk, mounted over the shared /data once
      * bluebox-vmm has capped the files it may grow (datadisk.c). */
     _cleanup_free_ char *why = NULL;
     if (datadisk_setup(serial, &why) < 0)
         fail("%s", why);
+    guest_boot_mark("data disk");
     /* Once, from the image's files as they are before any workload ran: every command of an
      * up sandbox (exec, shell) runs as the same user as run. */
     _cleanup_error_ bb_error *user_err = NULL;
     if (user_apply(&spec, &user_err) < 0)
         fail("%s", user_err->msg);
+    guest_boot_mark("user");
     if (spec.mode == SPEC_AGENT)
         run_agent(&spec);
     if (spec.mode == SPEC_SHELL)
@@ -653,6 +700,7 @@ int guest_init_main(int argc, char **argv)
     relay r = {.serial_open = true};
     frame_decoder_init(&r.dec);
     r.pid = start_command(&spec, &r.io);
+    guest_boot_mark("command started");
     stdin_relay_init(&r.in, r.io.in, r.io.pty >= 0);
     relay_loop(&r, sigfd);
     if (!r.exited) { /* the host line broke: nobody is listening any more */

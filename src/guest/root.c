@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "abi.h"
+#include "guest/init.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
@@ -446,16 +447,84 @@ static int scratch_dirs(bb_error **err)
     return 0;
 }
 
+/* A step's result, the step marked for the boot profile (init.h). */
+static bool failed(int r, const char *step)
+{
+    guest_boot_mark(step);
+    return r < 0;
+}
+
+/* A build step (SPEC_ROOT_BUILD): the container's root, the step's layer, served written
+ * with its real owners by the file server (virtio-fs ABI_QEMU_ROOT_TAG, vmm.c exports_fill)
+ * becomes the root, so that what the step writes keeps the owners, modes, setuid bits and
+ * file capabilities it set (hostfs made every new file UML's uid's and has no xattrs).
+ * bluebox's /etc files are bound over the image's from the tmpfs on LAYER_DIR, so that none
+ * of them is written into the image; one the image lacks is made empty, as podman build
+ * makes it. */
+static int build_root(const etc_file files[3], bb_error **err)
+{
+    if (mount("tmpfs", LAYER_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64k,mode=0755") <
+        0)
+        return bb_fail_errno(err, errno, "cannot mount a tmpfs on %s", LAYER_DIR);
+    if (mkdir_in(NEW_ROOT, err) < 0)
+        return -1;
+    if (qemu_guest) {
+        /* Mounted read-only at boot (guest_root_qemu); the server writes this export. */
+        if (mount(NULL, QEMU_LOWER, NULL, MS_REMOUNT | MS_NODEV, NULL) < 0 ||
+            mount(QEMU_LOWER, NEW_ROOT, NULL, MS_MOVE, NULL) < 0)
+            return bb_fail_errno(err, errno, "cannot make the step's root writable (virtio-fs %s)",
+                                 ABI_QEMU_ROOT_TAG);
+    } else if (load_module(ABI_VMM_FUSE, err) < 0 || load_module(ABI_VMM_VIRTIOFS, err) < 0) {
+        return -1;
+    } else if (mount(ABI_QEMU_ROOT_TAG, NEW_ROOT, "virtiofs", MS_NODEV, NULL) < 0) {
+        return bb_fail_errno(err, errno, "cannot mount the step's root (virtio-fs %s)",
+                             ABI_QEMU_ROOT_TAG);
+    }
+    _cleanup_close_ int dir = open(LAYER_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return bb_fail_errno(err, errno, "cannot open %s", LAYER_DIR);
+    for (size_t i = 0; i < 3; i++) {
+        _cleanup_free_ char *src = xasprintf(LAYER_DIR "/%s", files[i].name);
+        _cleanup_free_ char *dst = xasprintf(NEW_ROOT "/etc/%s", files[i].name);
+        struct stat st;
+        if (lstat(dst, &st) < 0) {
+            int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+            if (fd < 0)
+                continue; /* no /etc: nothing to bind over */
+            close(fd);
+        } else if (!S_ISREG(st.st_mode)) {
+            continue; /* a symlink (systemd-resolved's, say) stays the image's */
+        }
+        if (write_new(dir, files[i].name, files[i].text, err) < 0)
+            return -1;
+        if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+            return bb_fail_errno(err, errno, "cannot mount over /etc/%s", files[i].name);
+    }
+    return 0;
+}
+
 int guest_root_setup(const launch_spec *spec, const char *nameserver, bb_error **err)
 {
+    if (spec->root_flags & SPEC_ROOT_BUILD) {
+        etc_file files[3];
+        etc_files(spec, nameserver, files);
+        int r = build_root(files, err) < 0 || (qemu_guest && qemu_own(err) < 0) ||
+                        switch_into(err) < 0 || mount_own(err) < 0 || mount_shared(spec, err) < 0
+                    ? -1
+                    : 0;
+        for (size_t i = 0; i < 3; i++)
+            free(files[i].text);
+        return r;
+    }
     bool readonly = spec->root_flags & SPEC_ROOT_RO;
     etc_file files[3];
     etc_files(spec, nameserver, files);
     /* A read-only root's scratch tmpfs first: the container had podman's there, and the
      * shared mounts (a mount under /tmp, say) go on top of them as they did. */
-    int r = assemble(readonly, files, err) < 0 || (qemu_guest && qemu_own(err) < 0) ||
-                    switch_into(err) < 0 || (readonly && scratch_dirs(err) < 0) ||
-                    mount_own(err) < 0 || mount_shared(spec, err) < 0 ||
+    int r = failed(assemble(readonly, files, err), "root overlay") ||
+                    (qemu_guest && qemu_own(err) < 0) || switch_into(err) < 0 ||
+                    (readonly && scratch_dirs(err) < 0) || mount_own(err) < 0 ||
+                    failed(mount_shared(spec, err), "shared mounts") ||
                     (!readonly && put_etc(files, err) < 0)
                 ? -1
                 : 0;

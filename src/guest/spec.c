@@ -219,7 +219,7 @@ static int take_one(launch_spec *s, uint8_t tag, const uint8_t *d, size_t n)
     case T_COLS:
         return take_size(d, n, &s->cols);
     case T_ROOT:
-        if (u32_of(d, n, &v) < 0 || (v & ~SPEC_ROOT_RO))
+        if (u32_of(d, n, &v) < 0 || (v & ~(SPEC_ROOT_RO | SPEC_ROOT_BUILD)))
             return -1;
         s->root_flags = v;
         return 0;

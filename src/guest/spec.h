@@ -30,6 +30,8 @@ typedef enum {
 
 /* Root flags: the container's root is read-only (Bluefile readonly: true). */
 #define SPEC_ROOT_RO 0x1u
+/* A build step (ABI_ENV_BUILD): the root is written in place, no RAM layer. */
+#define SPEC_ROOT_BUILD 0x2u
 
 /* A container mount the guest gets as a mount of its own (/data and the Bluefile's
  * mounts), at the same path, with these flags; everything else of the root is the image

@@ -15,6 +15,11 @@ struct fingerprint;
 struct doctor_report;
 typedef struct launch launch;
 
+/* How a backend's builds run their RUN steps: on the host's kernel (none), in its guest
+ * through bluebox's OCI runtime (uml, qemu: runtime/buildvm.h), or with podman build
+ * --runtime of its own VM runtime (krun). */
+typedef enum { BUILD_VM_NONE, BUILD_VM_UML, BUILD_VM_QEMU, BUILD_VM_KRUN } backend_build;
+
 typedef struct backend {
     const char *name;
     const char *alias; /* another name for it (Bluefile and BLUEBOX_BACKEND), or NULL */
@@ -49,6 +54,8 @@ typedef struct backend {
     /* Its VMM enforces `allow:` and brokers `secrets:` (runtime/egress.h); backend_for
      * refuses a Bluefile with them on a backend without. */
     bool egress;
+    /* Where bluebox build runs the steps (runtime/build.h), unless --host-kernel. */
+    backend_build build_guest;
     /* The host path of its guest kernel; NULL when the kernel is no file of its own. */
     const char *(*kernel_path)(void);
     /* Can this host boot this backend? The message says what to do when not. */
@@ -68,6 +75,11 @@ extern const backend *const backend_registry[];
 
 /* The part of every preflight that is not the backend's own: podman is installed. */
 int preflight_podman(bb_error **err);
+/* 0 when /dev/kvm is a device node that opens, else why not: an errno, ENODEV when the path
+ * is something else (a regular file left there opens, and podman then refuses it). */
+int kvm_unusable(void);
+/* Words for kvm_unusable's answer: "/dev/kvm does not exist", "... is not a device node". */
+const char *kvm_why(int e);
 /* The first backend other than `self` whose preflight passes on this host (for a refusal's
  * "or use backend: X, which runs here"), NULL when none does. */
 const backend *backend_runs_instead(const backend *self, const launch *l);

@@ -2,7 +2,9 @@
  * Bluefile is checked against once, before anything starts. A new backend is its own file
  * (krun.c, uml.c) and a line in the table below. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "backend.h"
 #include "util/spawn.h"
@@ -26,6 +28,27 @@ int preflight_podman(bb_error **err)
                        "podman is not installed; install it (Debian: apt-get install podman) "
                        "and try again");
     return 0;
+}
+
+int kvm_unusable(void)
+{
+    _cleanup_close_ int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC | O_NOCTTY);
+    struct stat st;
+    if (kvm < 0 || fstat(kvm, &st) < 0)
+        return errno;
+    return S_ISCHR(st.st_mode) ? 0 : ENODEV;
+}
+
+const char *kvm_why(int e)
+{
+    switch (e) {
+    case ENOENT:
+        return "/dev/kvm does not exist";
+    case ENODEV:
+        return "/dev/kvm is not a device node";
+    default:
+        return "/dev/kvm cannot be opened";
+    }
 }
 
 const backend *backend_runs_instead(const backend *self, const launch *l)

@@ -22,6 +22,7 @@
 
 #include "core/bluefile.h"
 #include "core/home.h"
+#include "direct_net.h"
 #include "fingerprint.h"
 #include "image.h"
 #include "isolation.h"
@@ -39,23 +40,37 @@ extern char **environ;
 /* Overlay's mount data is one page. */
 #define MOUNT_DATA_MAX 4000
 
+/* The backends whose VMM is bluebox-vmm under runc: uml's kernel or QEMU (with KVM, the
+ * config.json carries podman's /dev/kvm device and its cgroup rule; QEMU's bundle is a bind
+ * mount like uml's; the flock that keeps the bundle from being pruned is bluebox's and
+ * bluebox-vmm's own, whichever way the container starts). krun's runtime is crun+libkrun,
+ * whose VM podman's config.json does not describe for runc: it stays on podman (README). */
+static const char *const direct_backends[] = {"uml", "qemu"};
+
+static bool direct_backend(const backend *b)
+{
+    for (size_t i = 0; i < ELEMENTSOF(direct_backends); i++)
+        if (streq(b->name, direct_backends[i]))
+            return true;
+    return false;
+}
+
 bool direct_wanted(const backend *b, const launch *l)
 {
+    /* The default; BLUEBOX_LAUNCH=podman keeps `podman run` for comparison and fallback. */
     const char *e = getenv("BLUEBOX_LAUNCH");
-    if (!e || !streq(e, "direct"))
+    if (e && streq(e, "podman"))
         return false;
-    /* The backends whose VMM is bluebox-vmm under runc; krun wants crun+krun (a later
-     * stage), qemu's first stage is not measured yet. */
-    if (!streq(b->name, "uml"))
+    if (!direct_backend(b))
         return false;
     if (l->mode != LAUNCH_RUN && l->mode != LAUNCH_SHELL)
         return false;
     const bluefile *bf = l->bf;
-    /* Rootless needs `podman unshare` for the layers; strict's uid map needs podman's
-     * id-mapped copy of them; bridge needs podman's network; allow:/secrets: hand a memfd
-     * through --preserve-fds. All of them stay on podman in this first stage. */
-    return geteuid() == 0 && bf->network == NET_NONE && !bf->has_allow &&
-           bf->isolation != ISO_STRICT && !l->image && (l->interactive || !l->tty);
+    /* Rootless needs `podman unshare` for the layers and runc --rootless; strict's uid map
+     * needs podman's id-mapped copy of them (runc here cannot id-map a mount). Both stay on
+     * podman. bridge, allow: and secrets: direct_net.h. */
+    return geteuid() == 0 && direct_net_ok(bf) && bf->isolation != ISO_STRICT && !l->image &&
+           (l->interactive || !l->tty);
 }
 
 static bool id_ok(const char *id)
@@ -98,8 +113,11 @@ static void template_argv(const launch *l, const strv *podman, const char *name,
             strv_push(ret, xasprintf("--name=%s", name));
             continue;
         }
-        strv_add(ret, a);
-        sb_printf(key_text, "%s\n", a);
+        char *t = direct_net_template_arg(l, a);
+        if (!t)
+            continue;
+        strv_push(ret, t);
+        sb_printf(key_text, "%s\n", t);
     }
     strv_add(ret, CMD_PLACEHOLDER);
 }
@@ -175,10 +193,16 @@ static json_t *jarr_strs(const char *const *v, size_t n)
 }
 
 /* podman's per-container files (/etc/hostname, /run/.containerenv) are copied beside the
- * template; its /dev/shm (a tmpfs it mounts itself) becomes the same tmpfs mounted by runc. */
+ * template; its /dev/shm (a tmpfs it mounts itself) becomes the same tmpfs mounted by runc.
+ * The tmpfs UML maps the guest's RAM from gets transparent huge pages where the host kernel
+ * has them for tmpfs (podman's --tmpfs refuses the option): one fault and one free per 2 MiB
+ * instead of per 4 KiB page, which on this machine's nested paging took 150 ms off each cold
+ * run (start and teardown). The tmpfs's size still bounds it; an idle guest's resident
+ * memory grows ~30% (bench/RESULTS.md). */
 static int own_mounts(json_t *cfg, const char *cid, const char *tmp, const char *dir,
                       bb_error **err)
 {
+    const bool huge = tmpfs_has_huge_pages();
     json_t *mounts = json_object_get(cfg, "mounts");
     size_t i;
     json_t *m;
@@ -186,6 +210,8 @@ static int own_mounts(json_t *cfg, const char *cid, const char *tmp, const char 
     {
         const char *src = json_string_value(json_object_get(m, "source"));
         const char *dst = json_string_value(json_object_get(m, "destination"));
+        if (dst && streq(dst, ABI_MEM_DIR) && huge)
+            json_array_append_new(json_object_get(m, "options"), json_string(TMPFS_HUGE_OPTION));
         if (!src || !dst || !strstr(src, cid))
             continue;
         if (streq(dst, "/dev/shm")) {
@@ -242,16 +268,22 @@ static int template_from(const char *cid, const char *image, const char *tmp, co
 /* The sandbox's older templates (<name>-<16 hex>), which no launch asks for again. */
 static void template_prune(const char *root, const char *name, const char *keep)
 {
+    /* keep NULL: every template of the sandbox (direct_forget) */
     _cleanup_free_ char *tpl = xasprintf("%s/direct/tpl", root);
     _cleanup_closedir_ DIR *d = opendir(tpl);
     size_t n = strlen(name);
     for (struct dirent *e; d && (e = readdir(d));) {
         const char *key = e->d_name + n + 1;
         if (strncmp(e->d_name, name, n) != 0 || e->d_name[n] != '-' || strlen(key) != 16 ||
-            strspn(key, "0123456789abcdef") != 16 || streq(key, keep))
+            strspn(key, "0123456789abcdef") != 16 || (keep && streq(key, keep)))
             continue;
         (void)rm_rf_at(dirfd(d), e->d_name, NULL);
     }
+}
+
+void direct_forget(const char *root, const char *name)
+{
+    template_prune(root, name, NULL);
 }
 
 /* <home>/direct/tpl/<name>-<key>/: config.json and lower, made by podman once. */
@@ -330,7 +362,8 @@ static int splice_cmd(json_t *proc, char *const *cmd, bb_error **err)
 /* The template's copies of podman's per-container files are copied again for the run: the
  * container may write them (podman's are its own, and go with it), so a run's writes must
  * not reach the next run. */
-static int own_files(json_t *cfg, const char *tpl, const char *dir, bb_error **err)
+static int own_files(json_t *cfg, const char *tpl, const char *dir, const char *host,
+                     bb_error **err)
 {
     size_t tl = strlen(tpl), i;
     json_t *m;
@@ -341,8 +374,13 @@ static int own_files(json_t *cfg, const char *tpl, const char *dir, bb_error **e
             continue;
         _cleanup_free_ char *data = NULL, *copy = xasprintf("%s/file-%zu", dir, i);
         size_t len = 0;
-        if (read_file(src, 1 << 20, &data, &len, err) < 0 ||
-            write_file_atomic(copy, data, len, 0644, err) < 0)
+        const char *dst = json_string_value(json_object_get(m, "destination"));
+        if (dst && streq(dst, "/etc/hostname")) { /* the run's own, as the UTS name below */
+            data = xasprintf("%s\n", host);
+            len = strlen(data);
+        } else if (read_file(src, 1 << 20, &data, &len, err) < 0)
+            return -1;
+        if (write_file_atomic(copy, data, len, 0644, err) < 0)
             return -1;
         json_object_set_new(m, "source", json_string(copy));
     }
@@ -358,8 +396,16 @@ static int bundle_write(const launch *l, const char *tpl, const char *dir, const
     if (!cfg)
         return bb_fail(err, EIO, "cannot read %s: %s", path, je.text);
     json_t *proc = json_object_get(cfg, "process");
-    if (splice_cmd(proc, l->cmd, err) < 0 || own_files(cfg, tpl, dir, err) < 0)
+    /* Each run its own hostname, as podman gives each container (its id's first 12 hex
+     * digits); the template's would name every run of it alike. */
+    char host[13];
+    snprintf(host, sizeof host, "%08x%04x", (unsigned)arc4random(),
+             (unsigned)(arc4random() & 0xffff));
+    if (splice_cmd(proc, l->cmd, err) < 0 || own_files(cfg, tpl, dir, host, err) < 0 ||
+        direct_net_bundle(cfg, l, dir, err) < 0)
         return -1;
+    if (json_object_get(cfg, "hostname"))
+        json_object_set_new(cfg, "hostname", json_string(host));
     if (launch_term(l->bf))
         set_term(proc);
     json_object_set_new(json_object_get(cfg, "root"), "path", json_string(rootfs));
@@ -556,6 +602,34 @@ char *direct_running(const char *root, const char *name)
     return NULL;
 }
 
+/* The container's init as runc has it (`runc state`), 0 when runc does not know it (yet). */
+static pid_t container_pid(const char *id)
+{
+    char *argv[] = {"runc", "--root", DIRECT_RUNC_ROOT, "state", (char *)id, NULL};
+    _cleanup_free_ char *out = NULL;
+    if (spawn_capture(argv, &out, NULL, NULL) != 0 || !out)
+        return 0;
+    _cleanup_json_ json_t *st = json_loads(out, 0, NULL);
+    json_int_t pid = json_integer_value(json_object_get(st, "pid"));
+    return pid > 0 ? (pid_t)pid : 0;
+}
+
+void direct_each(const char *root, direct_each_fn fn, void *ud)
+{
+    _cleanup_free_ char *home = home_id(root);
+    size_t hl = strlen(home);
+    _cleanup_closedir_ DIR *d = opendir(DIRECT_RUNS_DIR);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!id_ok(e->d_name) || !supervisor_alive(supervisor_pid(e->d_name)))
+            continue;
+        _cleanup_free_ char *p = run_file(e->d_name, "sandbox"), *owner = NULL;
+        if (read_file(p, 4096, &owner, NULL, NULL) < 0 || strncmp(owner, home, hl) != 0 ||
+            owner[hl] != ' ')
+            continue;
+        fn(e->d_name, owner + hl + 1, container_pid(e->d_name), ud);
+    }
+}
+
 /* ---- the supervisor ---- */
 
 static int mount_rootfs(const char *id)
@@ -578,7 +652,8 @@ static int spawn_runc(const char *id, bool no_stdin, const sigset_t *old, pid_t 
 {
     _cleanup_free_ char *bundle = run_dir(id);
     char *argv[] = {"runc",     "--root", DIRECT_RUNC_ROOT, "run",
-                    "--bundle", bundle,   (char *)id,       NULL};
+                    "--bundle", bundle,   "--preserve-fds", (char *)direct_net_preserve_fds(bundle),
+                    (char *)id, NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     if (no_stdin)
@@ -623,10 +698,19 @@ int direct_main(int argc, char **argv)
         run_remove(id);
         return ABI_EXIT_SETUP;
     }
+    direct_net net = DIRECT_NET_INIT;
+    _cleanup_error_ bb_error *why = NULL;
+    if (direct_net_up(dir, &old, &net, &why) < 0) {
+        fprintf(stderr, "bluebox: %s\n", bb_error_message(why));
+        direct_net_down(&net);
+        run_remove(id);
+        return ABI_EXIT_SETUP;
+    }
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     int r = sfd < 0 ? errno : spawn_runc(id, streq(argv[3], "no-stdin"), &old, &child);
     if (r != 0) {
         fprintf(stderr, "bluebox: cannot run runc: %s\n", strerror(r));
+        direct_net_down(&net);
         run_remove(id);
         return ABI_EXIT_SETUP;
     }
@@ -650,6 +734,7 @@ int direct_main(int argc, char **argv)
     close(sfd);
     _cleanup_free_ char *rootfs = run_file(id, "rootfs");
     (void)umount2(rootfs, MNT_DETACH);
+    direct_net_down(&net);
     run_remove(id);
     return code;
 }

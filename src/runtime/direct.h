@@ -18,6 +18,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "backend.h"
 #include "launch.h"
@@ -29,8 +30,9 @@
 /* One directory per live direct run (config.json, rootfs, the supervisor's pid). */
 #define DIRECT_RUNS_DIR "/run/bluebox-direct/runs"
 
-/* Whether this launch goes the direct way: BLUEBOX_LAUNCH=direct, a uml run or shell, root,
- * network none, no allow:/secrets:, standard isolation. Anything else takes podman. */
+/* Whether this launch goes the direct way (the default; BLUEBOX_LAUNCH=podman turns it
+ * off): a uml or qemu run or shell, root, standard isolation, a network direct_net.h can give.
+ * Anything else takes podman. */
 bool direct_wanted(const backend *b, const launch *l);
 /* Turn the podman argv launch_argv built for `l` into the supervisor's argv (prepares the
  * template when needed and the run's bundle). `podman` is consumed. */
@@ -40,6 +42,12 @@ int direct_argv(const backend *b, const launch *l, strv *podman, strv *ret, bb_e
 bool direct_stop(const char *container);
 /* The container id of a live direct run of this home's sandbox `name`, or NULL. */
 char *direct_running(const char *root, const char *name);
+/* Each live direct run of this home: its container id (runc's and bluebox's name for it),
+ * sandbox and the container's init pid (0 while runc is starting it). `bluebox ps`. */
+typedef void (*direct_each_fn)(const char *container, const char *box, pid_t pid, void *ud);
+void direct_each(const char *root, direct_each_fn fn, void *ud);
+/* Remove every prepared template of this home's sandbox `name` (destroy, rename). */
+void direct_forget(const char *root, const char *name);
 /* Kill and remove what direct runs whose supervisor is gone left behind. */
 void direct_reap(void);
 /* The supervisor role: bluebox __direct <id> <parent pid> stdin|no-stdin. */

@@ -248,6 +248,7 @@ int image_remove(const char *root, const char *name, bb_error **err)
 {
     if (program_on_path("podman"))
         containers_remove(root, name);
+    direct_forget(root, name); /* its prepared direct launches */
     _cleanup_free_ char *ref = image_ref(root, name);
     _cleanup_free_ char *id = recorded_id(root, name);
     if (image_exists(ref) && drop_tag(ref, err) < 0)
@@ -279,6 +280,7 @@ static int retag(const char *from, const char *to, bool untag, bb_error **err)
 
 int image_rename(const char *root, const char *old, const char *new, bb_error **err)
 {
+    direct_forget(root, old);
     _cleanup_free_ char *from = image_ref(root, old), *to = image_ref(root, new);
     if (image_exists(from)) {
         if (retag(from, to, true, err) < 0)

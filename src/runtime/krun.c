@@ -21,13 +21,6 @@ static char *krun_path(void)
     return program_find("krun");
 }
 
-/* 0 when /dev/kvm can be opened, else why not (an errno). */
-static int kvm_unusable(void)
-{
-    _cleanup_close_ int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-    return kvm < 0 ? errno : 0;
-}
-
 extern const backend backend_krun;
 
 static int krun_preflight(const launch *l, bb_error **err)
@@ -41,7 +34,7 @@ static int krun_preflight(const launch *l, bb_error **err)
                        "backend: uml (or BLUEBOX_BACKEND=uml) gives each sandbox its own "
                        "user-mode-linux kernel without KVM; its boundary is ptrace, not hardware "
                        "virtualisation, so it is weaker than krun",
-                       e == ENOENT ? "/dev/kvm does not exist" : "/dev/kvm cannot be opened");
+                       kvm_why(e));
     _cleanup_free_ char *krun = krun_path();
     if (krun)
         return 0;
@@ -120,6 +113,11 @@ static bool doctor_kvm(doctor_report *r)
                    xstrdup("not present: krun cannot start microVMs here"),
                    xstrdup("enable virtualisation (nested virtualisation on a VM), or use backend: "
                            "uml"));
+    else if (e == ENODEV)
+        doctor_add(r, "/dev/kvm", CHECK_WARN,
+                   xstrdup("present but not a device node: krun cannot start microVMs here"),
+                   xstrdup("remove the file /dev/kvm (something created it), then enable "
+                           "virtualisation; or use backend: uml"));
     else
         doctor_add(r, "/dev/kvm", CHECK_WARN,
                    xasprintf("present but not openable: %s", strerror(e)),
@@ -173,7 +171,8 @@ const backend backend_krun = {
     .not_isolated_hint = "is krun really crun built with +LIBKRUN? (bluebox doctor)",
     .max_ram_mib = BLUEFILE_MAX_RAM_MIB, /* libkrun names no maximum */
     .agent = true,
-    .max_cpus = 16, /* LIBKRUN_MAX_VCPUS (krun(1): "maximum 16") */
+    .build_guest = BUILD_VM_KRUN, /* podman build --runtime krun (runtime/build.c) */
+    .max_cpus = 16,               /* LIBKRUN_MAX_VCPUS (krun(1): "maximum 16") */
     .preflight = krun_preflight,
     .doctor = krun_doctor,
     .launch_flags = krun_flags,

@@ -267,7 +267,14 @@ int launch_argv(const backend *b, const launch *l, strv *ret, bb_error **err)
         return -1;
     for (char *const *c = l->cmd; c && *c; c++)
         add(&a, *c);
-    /* BLUEBOX_LAUNCH=direct: the same container, started by runc without podman (direct.h) */
+    /* The same container, started by runc without podman where it can be (direct.h);
+     * BLUEBOX_LAUNCH=podman keeps `podman run`. A misspelt value is an error, not the default. */
+    const char *how = getenv("BLUEBOX_LAUNCH");
+    if (how && *how && !streq(how, "direct") && !streq(how, "podman"))
+        return bb_fail(err, EINVAL,
+                       "BLUEBOX_LAUNCH=%s is neither direct (the default) nor podman; unset it "
+                       "or set one of those",
+                       how);
     if (direct_wanted(b, l))
         return direct_argv(b, l, &a, ret, err);
     *ret = a;

@@ -37,6 +37,13 @@
 #define WARMUP_LIMIT 300 /* seconds per warmup line when the Bluefile sets no timeout */
 #define PRIME_RUNS   2   /* no-op commands run in each new VM before it waits (warmup()) */
 #define PRIME_LIMIT  10  /* seconds */
+#define TENDER_WAIT  60  /* seconds a drain waits for a tender's boot in flight to end */
+
+/* The tenders whose boot a drain found in flight. */
+typedef struct {
+    pid_t v[8];
+    size_t n;
+} tenders;
 
 char *pool_dir(const char *root, const char *name)
 {
@@ -366,9 +373,11 @@ static int bump_gen(const char *dir, bb_error **err)
 }
 
 /* Mark stale and remove every entry that no live process holds as claimed (`all`), or only
- * what crashes left and `keep_fp`'s mismatches (the tender's sweep, under .lock). */
+ * what crashes left and `keep_fp`'s mismatches (the tender's sweep, under .lock). A boot in
+ * flight is marked too; its tender (added to `booting`, may be NULL) removes its VM when it
+ * finds its entry gone. */
 static void sweep(const char *root, const char *name, const char *dir, bool all,
-                  const char *keep_fp, int keep, int *ret_kept)
+                  const char *keep_fp, int keep, int *ret_kept, tenders *booting)
 {
     _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     *ret_kept = 0;
@@ -388,6 +397,9 @@ static void sweep(const char *root, const char *name, const char *dir, bool all,
         _cleanup_free_ char *container = pool_container_name(root, name, id);
         bool held = streq(state, "claimed") && pid_alive(pid);
         bool drop = !held;
+        if (booting && streq(state, "booting") && pid_alive(pid) &&
+            booting->n < ELEMENTSOF(booting->v))
+            booting->v[booting->n++] = pid;
         if (streq(state, "waiting") && !all) {
             up_state vm;
             _cleanup_free_ char *efp = NULL, *path = path_join(dir, names.v[i]);
@@ -442,6 +454,17 @@ static void sweep_strays(const char *root, const char *name, const char *dir)
     remove_containers(&vms);
 }
 
+/* Until the tenders whose boot was in flight have ended (each removes the VM it booted once
+ * it finds its entry gone), so that nothing of the old pool runs after a drain; at most
+ * TENDER_WAIT seconds. */
+static void wait_tenders(const tenders *t)
+{
+    int64_t deadline = now_mono_ms() + TENDER_WAIT * 1000;
+    for (size_t i = 0; i < t->n; i++)
+        while (pid_alive(t->v[i]) && now_mono_ms() < deadline)
+            usleep(50 * 1000);
+}
+
 int pool_drain(const char *root, const char *name, bb_error **err)
 {
     _cleanup_free_ char *dir = pool_dir(root, name);
@@ -450,7 +473,9 @@ int pool_drain(const char *root, const char *name, bb_error **err)
     if (bump_gen(dir, err) < 0)
         return -1;
     int kept;
-    sweep(root, name, dir, true, NULL, 0, &kept);
+    tenders booting = {0};
+    sweep(root, name, dir, true, NULL, 0, &kept, &booting);
+    wait_tenders(&booting);
     return 1;
 }
 
@@ -544,8 +569,9 @@ static void warmup(sandbox *sb, const up_state *vm)
     }
 }
 
-/* Boot one VM and publish it as waiting; false when it could not be booted. */
-static bool boot_one(sandbox *sb, boot *b, const char *dir, const char *fp)
+/* Boot one VM and publish it as waiting; false when it could not be booted, or the pool was
+ * drained since generation `gen`. */
+static bool boot_one(sandbox *sb, boot *b, const char *dir, const char *fp, long long gen)
 {
     unsigned char raw[ID_BYTES];
     char id[ID_LEN + 1];
@@ -558,8 +584,19 @@ static bool boot_one(sandbox *sb, boot *b, const char *dir, const char *fp)
     up_state pending = {.container = container};
     _cleanup_free_ char *text = entry_json(&pending, fp);
     _cleanup_error_ bb_error *e = NULL;
-    if (write_file_atomic(booting, text, strlen(text), 0600, &e) < 0) {
+    /* The entry goes in under the sandbox's lock, which a drain holds throughout: the drain
+     * either comes first (a new generation, or no directory: nothing boots) or sees the entry
+     * and waits for this boot to end. */
+    if (sandbox_lock(sb, &e) < 0) {
         log_failure(sb, "boot", e->msg);
+        return false;
+    }
+    bool current = is_dir(dir) && read_gen(dir) == gen;
+    int w = current ? write_file_atomic(booting, text, strlen(text), 0600, &e) : -1;
+    sandbox_unlock(sb);
+    if (w < 0) {
+        if (e)
+            log_failure(sb, "boot", e->msg);
         return false;
     }
     _cleanup_upstate_ up_state vm = {0};
@@ -570,6 +607,10 @@ static bool boot_one(sandbox *sb, boot *b, const char *dir, const char *fp)
         log_failure(sb, "boot", m);
         session_remove(container);
         unlink(booting);
+        return false;
+    }
+    if (access(booting, F_OK) < 0) { /* drained while it booted: a drain waits for this */
+        session_remove(container);
         return false;
     }
     warmup(sb, &vm);
@@ -592,6 +633,16 @@ static bool boot_one(sandbox *sb, boot *b, const char *dir, const char *fp)
     return true;
 }
 
+/* Whether the directory this tender locked is still the pool's: a destroy or rename while it
+ * waited for the locks removed it. */
+static bool still_here(const char *dir, int lock)
+{
+    _cleanup_free_ char *lp = path_join(dir, ".lock");
+    struct stat a, b;
+    return fstat(lock, &a) == 0 && stat(lp, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
 int pool_tend(sandbox *sb, bb_error **err)
 {
     _cleanup_free_ char *dir = pool_dir(sb->root, sb->name);
@@ -605,8 +656,16 @@ int pool_tend(sandbox *sb, bb_error **err)
      * the old generation and is never served. */
     if (sandbox_lock(sb, err) < 0)
         return -1;
+    bool gone = !is_dir(sb->dir); /* and this tender made the pool's directory again */
+    if (gone)
+        (void)rm_rf(dir, NULL);
+    if (gone || !still_here(dir, lock)) {
+        sandbox_unlock(sb);
+        return 0;
+    }
     _cleanup_error_ bb_error *perr = NULL;
     _cleanup_free_ char *fp = pool_fingerprint(sb, &perr);
+    long long gen = read_gen(dir);
     int target = fp ? sb->bf->warm : 0;
     _cleanup_(boot_done) boot b = {0};
     if (target > 0 && boot_prepare(sb, BOOT_CACHED, NULL, &b, &perr) < 0)
@@ -615,9 +674,9 @@ int pool_tend(sandbox *sb, bb_error **err)
     if (perr)
         log_failure(sb, "prepare", perr->msg);
     int kept;
-    sweep(sb->root, sb->name, dir, false, fp ? fp : "", target, &kept);
+    sweep(sb->root, sb->name, dir, false, fp ? fp : "", target, &kept, NULL);
     for (int n = kept; n < target; n++)
-        if (!boot_one(sb, &b, dir, fp))
+        if (!boot_one(sb, &b, dir, fp, gen))
             break;
     sweep_strays(sb->root, sb->name, dir);
     return 0;

@@ -63,13 +63,6 @@ static bool is_tcg(void)
     return accel_tcg(&tcg, NULL) == 0 && tcg;
 }
 
-/* 0 when /dev/kvm can be opened, else why not (an errno). */
-static int kvm_unusable(void)
-{
-    _cleanup_close_ int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-    return kvm < 0 ? errno : 0;
-}
-
 #define KVM_CANNOT_RUN "KVM opens but cannot run a standard guest kernel"
 #define KVM_CANNOT_FIX                                                                             \
     ACCEL_ENV "=tcg runs qemu emulated (QEMU's software emulator: slower, a software boundary); "  \
@@ -118,7 +111,7 @@ static int qemu_preflight(const launch *l, bb_error **err)
                        "=tcg: QEMU's software emulator, much slower, whose boundary is "
                        "QEMU's emulation code (a software boundary, not hardware "
                        "virtualisation); or use backend: uml",
-                       e == ENOENT ? "/dev/kvm does not exist" : "/dev/kvm cannot be opened");
+                       kvm_why(e));
     return tcg ? 0 : kvm_refused(l->root, err);
 }
 
@@ -173,12 +166,19 @@ static int qemu_flags(const launch *l, strv *argv, bb_error **err)
     strv_add(argv, "-v");
     strv_push(argv, xasprintf("%s:" ABI_VMM_DIR ":ro", bundle));
     strv_add(argv, "--env=" ABI_ENV_VMM_KIND "=qemu");
+    /* Never a build step's root, whatever the image's ENV says (runtime/buildvm.h). */
+    strv_add(argv, "--env=" ABI_ENV_BUILD "=0");
     strv_push(argv, xasprintf("--env=" ABI_ENV_QEMU_ACCEL "=%s", tcg ? "tcg" : "kvm"));
     strv_push(argv, xasprintf("--env=" ABI_ENV_RAM_MIB "=%d", l->bf->ram_mib));
     strv_push(argv, xasprintf("--env=" ABI_ENV_CPUS "=%d", l->bf->cpus));
     strv_push(argv, xasprintf("--env=" ABI_ENV_MODE "=%s", abi_mode_name((abi_mode)l->mode)));
     if (net_flags(l, argv, err) < 0)
         return -1;
+    /* Profiling aid, as BLUEBOX_UML_ARGS for uml: extra words for the guest kernel's command
+     * line (e.g. initcall_debug), read by bluebox-vmm (src/vmm/qemu.c). */
+    const char *extra = getenv("BLUEBOX_QEMU_CMDLINE");
+    if (extra && *extra)
+        strv_push(argv, xasprintf("--env=BLUEBOX_QEMU_CMDLINE=%s", extra));
     strv_add(argv, "--entrypoint=" ABI_VMM_DIR "/bluebox-vmm");
     return launch_vmm_user_flags(l, argv, err);
 }
@@ -228,7 +228,9 @@ static bool doctor_accel(doctor_report *r, const char *root, bool tcg, int kvm)
     }
     if (kvm) {
         doctor_add(r, "qemu acceleration", CHECK_WARN,
-                   xasprintf("KVM: /dev/kvm: %s", strerror(kvm)),
+                   kvm == ENOENT || kvm == ENODEV
+                       ? xasprintf("KVM: %s", kvm_why(kvm))
+                       : xasprintf("KVM: %s (%s)", kvm_why(kvm), strerror(kvm)),
                    xstrdup("on a host without KVM, " ACCEL_ENV "=tcg runs qemu emulated"));
         return false;
     }
@@ -339,8 +341,9 @@ const backend backend_qemu = {
     .agent_offline = true, /* none + forward = libslirp restricted (src/vmm/net.c) */
     .egress = true,        /* bluebox-vmm: every guest frame passes its libslirp */
     .kernel_path = NULL,
-    .data_disk = true, /* virtio-blk, capped by bluebox-vmm (src/vmm/disklimit.c) */
-    .fork_data = true, /* the guest's overlayfs over two file-server exports */
+    .data_disk = true,            /* virtio-blk, capped by bluebox-vmm (src/vmm/disklimit.c) */
+    .fork_data = true,            /* the guest's overlayfs over two file-server exports */
+    .build_guest = BUILD_VM_QEMU, /* each step in a microVM (runtime/buildvm.h) */
     .preflight = qemu_preflight,
     .doctor = qemu_doctor,
     .launch_flags = qemu_flags,

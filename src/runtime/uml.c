@@ -74,6 +74,8 @@ static int uml_flags(const launch *l, strv *argv, bb_error **err)
     strv_add(argv, "-v");
     strv_push(argv, xasprintf("%s:" ABI_VMM_DIR ":ro", bundle));
     strv_push(argv, xasprintf("--env=" ABI_ENV_RAM_MIB "=%d", l->bf->ram_mib));
+    /* Never a build step's root, whatever the image's ENV says (runtime/buildvm.h). */
+    strv_add(argv, "--env=" ABI_ENV_BUILD "=0");
     strv_push(argv, xasprintf("--env=" ABI_ENV_MODE "=%s", abi_mode_name((abi_mode)l->mode)));
     strv_push(argv, xasprintf("--env=" ABI_ENV_NETWORK "=%s", bf_network_name(l->bf->network)));
     if (l->bf->network == NET_BRIDGE) { /* refused by the VMM's network policy */
@@ -83,6 +85,11 @@ static int uml_flags(const launch *l, strv *argv, bb_error **err)
         if (l->bf->n_secrets > 0 && upstream_ca_flags(argv, err) < 0)
             return -1;
     }
+    /* Debugging and profiling aid (bench/boot_profile.py): extra words for the guest kernel's
+     * command line, e.g. initcall_debug; the user's own choice, like BLUEBOX_UML_HOSTFS. */
+    const char *extra = getenv("BLUEBOX_UML_ARGS");
+    if (extra && *extra)
+        strv_push(argv, xasprintf("--env=BLUEBOX_UML_ARGS=%s", extra));
     if (l->mode == LAUNCH_AGENT) /* slirp forwards the published port to the guest's agent */
         strv_add(argv, "--env=" ABI_ENV_FORWARD "=" ABI_AGENT_PORT_STR);
     strv_add(argv, "--entrypoint=" ABI_VMM_DIR "/bluebox-vmm");
@@ -135,10 +142,11 @@ const backend backend_uml = {
     .bridge_reach = "internet only: host, LAN, metadata refused", /* src/vmm/netpolicy.c */
     .guest_init = true,
     .agent = true,
-    .agent_offline = true, /* none + forward = libslirp restricted (src/vmm/net.c) */
-    .data_disk = true,     /* ubd0, capped by bluebox-vmm (src/vmm/disklimit.c) */
-    .fork_data = true,     /* the guest's overlayfs over two file-server exports */
-    .egress = true,        /* bluebox-vmm: every guest frame passes its libslirp */
+    .agent_offline = true,       /* none + forward = libslirp restricted (src/vmm/net.c) */
+    .data_disk = true,           /* ubd0, capped by bluebox-vmm (src/vmm/disklimit.c) */
+    .fork_data = true,           /* the guest's overlayfs over two file-server exports */
+    .egress = true,              /* bluebox-vmm: every guest frame passes its libslirp */
+    .build_guest = BUILD_VM_UML, /* podman build through bluebox's OCI runtime (buildvm.h) */
     .kernel_path = uml_kernel_path,
     .preflight = uml_preflight,
     .doctor = uml_doctor,

@@ -276,6 +276,11 @@ bool path_exists(const char *path)
     return lstat(path, &st) == 0;
 }
 
+bool tmpfs_has_huge_pages(void)
+{
+    return access("/sys/kernel/mm/transparent_hugepage/shmem_enabled", F_OK) == 0;
+}
+
 bool is_dir(const char *path)
 {
     struct stat st;

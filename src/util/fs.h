@@ -37,6 +37,11 @@ int chown_tree(const char *path, uid_t uid, gid_t gid, bb_error **err);
 /* 1 when path is a directory with no entries (or does not exist), 0 when it has some. */
 int dir_is_empty(const char *path, bb_error **err);
 bool path_exists(const char *path);
+/* Whether the host kernel can give a tmpfs transparent huge pages (its huge= mount option);
+ * TMPFS_HUGE_OPTION asks for them only for pages inside a file's size, so small files on
+ * the same tmpfs stay small. */
+bool tmpfs_has_huge_pages(void);
+#define TMPFS_HUGE_OPTION "huge=within_size"
 bool is_dir(const char *path);
 /* Join two path parts with one '/'. */
 char *path_join(const char *a, const char *b);

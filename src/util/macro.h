@@ -58,7 +58,8 @@ static inline void closedirp(DIR **d)
         _fd_;                                                                                      \
     })
 
-#define streq(a, b) (strcmp((a), (b)) == 0)
+#define streq(a, b)           (strcmp((a), (b)) == 0)
+#define startswith(s, prefix) (strncmp((s), (prefix), strlen(prefix)) == 0)
 
 /* Whether an absolute path is dir or inside it ("/a" and "/a/b", not "/ab"); trailing
  * slashes of dir do not count, and everything is within "/". */

@@ -76,8 +76,10 @@ typedef struct shared_state {
     uint64_t logged_dns, logged_frame;       /* bytes of dns and frame lines: their own shares */
     uint64_t unwritten_dns, unwritten_frame; /* lines past their share: counted only */
     resolved cache[FAKE_N];                  /* by fake address slot */
-    int pool_kids; /* the pool's workers alive, idle ones included (the pool writes) */
-    int pool_idle; /* of which waiting for a connection */
+    /* Connections handed to the pool and not yet ended: the engine adds one per hand-off, the
+     * pool takes one off as it reaps the worker that took it. Exact, unlike the pool's own
+     * counts, which a busy host's scheduler can leave behind a burst of connections. */
+    int conns;
 } shared_state;
 
 /* What the engine hands a pool worker with the guest's connection (SCM_RIGHTS): the worker was
@@ -972,7 +974,8 @@ static _noreturn_ void pool_worker(egress *e, pid_t pool, int ctl, int taken)
         r = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
     while (r < 0 && errno == EINTR);
     close(ctl); /* one connection per worker: the channel goes before any guest byte is read */
-    ssize_t w = write(taken, "t", 1);
+    pid_t self = getpid(); /* tells the pool this worker holds a connection (r > 0) or not */
+    ssize_t w = r > 0 ? write(taken, &self, sizeof self) : 0;
     (void)w;
     close(taken);
     struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
@@ -987,13 +990,25 @@ static _noreturn_ void pool_worker(egress *e, pid_t pool, int ctl, int taken)
     proxy_conn(e, h.slot, h.name, h.port, g);
 }
 
-static void pool_count(egress *e, int kids, int idle)
+/* The workers holding a connection, by pid (the pool's own bookkeeping). */
+typedef struct {
+    pid_t v[MAX_CHILDREN];
+    size_t n;
+} busy_set;
+
+/* Whether pid was one of them (it is dropped). */
+static bool busy_take(busy_set *b, pid_t pid)
 {
-    __atomic_store_n(&e->shared->pool_idle, idle, __ATOMIC_RELAXED);
-    __atomic_store_n(&e->shared->pool_kids, kids, __ATOMIC_RELAXED);
+    for (size_t i = 0; i < b->n; i++)
+        if (b->v[i] == pid) {
+            b->v[i] = b->v[--b->n];
+            return true;
+        }
+    return false;
 }
 
-/* The pool: keeps POOL_IDLE workers waiting on ctl, reaps those that ended. */
+/* The pool: keeps POOL_IDLE workers waiting on ctl, reaps those that ended; a reaped worker
+ * that held a connection gives its slot back to the engine's count. */
 static _noreturn_ void pool_main(egress *e, pid_t engine, int ctl)
 {
     int keep[] = {ctl, e->log_fd};
@@ -1005,11 +1020,27 @@ static _noreturn_ void pool_main(egress *e, pid_t engine, int ctl)
     int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK), taken[2];
     if (sfd < 0 || pipe2(taken, O_CLOEXEC | O_NONBLOCK) < 0)
         _exit(1);
-    pid_t self = getpid();
+    pid_t self = getpid(), dead;
     int kids = 0, idle = 0;
+    busy_set busy = {0};
     for (;;) {
-        while (waitpid(-1, NULL, WNOHANG) > 0)
+        /* Who took a connection, before reaping: a worker writes its pid before it can end,
+         * so each one reaped below is known by then. */
+        pid_t took;
+        while (read(taken[0], &took, sizeof took) == (ssize_t)sizeof took) {
+            idle--;
+            if (busy.n < ELEMENTSOF(busy.v))
+                busy.v[busy.n++] = took;
+        }
+        while ((dead = waitpid(-1, NULL, WNOHANG)) > 0) {
             kids--;
+            if (busy_take(&busy, dead))
+                __atomic_sub_fetch(&e->shared->conns, 1, __ATOMIC_SEQ_CST);
+            else
+                idle--; /* an idle worker ended without a connection (killed) */
+        }
+        if (idle < 0)
+            idle = 0;
         bool failed = false;
         while (idle < POOL_IDLE && kids < MAX_CHILDREN - 1 && !failed) {
             pid_t pid = fork();
@@ -1019,18 +1050,9 @@ static _noreturn_ void pool_main(egress *e, pid_t engine, int ctl)
             if (pid > 0)
                 kids++, idle++;
         }
-        if (idle > kids) /* an idle worker ended without a connection (killed) */
-            idle = kids;
-        pool_count(e, kids, idle);
         struct pollfd p[2] = {{.fd = taken[0], .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
         if (poll(p, 2, failed ? 100 : -1) < 0 && errno != EINTR)
             _exit(1);
-        char b[64];
-        ssize_t n;
-        while ((n = read(taken[0], b, sizeof b)) > 0)
-            idle -= (int)n;
-        if (idle < 0)
-            idle = 0;
         struct signalfd_siginfo si;
         while (read(sfd, &si, sizeof si) > 0)
             ;
@@ -1043,7 +1065,8 @@ static int pool_spawn(egress *e)
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return -1;
-    pool_count(e, 0, 0); /* before the fork: the pool's own counts come after */
+    /* a new pool: the old one's workers die with it (PR_SET_PDEATHSIG) */
+    __atomic_store_n(&e->shared->conns, 0, __ATOMIC_SEQ_CST);
     pid_t engine = getpid(), pid = fork();
     if (pid == 0)
         pool_main(e, engine, sv[1]);
@@ -1067,7 +1090,8 @@ static void pool_gone(egress *e)
     e->pool_pid = 0;
 }
 
-/* Hand g to a worker: 0, or -1 when the pool is gone. */
+/* Hand g to a worker, counted in conns first (its worker may end before this returns): 0, or
+ * -1 when the pool is gone. */
 static int pool_send(egress *e, const fake *f, uint16_t port, int g)
 {
     handoff h = {.slot = (uint32_t)(f - e->fakes), .port = port};
@@ -1082,10 +1106,14 @@ static int pool_send(egress *e, const fake *f, uint16_t port, int g)
     cm->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(cm), &g, sizeof g);
     ssize_t w;
+    __atomic_add_fetch(&e->shared->conns, 1, __ATOMIC_SEQ_CST);
     do
         w = sendmsg(e->pool_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     while (w < 0 && errno == EINTR);
-    return w == (ssize_t)sizeof h ? 0 : -1;
+    if (w == (ssize_t)sizeof h)
+        return 0;
+    __atomic_sub_fetch(&e->shared->conns, 1, __ATOMIC_SEQ_CST);
+    return -1;
 }
 
 /* ---- polling ---------------------------------------------------------------------------- */
@@ -1099,12 +1127,11 @@ void egress_poll_fill(egress *e, pollvec *pv)
     e->pv_n = pv->n - e->pv_start;
 }
 
-/* Whether the pool has a worker for one more connection: all MAX_CHILDREN busy and none
- * waiting means no (the hand-off would wait for one to end). */
+/* Whether one more connection would wait for a worker: MAX_CHILDREN - 1 (the pool is one)
+ * are handed over and not yet ended. */
 static bool pool_full(const egress *e)
 {
-    return __atomic_load_n(&e->shared->pool_idle, __ATOMIC_RELAXED) == 0 &&
-           __atomic_load_n(&e->shared->pool_kids, __ATOMIC_RELAXED) >= MAX_CHILDREN - 1;
+    return __atomic_load_n(&e->shared->conns, __ATOMIC_SEQ_CST) >= MAX_CHILDREN - 1;
 }
 
 static void accept_conn(egress *e, fake *f, size_t k)
@@ -1127,6 +1154,7 @@ static void accept_conn(egress *e, fake *f, size_t k)
             if (pool_spawn(e) < 0 || pool_send(e, f, f->ports[k], g) < 0)
                 why = "the proxy pool is gone";
         }
+
         if (why)
             elog(e, &(logrec){.kind = "tcp",
                               .name = f->name,

@@ -175,6 +175,14 @@ void jail_mounts_clear(jail_mounts *m)
  * other mount (podman's /etc files, all of /.bluebox but the exec tmpfs) are bound read-only, so
  * that not even guest root mounting hostfs by hand (`mount -t hostfs none /x -o /`) can write the
  * host disk. */
+/* A build step (jail_build_mode): the file server writes the step's layer. */
+static bool build_mode;
+
+void jail_build_mode(void)
+{
+    build_mode = true;
+}
+
 static unsigned long jail_flags(const char *mp, unsigned long flags)
 {
 #ifdef BB_WEAKEN_JAIL
@@ -196,6 +204,8 @@ static bool strv_has(const strv *v, const char *s)
             return true;
     return false;
 }
+
+static int jail_lock_uml(const char **what);
 
 int jail_enter(const char **what, const strv *served, bool kvm)
 {
@@ -235,7 +245,7 @@ int jail_enter(const char **what, const strv *served, bool kvm)
     if (chdir(JAIL_DIR) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
         umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
         return -1;
-    return jail_lock(what);
+    return jail_lock_uml(what);
 }
 
 static int drop_caps(void)
@@ -322,7 +332,7 @@ static int drop_caps(void)
  *     bluebox-vmm use neither.
  * mkdir needs no rule: the kernel drops S_ISUID and S_ISGID from mkdir's mode, and a
  * directory's inherited S_ISGID needs a setgid parent, which these rules never make. */
-static int install_filter(bool xattrs)
+static int install_filter(bool xattrs, bool owners)
 {
 #ifdef __x86_64__
     uint32_t uid = (uint32_t)getuid(), gid = (uint32_t)getgid();
@@ -331,6 +341,10 @@ static int install_filter(bool xattrs)
      * six have neither) only user.* and ACL names are writable at all, and the server
      * writes nothing but user.bluebox.* names it builds itself. */
 #define XATTR_NR(nr) (xattrs ? UINT32_MAX : (uint32_t)(nr))
+    /* A build step's file server (jail_build_mode) writes the image's owners and modes,
+     * setuid programs included, into the step's layer: the container's root, which is in
+     * container storage. */
+#define OWN_NR(nr) (owners ? UINT32_MAX : (uint32_t)(nr))
     struct sock_filter f[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
@@ -389,19 +403,19 @@ static int install_filter(bool xattrs)
         REFUSE(XATTR_NR(__NR_lremovexattr)),
         REFUSE(XATTR_NR(__NR_fremovexattr)),
         REFUSE(XATTR_NR(__NR_removexattrat)),
-        MODE_ARG(__NR_chmod, 1),
-        MODE_ARG(__NR_fchmod, 1),
-        MODE_ARG(__NR_fchmodat, 2),
-        MODE_ARG(__NR_fchmodat2, 2),
-        MODE_ARG(__NR_creat, 1),
-        MODE_ARG(__NR_mknod, 1),
-        MODE_ARG(__NR_mknodat, 2),
-        CREATE_MODE(__NR_open, 1, 2),
-        CREATE_MODE(__NR_openat, 2, 3),
-        OWNER_ARGS(__NR_chown, 1, 2, uid, gid),
-        OWNER_ARGS(__NR_fchown, 1, 2, uid, gid),
-        OWNER_ARGS(__NR_lchown, 1, 2, uid, gid),
-        OWNER_ARGS(__NR_fchownat, 2, 3, uid, gid),
+        MODE_ARG(OWN_NR(__NR_chmod), 1),
+        MODE_ARG(OWN_NR(__NR_fchmod), 1),
+        MODE_ARG(OWN_NR(__NR_fchmodat), 2),
+        MODE_ARG(OWN_NR(__NR_fchmodat2), 2),
+        MODE_ARG(OWN_NR(__NR_creat), 1),
+        MODE_ARG(OWN_NR(__NR_mknod), 1),
+        MODE_ARG(OWN_NR(__NR_mknodat), 2),
+        CREATE_MODE(OWN_NR(__NR_open), 1, 2),
+        CREATE_MODE(OWN_NR(__NR_openat), 2, 3),
+        OWNER_ARGS(OWN_NR(__NR_chown), 1, 2, uid, gid),
+        OWNER_ARGS(OWN_NR(__NR_fchown), 1, 2, uid, gid),
+        OWNER_ARGS(OWN_NR(__NR_lchown), 1, 2, uid, gid),
+        OWNER_ARGS(OWN_NR(__NR_fchownat), 2, 3, uid, gid),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3),
         LD_ARG(0),
         BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, NS_FLAGS, 0, 1),
@@ -409,6 +423,7 @@ static int install_filter(bool xattrs)
         RET_ALLOW,
     };
 #undef XATTR_NR
+#undef OWN_NR
     struct sock_fprog prog = {.len = ELEMENTSOF(f), .filter = f};
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return -1;
@@ -419,21 +434,27 @@ static int install_filter(bool xattrs)
 #endif
 }
 
-static int lock(const char **what, bool xattrs)
+static int lock(const char **what, bool xattrs, bool owners)
 {
     *what = "dropping CAP_SYS_ADMIN and CAP_SETPCAP";
     if (drop_caps() < 0)
         return -1;
     *what = "the seccomp filter";
-    return install_filter(xattrs);
+    return install_filter(xattrs, owners);
 }
 
 int jail_lock(const char **what)
 {
-    return lock(what, false);
+    return lock(what, false, false);
 }
 
+static int jail_lock_uml(const char **what)
+{
+    return lock(what, false, false);
+}
+
+/* A build step's server writes the step's owners, modes and setuid bits into its layer. */
 int jail_lock_fsd(const char **what)
 {
-    return lock(what, true);
+    return lock(what, true, build_mode);
 }

@@ -38,6 +38,10 @@ bool jail_guest_mount(const char *mp);
  * into; then jail_lock(). Returns -1 with errno set and *what
  * naming the step that failed. With `kvm` (a qemu VMM on KVM) /dev/kvm is bound too. */
 int jail_enter(const char **what, const strv *served, bool kvm);
+/* Before the file server starts, for a build step (ABI_ENV_BUILD): the server's filter lets
+ * it set owners and setuid/setgid modes (it serves the container's root, the step's layer in
+ * container storage, which podman commits into the image). UML's view stays read-only. */
+void jail_build_mode(void);
 /* In every process of ours: drop CAP_SYS_ADMIN, CAP_NET_ADMIN (up only) and CAP_SETPCAP (effective,
  * permitted, inheritable and bounding: the VMM ends with exactly the launch's six) and install the
  * filter that refuses mount, namespace, module and kexec syscalls, and any mode or owner

@@ -1,17 +1,20 @@
 """The podman build that `bluebox build` runs is confined (issue 12, finding 9).
 
-Build steps (package scripts, run:, runcmd) run on the host's kernel in a podman build
-container, not in the sandbox's VM. These tests read the argv the stand-in podman recorded
-(tests/cli/standin_podman.py) for a real `bluebox build`: capabilities cut to what a package
-manager needs, a process limit, a memory limit (as root, where podman enforces it), and no
-network for an offline sandbox (but for its package install).
+On backend: uml the build steps (package scripts, run:, runcmd) run in a uml guest through
+bluebox's OCI runtime (issue 20, runtime/buildvm.h); with --host-kernel they run on the host's
+kernel in a podman build container. These tests read the argv the stand-in podman recorded
+(tests/cli/standin_podman.py) for a real `bluebox build`: for the host-kernel fallback,
+capabilities cut to what a package manager needs, a process limit, a memory limit (as root,
+where podman enforces it), and no network for an offline sandbox (but for its package
+install); for the default, bluebox's runtime and the VMM's capabilities.
 tests/integration/test_podman_build.py checks the same flags against the real podman.
 """
 import pytest
 
-from test_run import NAME, Standin
+from test_run import NAME, Standin, kvm_openable
 
 BUILD_CAPS = "CHOWN,DAC_OVERRIDE,FOWNER,FSETID,SETUID,SETGID,SETFCAP"
+VM_CAPS = "CHOWN,DAC_OVERRIDE,FOWNER,FSETID,SETUID,SETGID,SETFCAP,SYS_ADMIN,SETPCAP"
 
 
 @pytest.fixture
@@ -21,10 +24,11 @@ def sb(bb):
     s.cleanup()
 
 
-def builds(sb, extra):
-    """`bluebox build` of a fresh sandbox; the argv of each podman build it ran."""
+def builds(sb, extra, *flags):
+    """`bluebox build` of a fresh sandbox (on the host's kernel unless told otherwise); the
+    argv of each podman build it ran."""
     sb.sandbox(extra="ram_mib: 512\n" + extra, built=False)
-    r = sb.run("build", NAME)
+    r = sb.run("build", *(flags or ("--host-kernel",)), NAME)
     assert r.rc == 0, r
     return [c for c in sb.calls() if c[:1] == ["build"]]
 
@@ -33,10 +37,10 @@ def options(argv):
     return [a for a in argv if a.startswith("-")]
 
 
-def assert_confined(argv):
+def assert_confined(argv, caps=BUILD_CAPS):
     opts = options(argv)
     assert "--cap-drop=all" in opts, argv
-    assert [o for o in opts if o.startswith("--cap-add")] == [f"--cap-add={BUILD_CAPS}"], argv
+    assert [o for o in opts if o.startswith("--cap-add")] == [f"--cap-add={caps}"], argv
     assert "--ulimit=nproc=1024:1024" in opts, argv
     assert "--memory=768m" in opts, argv  # the tests run as root: podman enforces it
     assert "--pull=never" in opts, argv
@@ -63,6 +67,24 @@ def test_build_is_confined(sb, extra, network):
     assert_confined(b[0])
     assert network_of(b[0]) == network, b[0]
     assert "-t" in b[0], b[0]
+
+
+@pytest.mark.parametrize("extra, network", [
+    ("run:\n  - echo hi\n", ["--network=none"]),
+    ("network: bridge\npackages:\n  - jq\n", []),
+], ids=["offline", "bridge"])
+def test_uml_builds_in_the_guest_by_default(sb, extra, network):
+    """The default on uml: every podman build runs its steps through bluebox's runtime,
+    whose container holds the VMM's capabilities (the step keeps BUILD_CAPS in the guest),
+    and says so; the Containerfile podman reads carries the guest label, the kept one not."""
+    b = builds(sb, extra, "-q")
+    assert len(b) == 1, b
+    assert_confined(b[0], VM_CAPS)
+    assert network_of(b[0]) == network, b[0]
+    rt = [o for o in options(b[0]) if o.startswith("--runtime=")]
+    assert len(rt) == 1 and rt[0].endswith("/oci-runtime"), b[0]
+    assert b[0][b[0].index("-f") + 1].endswith("/Containerfile.guest"), b[0]
+    assert "LABEL" not in sb.bb.containerfile(NAME).read_text()
 
 
 def test_offline_sandbox_with_packages_downloads_in_a_first_part_only(sb):
@@ -125,3 +147,33 @@ def test_a_base_that_cannot_be_pulled_says_which_and_what_to_do(sb):
     assert f"podman pull {BASE}" in err and f"podman tag <image> {BASE}" in err, r
     assert not [c for c in sb.calls() if c[:1] == ["build"]], sb.calls()
     assert sorted(p.name for p in (sb.bb.home / "sandboxes" / NAME).iterdir()) == before
+
+
+def test_krun_builds_with_podman_build_runtime_krun(sb):
+    """On krun the steps run in krun's microVM: podman build --runtime krun (crun with
+    libkrun, not installed here: this is its argv; the KVM lane builds for real), the build's
+    capabilities there; without a krun on PATH the build says what to do."""
+    krun = {"BLUEBOX_BACKEND": "krun"}
+    sb.sandbox(extra="ram_mib: 512\nrun:\n  - echo hi\n", built=False)
+    r = sb.run("build", NAME, env=sb.env(krun))
+    assert r.rc != 0, r
+    err = r.err.decode()
+    assert "no krun is on PATH" in err and "--host-kernel" in err, err
+    assert "`backend: uml` in the Bluefile" in err, err
+    assert not [c for c in sb.calls() if c[:1] == ["build"]]
+    fake = sb.podman.parent / "krun"
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    r = sb.run("build", "-q", NAME, env=sb.env(krun))
+    err = r.err.decode()
+    if kvm_openable():
+        assert r.rc == 0, r
+    else:  # built; only krun's isolation check needs KVM, and says so
+        assert r.rc != 0 and "krun needs KVM" in err, r
+        assert b"built localhost/bluebox/" in r.out, r
+    b = [c for c in sb.calls() if c[:1] == ["build"]]
+    assert len(b) == 1, b
+    assert_confined(b[0])
+    assert [o for o in options(b[0]) if o.startswith("--runtime=")] == [f"--runtime={fake}"]
+    assert network_of(b[0]) == ["--network=none"], b[0]
+    assert "build: each RUN step runs in a krun guest" in r.out.decode() + err

@@ -10,6 +10,7 @@ import re
 import time
 
 import pytest
+from hostkvm import kvm_openable
 
 from test_run import NAME, Standin  # the stand-in podman and the uml set-up
 
@@ -28,14 +29,6 @@ BODIES = {
     "hangs": 'echo "Probing EDD (edd=off to disable)... ok"\nexec sleep 60',
     "fails": 'echo "qemu-system-x86_64: error: failed to set MSR 0x10a to 0x0" >&2\nexit 1',
 }
-
-
-def kvm_openable():
-    try:
-        os.close(os.open("/dev/kvm", os.O_RDWR))
-        return True
-    except OSError:
-        return False
 
 
 needs_kvm = pytest.mark.skipif(not kvm_openable(),

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hostkvm import kvm_openable
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).resolve().parent / "standin_podman.py"
@@ -113,6 +114,9 @@ class Standin:
             "BLUEBOX_BACKEND": "uml",
             "BLUEBOX_UML_KERNEL": str(self.kernel),
             "BLUEBOX_VMM": str(self.vmm),
+            # The podman path: the stand-in is podman's argv, not runc's; the direct launch
+            # (the default as root) is tested for real in tests/integration.
+            "BLUEBOX_LAUNCH": "podman",
         })
         for k in ("BB_STANDIN_GUEST_KERNEL", "BB_STANDIN_GUEST_BOOT_ID", "BB_STANDIN_PS_IDS",
                   "BLUEBOX_GUEST_BINARY"):
@@ -774,6 +778,9 @@ def test_guest_sharing_the_host_kernel_is_refused(sb, same, cmd):
     r = sb.run(*args, env=env)
     assert r.rc == 1, r
     err = r.etext
+    if cmd == "build":  # first, where the build's steps run (issue 20)
+        posture, _, err = err.partition("\n")
+        assert posture.startswith("build: each RUN step runs in a uml guest"), r
     assert err.startswith("bluebox: ") and err.endswith("\n") and err.count("\n") == 1, r
     assert "not isolated" in err, r
     assert f"shares the {'kernel release' if same == 'release' else 'boot_id'}" in err, r
@@ -1044,14 +1051,6 @@ def test_destroy_without_stray_containers_removes_none(sb):
 
 # ---- messages that say what to do (issue 15) --------------------------------------------
 
-def kvm_openable():
-    try:
-        os.close(os.open("/dev/kvm", os.O_RDWR))
-        return True
-    except OSError:
-        return False
-
-
 def test_doctor_summary_follows_bluebox_backend(sb):
     """With BLUEBOX_BACKEND=uml set, krun's absence is not what decides: the summary says uml,
     and that BLUEBOX_BACKEND chose it."""
@@ -1086,6 +1085,54 @@ def test_krun_preflight_names_the_backend_that_runs_here(sb):
     assert sb.runs() == [], sb.calls()
 
 
+# A private /dev where /dev/kvm is a regular file (what `exec 3<>/dev/kvm` in a shell leaves
+# on a host without KVM), then bluebox: nothing outside the mount namespace changes.
+FAKE_KVM = r"""
+set -e
+mkdir -p "$T/dev"
+mount --rbind /dev "$T/dev"
+mount -t tmpfs -o mode=755 bb-dev /dev
+for n in null zero urandom random tty; do touch /dev/$n; mount --bind "$T/dev/$n" /dev/$n; done
+: > /dev/kvm
+exec "$@"
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="needs root and unshare(1) for a private /dev")
+def test_a_regular_file_at_dev_kvm_is_no_kvm(sb):
+    """A file at /dev/kvm opens, but it is no KVM device (podman refuses to pass it): doctor,
+    krun's and qemu's preflights say so instead of going ahead and failing in podman."""
+    sb.sandbox()
+
+    def fake(*args, env=None):
+        e = {"T": str(sb.bb.tmp / "fakedev"), **(env or {})}
+        return sb.run(*args, env=e)
+
+    real_bin = sb.bb.bin
+    wrapper = sb.bb.tmp / "fake-kvm.sh"
+    wrapper.write_text("#!/bin/sh\nexec unshare -m --propagation private sh -c "
+                       f"'{FAKE_KVM}' sh {real_bin} \"$@\"\n")
+    wrapper.chmod(0o755)
+    sb.bb.bin = str(wrapper)
+    try:
+        r = fake("doctor", env={"BLUEBOX_BACKEND": None})
+        line = [l for l in r.text.splitlines() if re.match(r"  (ok  |warn)  /dev/kvm\s", l)]
+        assert len(line) == 1 and line[0].startswith("  warn"), r.text
+        assert "not a device node" in line[0], r.text
+        accel = [l for l in r.text.splitlines() if "qemu acceleration" in l]
+        assert accel and accel[0].endswith("KVM: /dev/kvm is not a device node"), r.text
+        r = fake("run", NAME, "--", "true", env={"BLUEBOX_BACKEND": None})
+        assert r.rc != 0 and "/dev/kvm is not a device node" in r.etext, r
+        r = fake("run", NAME, "--", "true", env={"BLUEBOX_BACKEND": "qemu",
+                                                  "BLUEBOX_QEMU_ACCEL": None})
+        assert r.rc != 0 and "/dev/kvm is not a device node" in r.etext, r
+        assert sb.runs() == [], sb.calls()
+    finally:
+        sb.bb.bin = real_bin
+    assert not (Path("/dev/kvm").exists() and not Path("/dev/kvm").is_char_device())
+
+
 @pytest.mark.parametrize("cached", [True, False], ids=["cache-hit", "cache-miss"])
 def test_deleted_image_says_build(sb, cached):
     """image-id is recorded but podman lost the image (podman rmi): not podman's "image not
@@ -1116,3 +1163,10 @@ def test_stale_bluefile_warns_and_runs_the_old_image(sb):
     touch_later(sb.bb.sandbox_dir(NAME) / "image-id")
     r = sb.run("run", NAME, "--", "true")
     assert (r.rc, r.err) == (0, b""), r
+
+
+def test_a_misspelt_launch_path_is_refused(sb):
+    sb.sandbox()
+    r = sb.run("run", NAME, "--", "true", env={"BLUEBOX_LAUNCH": "podmn"})
+    assert r.rc != 0 and b"BLUEBOX_LAUNCH=podmn is neither direct" in r.err, r
+    assert not sb.runs(), sb.calls()

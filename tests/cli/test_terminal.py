@@ -211,11 +211,20 @@ BUILD_OUT = (b"STEP 2/2: RUN echo \x1b]0;PWNED\x07\nbuilt caf\xc3\xa9 line\r\nen
 BUILD_ERR = b"warning \xc2\x9b2J \x1b[2J\n"
 
 
+def stub_krun(bb):
+    """The default backend, krun, builds with podman build --runtime krun: a krun on PATH
+    (the stub podman never runs it)."""
+    krun = bb.tmp / "stubbin" / "krun"
+    krun.write_text("#!/bin/sh\nexit 1\n")
+    krun.chmod(0o755)
+
+
 @pytest.fixture
 def build_stub(bb):
     stub = bb.tmp / "stubbin" / "podman"
     stub.write_text(PODMAN_BUILD_STUB)
     stub.chmod(0o755)
+    stub_krun(bb)
     bb.write_bluefile("s", "base: localhost/x\n")
     return bb
 
@@ -232,6 +241,8 @@ def test_build_output_on_a_terminal_is_escaped(build_stub):
 def test_build_output_piped_is_unchanged(build_stub):
     rc, out, err = run_piped(build_stub, "build", "s")
     assert out.startswith(BUILD_OUT), out
+    posture, _, err = err.partition(b"\n")  # where the steps run (issue 20), then podman's
+    assert posture.startswith(b"build: "), posture
     assert err.startswith(BUILD_ERR), err
 
 
@@ -268,6 +279,7 @@ def test_a_failed_build_names_the_build_log(bb):
     stub = bb.tmp / "stubbin" / "podman"
     stub.write_text(PODMAN_BUILD_STUB.replace("for a in args:", "sys.exit(3)\nfor a in args:"))
     stub.chmod(0o755)
+    stub_krun(bb)
     bb.write_bluefile("s", "base: localhost/x\n")
     rc, out, err = run_piped(bb, "build", "s", "-q")
     assert rc == 1, (out, err)

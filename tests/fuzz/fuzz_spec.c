@@ -51,7 +51,7 @@ static void check_valid(const launch_spec *s)
         CHECK(s->groups[i] != (gid_t)-1);
     CHECK(s->rows <= 65535 && s->cols <= 65535);
     CHECK(s->user != NULL && strlen(s->user) <= 1024);
-    CHECK((s->root_flags & ~SPEC_ROOT_RO) == 0);
+    CHECK((s->root_flags & ~(SPEC_ROOT_RO | SPEC_ROOT_BUILD)) == 0);
     CHECK((s->n_mounts == 0) == (s->mounts == NULL));
     for (size_t i = 0; i < s->n_mounts; i++) {
         CHECK((s->mounts[i].flags & ~SPEC_MOUNT_FLAGS) == 0);

@@ -118,7 +118,7 @@ spec_cases = {
     "bad-magic": b"bluebox-spec 1\n" + valid_run[len(SPEC_MAGIC):],
     "no-root": valid_run.replace(u32("R", 0), b""),
     "dup-root": spec(extra=u32("R", 1)),
-    "bad-root-flag": spec(root=2),
+    "bad-root-flag": spec(root=4),
     "bad-tty": spec(tty=2),
     "no-tty": valid_run.replace(u32("t", 0), b""),
     "mount-bad-flag": spec(mounts=((0x20, b"/data"),)),

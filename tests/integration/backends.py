@@ -5,6 +5,7 @@ names of its `@pytest.mark.backends(...)` mark); a backend this host cannot run 
 with the reason. qemu runs with BLUEBOX_QEMU_ACCEL=QEMU_ACCEL: tcg unless
 BLUEBOX_TEST_QEMU_ACCEL says kvm (a host where KVM runs a standard guest kernel)."""
 import glob
+import importlib.util
 import os
 import shutil
 from pathlib import Path
@@ -16,6 +17,17 @@ ALL = ("uml", "qemu")
 QEMU_ACCEL = os.environ.get("BLUEBOX_TEST_QEMU_ACCEL", "tcg")
 QEMU_KERNEL = os.environ.get("BLUEBOX_QEMU_KERNEL") or next(
     iter(sorted(glob.glob("/boot/vmlinuz-*-cloud-amd64"))), None)
+
+
+def _hostkvm():
+    """tests/cli/hostkvm.py, the one test-side answer to "does this host have KVM"."""
+    spec = importlib.util.spec_from_file_location("hostkvm", REPO / "tests" / "cli" / "hostkvm.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+kvm_openable = _hostkvm().kvm_openable
 
 
 def missing(name):

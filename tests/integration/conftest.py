@@ -13,7 +13,9 @@ Parallel runs (pytest-xdist, `-n 2 --dist loadgroup`, scripts/check.sh): every t
 put in the xdist group of its module unless it names one itself, so a module runs on one
 worker (its module- and session-scoped VMs are booted once) and modules run side by side.
 A test that needs a fixed host resource waits for it (the DNS spies on port 53) or names a
-group of its own with @pytest.mark.xdist_group(...)
+group of its own with @pytest.mark.xdist_group(...). A module whose tests share nothing
+(`XDIST_SPREAD = True`: test_escape, each test a whole suite run) has its tests spread over
+the workers one by one instead.
 """
 import os
 from pathlib import Path
@@ -62,10 +64,28 @@ def backend(request):
     mp.undo()
 
 
+# The longest modules first (CI's slowest-tests list; ci30's durations on the slow machine):
+# xdist hands groups out in collection order, so a long one started last would run on one
+# worker while the other waits. Within test_escape, qemu's runs (TCG) are the longest.
+LONG_FIRST = ("test_escape", "test_guest_users", "test_pool", "test_build_vm",
+              "test_data_limit", "test_runtime", "test_secrets", "test_fork_vm")
+
+
+def _order(item):
+    path = Path(str(item.fspath))
+    if path.parent != HERE:
+        return (len(LONG_FIRST) + 1, 0)  # tests/cli: many short tests, to fill the end
+    rank = LONG_FIRST.index(path.stem) if path.stem in LONG_FIRST else len(LONG_FIRST)
+    return (rank, 0 if path.stem == "test_escape" and "qemu" in item.name else 1)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=_order)  # stable: each module keeps its own order
     for item in items:
         path = Path(str(item.fspath))
         if path.parent != HERE or item.get_closest_marker("xdist_group"):
             continue
+        if getattr(item.module, "XDIST_SPREAD", False):
+            continue  # tests with nothing to share, spread over the workers one by one
         item.add_marker(pytest.mark.xdist_group(path.stem))

@@ -375,8 +375,12 @@ def test_proxy_children_are_bounded(sandbox):
     t = threading.Thread(target=accept)
     t.start()
     try:
-        script = (f"for i in $(seq 70); do {{ echo x; sleep 8; }} | timeout 10 nc {HOSTS_NAME} {port} "
-                  f">/dev/null 2>&1 & done; sleep 6; echo open; wait; "
+        # one process per connection, reading a fifo nobody writes to, so it stays open until
+        # killed: a uml guest on a slow host starts a process in ~0.2 s, and all 70 must be
+        # open at once (sleeps of a fixed length ran out before the last ones connected)
+        script = (f"mkfifo /tmp/hold; exec 3<>/tmp/hold; pids=; for i in $(seq 70); do "
+                  f"nc {HOSTS_NAME} {port} <&3 >/dev/null 2>&1 & pids=\"$pids $!\"; done; "
+                  f"sleep 6; echo open; kill $pids; wait; "
                   f"{{ echo again; sleep 1; }} | timeout 5 nc {HOSTS_NAME} {port}; echo done")
         out, log = sandbox([f"{HOSTS_NAME}:{port}", f"{gw}/32"], script)
         assert "done" in out, out

@@ -41,6 +41,9 @@ pytestmark = [
                        reason="the escape suite's integration tests need root and podman"),
 ]
 UML = backends.skip_unless("uml")
+# Each test is a whole run of the suite with fixtures of its own and its own sandbox names
+# (BLUEBOX_ESCAPE_NAME), so xdist spreads them over the workers (conftest.py).
+XDIST_SPREAD = True
 
 LINE = re.compile(r"^(PASS|FAIL|WARN|SKIP)\s+(\S+)\s+(.*)$", re.M)
 
@@ -72,14 +75,18 @@ class Suite:
                 shutil.chown(p, user)
 
     def __call__(self, mode, only=None, weaken=None, weak_bluebox=False, timeout=600,
-                 backend="uml"):
+                 backend="uml", launch=None):
         path = "/usr/local/bin:/usr/bin:/bin"
         extra = {"TMPDIR": str(self.tmp)}
+        if launch:
+            extra["BLUEBOX_LAUNCH"] = launch
         if backend == "qemu":
             extra["BLUEBOX_QEMU_ACCEL"] = backends.QEMU_ACCEL
             timeout = max(timeout, 1500)  # every check boots afresh (no up yet), under TCG
         if only:
             extra["BLUEBOX_ESCAPE_ONLY"] = only
+        self.name = "esc-" + os.urandom(5).hex()  # this run's sandboxes: no_leftovers(self)
+        extra["BLUEBOX_ESCAPE_NAME"] = self.name
         binary = self.bin
         if weaken:
             path = f"{self.weaken}:{path}"
@@ -126,10 +133,20 @@ def user_suite(env, bluebox_bin):  # noqa: F811
     s.close()
 
 
-def no_leftovers():
+DIRECT_RUNC_ROOT = "/run/bluebox-direct/runc"
+
+
+def no_leftovers(suite):
+    """The containers the suite's last run left: podman's, and direct ones (runc without
+    podman). Only that run's (its name prefix): other suites may run beside it."""
     r = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}", "--filter",
                         "label=bluebox.sandbox"], capture_output=True, text=True)
-    return [n for n in r.stdout.split() if "-esc-" in n]
+    names = r.stdout.split()
+    if shutil.which("runc"):
+        r = subprocess.run(["runc", "--root", DIRECT_RUNC_ROOT, "list", "-q"],
+                           capture_output=True, text=True)
+        names += r.stdout.split()
+    return [n for n in names if f"-{suite.name}-" in n]
 
 
 def assert_no_escapes(r, results):
@@ -149,7 +166,24 @@ MUST_RUN = ("kernel", "host-files", "symlinks", "dotdot", "setuid", "ro-root", "
             "vmm-fs", "agent-binary", "dev-kvm", "vmm-nnp", "vmm-seccomp", "vmm-caps",
             "vmm-netns", "vmm-limits", "vmm-uid", "fork-bomb", "data-snapshot", "data-export",
             "data-restore", "data-reset", "data-destroy", "root-disk", "hosts", "host-kernel",
-            "image-user", "data-inuse", "tty-escape", "sparse", "run-log", "sdk-socket")
+            "image-user", "data-inuse", "tty-escape", "sparse", "run-log", "sdk-socket",
+            "run-vmm")
+
+
+# The checks a run's launch path (direct or podman) can change: how the VMM is started and
+# confined, what it mounts, its network, what the guest sees of the host. The rest (the data
+# commands, up and its agent, forks, the pool) do not go through a run's launch; the podman
+# path's suite runs these, the direct launch's the whole suite.
+# Both lists start from the VMM's confinement and what the guest reaches of the host's files.
+VMM_AND_FILES = ("kernel", "host-files", "symlinks", "dotdot", "setuid", "ro-root", "ro-mount",
+                 "vmm-fs", "agent-binary", "vmm-nnp", "vmm-seccomp", "vmm-caps", "vmm-netns",
+                 "vmm-uid", "run-vmm", "root-disk")
+LAUNCH_CHECKS = VMM_AND_FILES + ("dev-kvm", "vmm-limits", "fork-bomb", "hosts", "host-kernel",
+                                 "image-user", "tty-escape", "run-log", "loopback",
+                                 "host-gateway", "lan", "metadata", "secret-in-guest", "vmm-log")
+# What strict changes for a rootless user, on qemu (whose checks each boot afresh under TCG
+# here); uml's strict suite runs whole.
+STRICT_CHECKS = VMM_AND_FILES + ("data-export", "data-restore")
 
 
 def assert_ran(backend, r, results, must_run):
@@ -165,16 +199,37 @@ def assert_ran(backend, r, results, must_run):
 
 
 def test_escape_suite_standard_as_root(root_suite, backend):
+    """The default launch: on uml and qemu the direct one (runc without podman,
+    src/runtime/direct.h), which the suite must have seen the VMM's container come from. A
+    test run under BLUEBOX_LAUNCH=podman (the whole suite on the podman path) takes the whole
+    escape suite there instead."""
     r, results = root_suite("standard", backend=backend)
     must_run = MUST_RUN + (("loopback", "secret-in-guest") if backend == "uml" else ())
     assert_ran(backend, r, results, must_run)
     assert results["fork-bomb"][0] == "PASS", r.stdout
-    assert not no_leftovers()
+    # a run's VMM came from the launch path this test run uses
+    path = os.environ.get("BLUEBOX_LAUNCH") or "direct"
+    assert f"({path} launch" in results["run-vmm"][1], r.stdout
+    assert not no_leftovers(root_suite)
+    assert_no_escapes(r, results)
+
+
+def test_escape_suite_standard_as_root_through_podman(root_suite, backend):
+    """The same suite with BLUEBOX_LAUNCH=podman: the podman path, kept for comparison and
+    fallback, must hold the same line in every check a launch path can change."""
+    r, results = root_suite("standard", backend=backend, launch="podman",
+                            only=",".join(LAUNCH_CHECKS))
+    must_run = MUST_RUN + (("loopback", "secret-in-guest") if backend == "uml" else ())
+    assert_ran(backend, r, results, [c for c in must_run if c in LAUNCH_CHECKS])
+    assert results["fork-bomb"][0] == "PASS", r.stdout
+    assert "(podman launch" in results["run-vmm"][1], r.stdout
+    assert not no_leftovers(root_suite)
     assert_no_escapes(r, results)
 
 
 def test_escape_suite_strict_as_rootless_user(user_suite, backend):
-    r, results = user_suite("strict", backend=backend)
+    r, results = user_suite("strict", backend=backend,
+                            only=",".join(STRICT_CHECKS) if backend == "qemu" else None)
     assert results.get("vmm-uid", ("?",))[0] == "PASS", r.stdout
     assert_ran(backend, r, results, ("kernel", "host-files", "symlinks", "dotdot", "ro-root",
                                      "ro-mount", "vmm-fs", "agent-binary", "vmm-uid"))
@@ -183,15 +238,15 @@ def test_escape_suite_strict_as_rootless_user(user_suite, backend):
 
 # (BLUEBOX_WEAKEN, checks that must FAIL under it)
 WEAKENED = [
-    ("caps", "vmm-caps"),
-    ("nnp", "vmm-nnp"),
-    ("seccomp", "vmm-seccomp"),
-    ("network", "vmm-netns"),
+    ("caps", "vmm-caps,run-vmm"),
+    ("nnp", "vmm-nnp,run-vmm"),
+    ("seccomp", "vmm-seccomp,run-vmm"),
+    ("network", "vmm-netns,run-vmm"),
     # the host's loopback takes both: the VMM in the host's netns (bluebox-vmm's slirp also
     # refuses 10.0.2.2 -> 127.0.0.1) and the workload outside the VM
     ("native,network", "kernel,loopback"),
-    ("pids", "vmm-limits,fork-bomb"),
-    ("memory", "vmm-limits"),
+    ("pids", "vmm-limits,fork-bomb,run-vmm"),
+    ("memory", "vmm-limits,run-vmm"),
     ("readonly", "ro-root"),
     ("ro-mounts", "ro-mount"),
     # the jail binds /.bluebox and the container's root read-only for UML, a second layer
@@ -219,12 +274,31 @@ WEAKENED = [
 @pytest.mark.parametrize("weaken,checks", WEAKENED, ids=[w for w, _ in WEAKENED])
 def test_each_check_fails_without_its_protection(root_suite, weaken, checks):
     weaken = weaken.replace("TMP", str(root_suite.tmp))
-    r, results = root_suite("standard", only=checks, weaken=weaken)
+    # On the direct launch these weakenings stop the suite's setup instead: its bridge
+    # sandboxes are refused (direct_net: podman's config.json has no network namespace) and a
+    # native entrypoint leaves the template's placeholder as the command. So that every check
+    # can be seen failing they go through podman; run-vmm fails on the direct launch too
+    # (test_run_vmm_fails_on_the_direct_launch_in_the_hosts_network below).
+    refused = any(w in ("network", "native") for w in weaken.split(","))
+    r, results = root_suite("standard", only=checks, weaken=weaken,
+                            launch="podman" if refused else None)
     out = r.stdout + r.stderr
     assert r.returncode == 1, out
     for c in checks.split(","):
         assert results.get(c, ("missing",))[0] == "FAIL", out
-    assert not no_leftovers()
+    assert not no_leftovers(root_suite)
+
+
+@UML
+def test_run_vmm_fails_on_the_direct_launch_in_the_hosts_network(root_suite):
+    """A podman that puts the container in the host's network namespace: a direct run takes
+    podman's config.json as it is, and run-vmm, reading that run's VMM, fails."""
+    r, results = root_suite("standard", only="run-vmm", weaken="network", launch="direct")
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    status, msg = results.get("run-vmm", ("missing", ""))
+    assert status == "FAIL" and "direct launch" in msg and "network-namespace" in msg, out
+    assert not no_leftovers(root_suite)
 
 
 # qemu: the checks whose protection a weakened podman can remove, all in one run (a TCG boot
@@ -242,7 +316,7 @@ def test_qemu_checks_fail_without_their_protection(root_suite, backend):
     assert r.returncode == 1, out
     for c in checks.split(","):
         assert results.get(c, ("missing",))[0] == "FAIL", out
-    assert not no_leftovers()
+    assert not no_leftovers(root_suite)
 
 
 @UML
@@ -257,7 +331,7 @@ def test_home_check_fails_against_a_home_blind_down(root_suite):
                             weak_bluebox=True)
     assert r.returncode == 1, r.stdout + r.stderr
     assert results.get("home-isolation", ("missing",))[0] == "FAIL", r.stdout + r.stderr
-    assert not no_leftovers()
+    assert not no_leftovers(root_suite)
 
 
 @UML

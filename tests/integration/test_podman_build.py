@@ -28,16 +28,22 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="session")
-def env():
-    args = [str(HERE / "setup.sh")]
-    if os.environ.get("BLUEBOX_TEST_DEBIAN") == "1":
-        args.append("--debian")
-    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-    for line in out.splitlines():
+def run_setup(*args):
+    """setup.sh ARGS, its exports put into os.environ; when it fails, every test that needs
+    it errors with setup.sh's own last words (what failed and its output), not a traceback."""
+    r = subprocess.run([str(HERE / "setup.sh"), *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.fail(f"tests/integration/setup.sh {' '.join(args)} -> {r.returncode}\n"
+                    f"{r.stderr[-3000:]}", pytrace=False)
+    for line in r.stdout.splitlines():
         name, _, value = line.removeprefix("export ").partition("=")
         os.environ[name] = value
     return os.environ
+
+
+@pytest.fixture(scope="session")
+def env():
+    return run_setup(*(["--debian"] if os.environ.get("BLUEBOX_TEST_DEBIAN") == "1" else []))
 
 
 def podman(*args, user=False, check=True):
@@ -230,7 +236,9 @@ def bluebox_build(bluebox_bin, bluefile, probe_args=()):
             + "".join(f"        {line}\n" for line in BUILD_PROBE.splitlines())
             + f"      mode: \"0755\"\n  runcmd:\n    - '{runcmd}'\n")
         (home / "sandboxes" / name / "Bluefile").write_text(text)
-        r = subprocess.run([bluebox_bin, "build", name], env=e, capture_output=True, text=True,
+        # The host-kernel build's confinement (krun, the default, would need its runtime).
+        r = subprocess.run([bluebox_bin, "build", "--host-kernel", name], env=e,
+                           capture_output=True, text=True,
                            timeout=600)
         assert f"built localhost/bluebox/{name}:" in r.stdout, r
         seen = {}

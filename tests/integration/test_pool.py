@@ -5,6 +5,7 @@ old VM; a claimer or a tender killed with -9, or VMs gone behind bluebox's back,
 recovers; 20 concurrent runs on `warm: 2` all succeed (the rest boot cold); the commands that
 change /data or the sandbox drain the pool. Root standard and rootless strict. Needs root,
 podman, user-mode-linux and build/bluebox-vmm."""
+import fcntl
 import json
 import os
 import re
@@ -50,24 +51,48 @@ def waiting(home, name):
     return [e for e in entries(home, name) if e.endswith(".waiting")]
 
 
-def wait_for(what, cond, timeout=180):
+def wait_for(what, cond, timeout=180, every=0.2):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         v = cond()
         if v:
             return v
-        time.sleep(0.2)
+        time.sleep(every)
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def locked(path):
+    """Whether a process holds flock on path (a tender on .lock, a waiting one on .waiter)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def tenders_quiet(home, name):
+    """No tender runs or waits to run. One that waited for the lock while another filled the
+    pool sweeps after it: were VMs removed meanwhile, it would rightly drop their entries."""
+    d = pool_dir(home, name)
+    return not locked(d / ".waiter") and not locked(d / ".lock")
+
+
 def wait_full(home, name, n=2, timeout=180):
-    """Until n VMs wait and nothing else is left; `bluebox pool` starts a tender if needed."""
+    """Until n VMs wait, nothing else is left and no tender is at work; `bluebox pool` starts
+    a tender if needed."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         r = home("pool", name)
         assert r.returncode == 0, r
         e = entries(home, name)
-        if len(e) == n and len(waiting(home, name)) == n:
+        full = len(e) == n and all(x.endswith(".waiting") for x in e)
+        if full and tenders_quiet(home, name) and entries(home, name) == e:
             return e
         time.sleep(0.5)
     raise AssertionError(f"pool {name} never filled: {entries(home, name)}\n"
@@ -360,6 +385,34 @@ def test_commands_drain_the_pool(home):
     assert r.returncode == 0, r
     home.names.remove(name)
     assert not pool_dir(home, name).exists() and pool_vms(home, name) == []
+
+
+@pytest.mark.parametrize("cmd,when", [("rename", "starting"), ("destroy", "warming")])
+def test_a_boot_in_flight_is_gone_when_rename_or_destroy_returns(home, cmd, when):
+    """A tender's boot in flight when the sandbox is renamed or destroyed, just begun (its VM
+    not made yet) or warming up: the command returns only once that VM is gone, and no pool
+    directory of the old name comes back."""
+    name = make(home, f"fly{cmd[0]}{when[0]}",
+                bluefile(home, warm=1, timeout=30, extra=warmup(f"echo w > {WARMED}", "sleep 6")))
+    assert home("pool", name).returncode == 0  # starts the tender
+
+    def in_flight():
+        booting = any(".booting-" in e for e in entries(home, name))
+        return booting and (when == "starting" or pool_vms(home, name, running=True))
+    wait_for("a boot in flight", in_flight, 120, every=0.005)
+    if cmd == "rename":
+        r = home("rename", name, name + "-b")
+        home.names[home.names.index(name)] = name + "-b"
+    else:
+        r = home("destroy", name, "--data", "-y")
+        home.names.remove(name)
+    assert r.returncode == 0, r
+    # the tender has ended: no VM of the old name shows up later, no pool directory either
+    until = time.monotonic() + 6
+    while time.monotonic() < until:
+        assert pool_vms(home, name) == [], "a VM of the old pool outlived " + cmd
+        assert not pool_dir(home, name).exists()
+        time.sleep(0.1)
 
 
 # ---- network: none: the pool stays offline ----------------------------------------------------

@@ -107,6 +107,19 @@ def test_guest_view(home, box):
     assert r.returncode != 0, r  # the last run's root layer is gone
 
 
+def test_profiling_words_reach_the_kernel_and_no_uevent_helper_runs(home, box):
+    """BLUEBOX_QEMU_CMDLINE (as BLUEBOX_UML_ARGS on uml: bench/boot_profile.py's way in) adds
+    words to the guest kernel's command line; the init turns the kernel's uevent helper off
+    (Debian's cloud kernel has none: CONFIG_UEVENT_HELPER is off there)."""
+    r = home("run", box, "--", "sh", "-c",
+             "cat /proc/cmdline; cat /proc/sys/kernel/hotplug 2>/dev/null || echo none",
+             env={"BLUEBOX_QEMU_CMDLINE": "bluebox_test_mark=7"})
+    assert r.returncode == 0, r
+    lines = r.stdout.decode().split("\n")
+    assert "bluebox_test_mark=7" in lines[0].split(), r
+    assert lines[1] in ("", "none"), r
+
+
 def test_refusals(home):
     name = home.sandbox(f"qemuno-{os.getpid()}", bluefile())
     assert home("build", name).returncode == 0

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from backends import kvm_openable
 
 from test_podman_build import env  # noqa: F401  (session fixture)
 from test_qemu import KERNEL, bluefile
@@ -20,14 +21,6 @@ from test_runtime import REPO, Home, containers_of
 CANNOT = "KVM opens but cannot run a standard guest kernel"
 KVM_PVM = Path("/sys/module/kvm_pvm").exists()
 KVM_RUNS = os.environ.get("BLUEBOX_TEST_QEMU_ACCEL") == "kvm"
-
-
-def kvm_openable():
-    try:
-        os.close(os.open("/dev/kvm", os.O_RDWR))
-        return True
-    except OSError:
-        return False
 
 
 pytestmark = [

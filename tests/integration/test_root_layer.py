@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from test_podman_build import env, podman  # noqa: F401  (session fixture + helper)
-from test_runtime import IMAGE, UML, Home, containers_of
+from test_runtime import IMAGE, UML, Home, containers_of, upper_dir_of
 
 MiB = 1 << 20
 
@@ -63,8 +63,7 @@ def while_running(home, name, script, measure):
         assert lines and lines[-1] == "READY\n", (lines, p.stderr.read() if p.poll() else "")
         ids = containers_of(name)
         assert len(ids) == 1, ids
-        upper = podman("inspect", "--format", "{{.GraphDriver.Data.UpperDir}}", ids[0]).stdout
-        measured = measure(upper.strip())
+        measured = measure(upper_dir_of(ids[0]))
     finally:
         go.touch()
     out, err = p.communicate(timeout=120)

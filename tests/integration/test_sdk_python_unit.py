@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -270,12 +271,16 @@ def test_pip_builds_the_package_offline(tmp_path):
 
 
 @pytest.mark.parametrize("long_home", [False, True])
-def test_socket_path_agrees_with_bluebox_serve(tmp_path, monkeypatch, long_home):
+def test_socket_path_agrees_with_bluebox_serve(monkeypatch, request, long_home):
     """`bluebox serve` with no --socket listens where socket_path() looks (both forms)."""
     binary = os.environ.get("BLUEBOX_BIN", str(REPO / "build" / "bluebox"))
-    home = tmp_path / ("h" * 100 if long_home else "h") / "home"
+    # Not tmp_path: under a pytest-xdist worker's basetemp it is long enough to push both the
+    # short home's socket and the fallback's past a unix socket path's limit.
+    base = Path(tempfile.mkdtemp(prefix="bbsock", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
+    home = base / ("h" * 100 if long_home else "h") / "home"
     home.mkdir(parents=True, mode=0o700)
-    run = tmp_path / "run"
+    run = base / "run"
     run.mkdir(mode=0o700)
     monkeypatch.setenv("BLUEBOX_HOME", str(home))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))

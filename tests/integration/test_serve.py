@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -548,8 +549,9 @@ def test_long_home_falls_back_to_xdg_runtime_dir(env, bluebox_bin, tmp_path):  #
     try:
         deep = h.dir / ("d" * 60) / ("e" * 60)
         deep.mkdir(parents=True)
-        xdg = tmp_path / "xdg"
-        xdg.mkdir(mode=0o700)
+        # Short on purpose: tmp_path under a pytest-xdist worker's basetemp is long enough to
+        # make even the fallback's socket path too long.
+        xdg = Path(tempfile.mkdtemp(prefix="bbxdg", dir="/tmp"))
         e = dict(h.env, BLUEBOX_HOME=str(deep / "home"), XDG_RUNTIME_DIR=str(xdg))
         p = subprocess.Popen([h.bin, "serve", "--idle", "2"], env=e, stderr=subprocess.PIPE)
         _, err = p.communicate(timeout=30)
@@ -560,6 +562,7 @@ def test_long_home_falls_back_to_xdg_runtime_dir(env, bluebox_bin, tmp_path):  #
         assert r.returncode == 1 and b"XDG_RUNTIME_DIR" in r.stderr, r
     finally:
         h.close()
+        shutil.rmtree(xdg, ignore_errors=True)
 
 
 def test_idle_exit(home):

@@ -25,6 +25,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from test_podman_build import run_setup
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -49,12 +50,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="session")
 def env():
-    out = subprocess.run([str(HERE / "setup.sh")], check=True, capture_output=True,
-                         text=True).stdout
-    for line in out.splitlines():
-        name, _, value = line.removeprefix("export ").partition("=")
-        os.environ[name] = value
-    return os.environ
+    return run_setup()
 
 
 def _libs(binary):

@@ -55,21 +55,26 @@ def run_vmm(bundle, timeout):
         subprocess.run(["podman", "rm", "-f", "-t", "0", name], capture_output=True)
 
 
+def run_fake_kernel(script, timeout):
+    """run_vmm on a bundle whose kernel is the shell script, in a directory of its own."""
+    top = Path(tempfile.mkdtemp(prefix="bluebox-vmm-hostile-", dir="/var/tmp"))
+    try:
+        top.chmod(0o755)
+        fake_kernel_bundle(top / "vmm", script)
+        return run_vmm(top / "vmm", timeout)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
 @pytest.mark.parametrize("swap", SWAPS, ids=list(SWAPS))
 def test_a_swapped_log_cannot_hold_the_vmm(env, swap):  # noqa: F811
     """The guest replaces uml.log and its kernel dies without an exit frame: the VMM still
     reports promptly, with the last lines the kernel really wrote (from the file it opened
     before boot), not whatever the guest's replacement yields."""
-    top = Path(tempfile.mkdtemp(prefix="bluebox-vmm-hostile-", dir="/var/tmp"))
-    try:
-        top.chmod(0o755)
-        fake_kernel_bundle(top / "vmm", "echo 'kernel: the last words' >&2\n"
-                           "rm -f /.bluebox/mem/uml.log\n"
-                           f"{SWAPS[swap]} || exit 99\n"
-                           "exit 1\n")
-        r, took = run_vmm(top / "vmm", timeout=60)
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
+    r, took = run_fake_kernel("echo 'kernel: the last words' >&2\n"
+                              "rm -f /.bluebox/mem/uml.log\n"
+                              f"{SWAPS[swap]} || exit 99\n"
+                              "exit 1\n", timeout=60)
     err = r.stderr.decode(errors="replace")
     assert r.returncode == 125, (r.returncode, err)
     assert took < 30, took
@@ -81,17 +86,40 @@ def test_a_swapped_log_cannot_hold_the_vmm(env, swap):  # noqa: F811
 
 def test_a_huge_log_is_read_from_its_end_only(env):  # noqa: F811
     """64 MiB without a newline, then the last words: one bounded read, at once."""
-    top = Path(tempfile.mkdtemp(prefix="bluebox-vmm-hostile-", dir="/var/tmp"))
-    try:
-        top.chmod(0o755)
-        fake_kernel_bundle(top / "vmm", "head -c 67108864 /dev/zero | tr '\\0' x >&2\n"
-                           "printf '\\nkernel: the last words\\n' >&2\nexit 1\n")
-        r, took = run_vmm(top / "vmm", timeout=120)
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
+    r, took = run_fake_kernel("head -c 67108864 /dev/zero | tr '\\0' x >&2\n"
+                              "printf '\\nkernel: the last words\\n' >&2\nexit 1\n", timeout=120)
     err = r.stderr.decode(errors="replace")
     assert r.returncode == 125 and "bluebox-vmm: uml: kernel: the last words" in err, err
     assert len(err) < 4096, len(err)
+
+
+def test_the_log_tail_leaves_out_the_lines_left_unconfigured(env):  # noqa: F811
+    """UML notes each console and serial line that `con=none ssl=none` leaves out; a boot
+    that dies right after them still shows the kernel's own last lines, not those notes."""
+    r, took = run_fake_kernel("echo 'kernel: an earlier line' >&2\n"
+                              "for i in $(seq 1 63); do echo \"setup_one_line failed for device $i"
+                              " : configured as 'none'\" >&2; done\n"
+                              "echo 'kernel: the last words' >&2\nexit 1\n", timeout=60)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 125, (r.returncode, err)
+    assert "bluebox-vmm: uml: kernel: an earlier line" in err, err
+    assert "bluebox-vmm: uml: kernel: the last words" in err, err
+    assert "setup_one_line" not in err, err
+
+
+def test_a_restarted_guest_is_the_reason_whatever_it_says_after(env):  # noqa: F811
+    """The guest kernel restarts (sysrq b): its init comes up again, says it is ready, and
+    fails (the spec was read once). On a slow host all of that arrives in one read, after
+    the second ready frame: the restart is the reason, not the new init's exit."""
+    ready = r'R\000\000\000\016{"ring":false}'
+    again = ready + r'E\000\000\000\010no spec\nX\000\000\000\012{"code":7}'
+    r, took = run_fake_kernel(f"printf '{ready}' >&3\nsleep 1\nprintf '{again}' >&3\n"
+                              "sleep 20\n", timeout=60)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 125, (r.returncode, err)
+    assert "bluebox-vmm: the guest kernel crashed and restarted" in err, err
+    assert "no spec" not in err, err
+    assert took < 15, took
 
 
 def test_libslirp_reads_resolv_conf_through_the_vmms_fopen():

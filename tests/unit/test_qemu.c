@@ -34,6 +34,9 @@ static int setup(void **s)
     setenv("BLUEBOX_VMM", "/bin/true", 1);
     unsetenv("BLUEBOX_BACKEND");
     unsetenv("TERM");
+    /* The podman argv itself (as root a run would go the direct way, whose template is made
+     * from this very argv by podman). */
+    setenv("BLUEBOX_LAUNCH", "podman", 1);
     return 0;
 }
 
