@@ -10,7 +10,6 @@ when the command starts, over cold `bluebox run` runs of a busybox sandbox (netw
 tried before it goes into src/vmm/vmm.c. Needs root, podman, user-mode-linux and the
 integration tests' environment (`source /etc/bluebox-test/env; eval
 "$(tests/integration/setup.sh)"`)."""
-import argparse
 import collections
 import os
 import re
@@ -21,7 +20,8 @@ import sys
 import tempfile
 import time
 
-IMAGE = os.environ.get("BLUEBOX_TEST_IMAGE", "localhost/bluebox-test/busybox:latest")
+from common import IMAGE, arg_parser
+
 PROFILE_ARGS = ("initcall_debug printk.time=1 printk.devkmsg=on log_buf_len=4M "
                 "BLUEBOX_BOOT_PROFILE=1")
 INITCALL = re.compile(r"^\[\s*([\d.]+)\] (?:initcall|probe of) (\S+?)(?:\+0x\S+)?(?: \[\w+\])? "
@@ -103,11 +103,8 @@ def compare(a, env):
 
 
 def main():
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=5)
+    ap = arg_parser(5)
     ap.add_argument("--top", type=int, default=12)
-    ap.add_argument("--bin", default=os.path.join(repo, "build", "bluebox"))
     ap.add_argument("--ram-mib", type=int, default=512)
     ap.add_argument("--compare", nargs="*", help="extra kernel words to compare ('' = none)")
     a = ap.parse_args()

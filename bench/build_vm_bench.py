@@ -10,7 +10,6 @@ again. Needs root, podman, build/bluebox-vmm, user-mode-linux, the debian test i
 (tests/integration/setup.sh --debian) and a network to the Debian mirror; run it under the
 integration tests' environment (`source /etc/bluebox-test/env;
 eval "$(tests/integration/setup.sh)"`)."""
-import argparse
 import os
 import shutil
 import statistics
@@ -18,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from common import arg_parser
 
 BUSYBOX = "localhost/bluebox-test/busybox:latest"
 DEBIAN = os.environ.get("BLUEBOX_TEST_DEBIAN_IMAGE", "localhost/bluebox-test/debian:bookworm")
@@ -38,10 +39,7 @@ def bluefile(home, name, text):
 
 
 def main():
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--bin", default=os.path.join(repo, "build", "bluebox"))
+    ap = arg_parser(5)
     ap.add_argument("--skip-debian", action="store_true")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="bluebox-bvbench-", dir="/var/tmp")

@@ -22,7 +22,6 @@ integration tests' environment (`source /etc/bluebox-test/env; eval
 "$(tests/integration/setup.sh)"`). srt is optional (its row is left out when the command is
 missing): `apt-get install bubblewrap socat ripgrep` and `npm install -g
 @anthropic-ai/sandbox-runtime`."""
-import argparse
 import os
 import platform
 import shutil
@@ -32,7 +31,7 @@ import sys
 import tempfile
 import time
 
-from common import IMAGE, make_sandbox
+from common import IMAGE, arg_parser, make_sandbox
 
 
 RETRIED = {}
@@ -72,10 +71,7 @@ def make(binary, env, name, network, backend="uml"):
 
 
 def main():
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=15)
-    ap.add_argument("--bin", default=os.path.join(repo, "build", "bluebox"))
+    ap = arg_parser(15)
     ap.add_argument("--no-bridge", action="store_true")
     ap.add_argument("--no-srt", action="store_true")
     ap.add_argument("--qemu", action="store_true", help="add the qemu backend's two paths")

@@ -1,6 +1,7 @@
 """What the cold-run benches share: one timed command, a sandbox made from a Bluefile, and
 cases timed interleaved (so that the machine's load falls on every case alike) down to
 their medians."""
+import argparse
 import os
 import statistics
 import subprocess
@@ -9,6 +10,16 @@ import time
 
 # The integration tests' busybox image (tests/integration/setup.sh makes it).
 IMAGE = os.environ.get("BLUEBOX_TEST_IMAGE", "localhost/bluebox-test/busybox:latest")
+
+
+def arg_parser(runs):
+    """The flags every cold-run bench takes: --runs (default RUNS) and --bin (this checkout's
+    build/bluebox); a bench adds its own."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=runs)
+    ap.add_argument("--bin", default=os.path.join(repo, "build", "bluebox"))
+    return ap
 
 
 def timed(argv, env):

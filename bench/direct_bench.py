@@ -9,21 +9,17 @@ guest's /proc/uptime when the workload starts (UML boot to the command).
 Needs root, podman, runc, build/bluebox-vmm and user-mode-linux; run it under the
 integration tests' environment (`source /etc/bluebox-test/env; eval
 "$(tests/integration/setup.sh)"`)."""
-import argparse
 import os
 import shutil
 import statistics
 import subprocess
 import tempfile
 
-from common import IMAGE, interleaved_medians, make_sandbox, print_medians, timed
+from common import IMAGE, arg_parser, interleaved_medians, make_sandbox, print_medians, timed
 
 
 def main():
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--bin", default=os.path.join(repo, "build", "bluebox"))
+    ap = arg_parser(10)
     a = ap.parse_args()
     home = tempfile.mkdtemp(prefix="bluebox-dbench-", dir="/var/tmp")
     env = dict(os.environ, BLUEBOX_HOME=os.path.join(home, "home"), BLUEBOX_LAUNCH="podman")

@@ -10,20 +10,16 @@ alike. Issue 21's target: the direct bridge run ≤ 1.3× the plain bridge conta
 Needs root, podman, runc, slirp4netns, build/bluebox-vmm and user-mode-linux; run it under
 the integration tests' environment (`source /etc/bluebox-test/env; eval
 "$(tests/integration/setup.sh)"`)."""
-import argparse
 import os
 import shutil
 import subprocess
 import tempfile
 
-from common import IMAGE, interleaved_medians, make_sandbox, print_medians
+from common import IMAGE, arg_parser, interleaved_medians, make_sandbox, print_medians
 
 
 def main():
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--bin", default=os.path.join(repo, "build", "bluebox"))
+    ap = arg_parser(10)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="bluebox-nbench-", dir="/var/tmp")
     home = os.path.join(tmp, "home")

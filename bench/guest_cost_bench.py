@@ -11,7 +11,6 @@ these two figures set how much slower syscall- and memory-heavy work (a package 
 on the host: each interception is several host context switches, which a nested or
 paravirtual host makes dearer. Needs root, podman, user-mode-linux and the integration tests'
 Debian image (tests/integration/setup.sh --debian), which has perl for the memory case."""
-import argparse
 import os
 import re
 import shutil
@@ -20,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 
-from common import make_sandbox
+from common import arg_parser, make_sandbox
 
 DEBIAN = os.environ.get("BLUEBOX_TEST_DEBIAN_IMAGE", "localhost/bluebox-test/debian:bookworm")
 SYSCALLS = 100_000  # dd bs=1: a read and a write each
@@ -47,10 +46,7 @@ def measure(argv, env):
 
 
 def main():
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--bin", default=os.path.join(repo, "build", "bluebox"))
+    ap = arg_parser(3)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="bluebox-costbench-", dir="/var/tmp")
     env = dict(os.environ, BLUEBOX_HOME=os.path.join(tmp, "home"))

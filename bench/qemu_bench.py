@@ -13,7 +13,6 @@ root, podman, build/bluebox-vmm, qemu-system-x86 and a kernel (scripts/deps.sh);
 under the integration tests' environment (`source /etc/bluebox-test/env; eval
 "$(tests/integration/setup.sh)"`). Issue 19's targets: TCG cold run ≤ 3.0 s; KVM cold run
 ≤ 1.5× plain runc and `exec -- true` ≤ 10 ms."""
-import argparse
 import os
 import re
 import shutil
@@ -22,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-from common import IMAGE, timed
+from common import IMAGE, arg_parser, timed
 
 RUNC = "podman run --rm image true (runc)"
 
@@ -100,11 +99,8 @@ def accels(binary, env, want):
 
 
 def main():
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=10)
+    ap = arg_parser(10)
     ap.add_argument("--accel", choices=("auto", "kvm", "tcg", "both"), default="auto")
-    ap.add_argument("--bin", default=os.path.join(repo, "build", "bluebox"))
     a = ap.parse_args()
     home = tempfile.mkdtemp(prefix="bluebox-qbench-", dir="/var/tmp")
     env = {k: v for k, v in os.environ.items()

@@ -15,7 +15,6 @@ child per connection (not measured here)."""
 import argparse
 import datetime
 import json
-import os
 import socket
 import ssl
 import statistics
