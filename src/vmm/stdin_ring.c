@@ -43,7 +43,7 @@ void stdin_ring_kernel_args(const stdin_ring *r, strv *a)
 
 size_t stdin_ring_room(const stdin_ring *r)
 {
-    if (r->fd < 0 || !r->usable)
+    if (r->fd < 0 || !r->usable || r->out >= STDIN_RING_FRAMES)
         return 0;
     uint64_t avail = ABI_STDIN_RING_BYTES - (r->written - r->acked);
     uint64_t to_end = ABI_STDIN_RING_BYTES - r->written % ABI_STDIN_RING_BYTES;
@@ -65,6 +65,7 @@ bool stdin_ring_put(stdin_ring *r, const void *data, size_t n, uint8_t ret_frame
     put_u32(ret_frame, (uint32_t)off);
     put_u32(ret_frame + 4, (uint32_t)n);
     r->written += round_up(n);
+    r->out++;
     return true;
 }
 
@@ -73,9 +74,10 @@ bool stdin_ring_ack(stdin_ring *r, const uint8_t *p, size_t n)
     if (n != 4)
         return false;
     uint32_t v = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-    if (v > r->written - r->acked)
+    if (r->out == 0 || v > r->written - r->acked)
         return false;
     r->acked += v;
+    r->out--;
     return true;
 }
 

@@ -70,13 +70,16 @@ static void full_ring_waits_for_acks(void **s)
     (void)s;
     int fd = ring_file();
     stdin_ring w = {.fd = fd, .usable = true};
-    uint8_t one[1] = {'x'}, where[8];
+    uint8_t *big = calloc(1, ABI_STDIN_RING_CHUNK), where[8];
     size_t chunks = 0;
+    /* Whole chunks: the ring's bytes run out first. */
     while (stdin_ring_room(&w) > 0) {
-        assert_true(stdin_ring_put(&w, one, 1, where)); /* each takes a whole alignment unit */
+        assert_int_equal(stdin_ring_room(&w), ABI_STDIN_RING_CHUNK);
+        assert_true(stdin_ring_put(&w, big, ABI_STDIN_RING_CHUNK, where));
         chunks++;
     }
-    assert_int_equal(chunks, ABI_STDIN_RING_BYTES / ABI_STDIN_RING_ALIGN);
+    assert_int_equal(chunks, ABI_STDIN_RING_BYTES / ABI_STDIN_RING_CHUNK);
+    assert_true(chunks < STDIN_RING_FRAMES);
     /* A guest that gives back more than is out is refused, and changes nothing. */
     uint8_t too_much[4] = {0xff, 0xff, 0xff, 0xff}, short_ack[3] = {0, 0, 1};
     assert_false(stdin_ring_ack(&w, too_much, 4));
@@ -88,6 +91,35 @@ static void full_ring_waits_for_acks(void **s)
     /* Not in use until the guest said so. */
     w.usable = false;
     assert_int_equal(stdin_ring_room(&w), 0);
+    free(big);
+    close(fd);
+}
+
+static void small_chunks_are_bounded_by_count(void **s)
+{
+    (void)s;
+    int fd = ring_file();
+    stdin_ring w = {.fd = fd, .usable = true};
+    uint8_t one[1] = {'x'}, where[8];
+    size_t chunks = 0;
+    while (stdin_ring_room(&w) > 0) {
+        assert_true(stdin_ring_put(&w, one, 1, where)); /* each takes a whole alignment unit */
+        chunks++;
+    }
+    /* The line's frames stop at the bound, long before the ring's bytes would. */
+    assert_int_equal(chunks, STDIN_RING_FRAMES);
+    assert_true(w.written < ABI_STDIN_RING_BYTES);
+    uint8_t ack[4] = {0, 0, ABI_STDIN_RING_ALIGN >> 8, 0};
+    assert_true(stdin_ring_ack(&w, ack, 4));
+    assert_true(stdin_ring_room(&w) > 0);
+    assert_true(stdin_ring_put(&w, one, 1, where));
+    assert_int_equal(stdin_ring_room(&w), 0);
+    /* An acknowledgement with no chunk out is refused, even one that gives back nothing. */
+    for (unsigned i = 0; i < STDIN_RING_FRAMES; i++)
+        assert_true(stdin_ring_ack(&w, ack, 4));
+    assert_int_equal(w.out, 0);
+    uint8_t nothing[4] = {0};
+    assert_false(stdin_ring_ack(&w, nothing, 4));
     close(fd);
 }
 
@@ -134,6 +166,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(round_trip_across_the_end),
         cmocka_unit_test(full_ring_waits_for_acks),
+        cmocka_unit_test(small_chunks_are_bounded_by_count),
         cmocka_unit_test(reader_refuses_bad_chunks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
