@@ -74,6 +74,18 @@ def guest_steps(out, step_line=STEP_LINE):
     return ran, out.count(step_line)
 
 
+def built_in_guest_then_cached(bluebox_bin, home, name, img, label, step_line):
+    """The image says which guest built it; built again unchanged, every step comes from
+    podman's cache and no guest boots. Returns the second build."""
+    got = podman("image", "inspect", "--format", '{{index .Labels "bluebox.build"}}',
+                 img).stdout.strip()
+    assert got == label
+    r = bb(bluebox_bin, home, "build", name)
+    assert f"built {img}" in r.stdout, r
+    assert step_line not in r.stdout + r.stderr
+    return r
+
+
 def gateway():
     out = podman("network", "inspect", "podman", "--format",
                  "{{range .Subnets}}{{.Gateway}} {{end}}", check=False).stdout.split()
@@ -105,13 +117,7 @@ run:
                      "stat -c '%a %u %g' /suidbin /sgid; ls -a /").stdout.split("\n")
         assert got[0] == "4755 0 0" and got[1] == "2775 1234 5678", got
         assert ".bluebox" not in got[2:], "bluebox's mount points leaked into the image"
-        label = podman("image", "inspect", "--format",
-                       '{{index .Labels "bluebox.build"}}', img).stdout.strip()
-        assert label == "uml guest"
-        # Unchanged: every step from podman's cache, no guest boots.
-        r = bb(bluebox_bin, home, "build", name)
-        assert f"built {img}" in r.stdout, r
-        assert STEP_LINE not in r.stdout + r.stderr
+        r = built_in_guest_then_cached(bluebox_bin, home, name, img, "uml guest", STEP_LINE)
         assert (r.stdout + r.stderr).count("Using cache") >= 3
         # --dry-run prints the Containerfile as kept beside the sandbox, without the label.
         dry = bb(bluebox_bin, home, "build", "--dry-run", name).stdout
@@ -390,13 +396,7 @@ run:
         assert owners_in(img) == OWNERS_SEEN
         got = podman("run", "--rm", img, "ls", "-a", "/").stdout.split()
         assert ".bluebox" not in got, "bluebox's mount points leaked into the image"
-        label = podman("image", "inspect", "--format",
-                       '{{index .Labels "bluebox.build"}}', img).stdout.strip()
-        assert label == "qemu guest"
-        # Unchanged: every step from podman's cache, no VM boots.
-        r = bb(bluebox_bin, home, "build", name)
-        assert f"built {img}" in r.stdout, r
-        assert QEMU_STEP_LINE not in r.stdout + r.stderr
+        built_in_guest_then_cached(bluebox_bin, home, name, img, "qemu guest", QEMU_STEP_LINE)
     finally:
         lis.close()
         podman("rmi", "-f", img, check=False)

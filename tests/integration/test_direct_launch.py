@@ -130,7 +130,9 @@ def the_run(name, bluebox_pid):
     return ids[0]
 
 
-def test_direct_run_semantics(home, box):  # noqa: F811
+def run_semantics(home, box):  # noqa: F811
+    """A direct run as a user sees it: output, exit code, stdin byte-exact, a missing command,
+    /data kept and the root not (any backend)."""
     r = home("run", box, "--", "sh", "-c", "echo out; echo err >&2; exit 3", env=DIRECT)
     assert (r.returncode, r.stdout, r.stderr) == (3, b"out\n", b"err\n"), r
     blob = os.urandom(200000) + b"\0end"
@@ -142,6 +144,10 @@ def test_direct_run_semantics(home, box):  # noqa: F811
              env=DIRECT)
     assert r.returncode == 0, r
     assert (home.data(box) / "f").read_text() == "kept\n"
+
+
+def test_direct_run_semantics(home, box):  # noqa: F811
+    run_semantics(home, box)
     r = home("run", box, "--", "sh", "-c", "cat /data/f; test ! -e /root-file", env=DIRECT)
     assert (r.returncode, r.stdout) == (0, b"kept\n"), r
     # the podman path sees what the direct one wrote, and the reverse

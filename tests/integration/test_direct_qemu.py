@@ -24,8 +24,8 @@ from test_runtime import IMAGE, home  # noqa: F401  (fixture)
 from test_runtime import podman_containers_of
 from test_netpolicy import other_container  # noqa: F401  (fixture)
 from test_direct_launch import (DEFAULT, DIRECT, PODMAN, RUNC_ROOT, _gone, comm, leftovers,
-                                ps_rows, runc_ids, runs_of, start, the_run, vmm_pids_of,
-                                vmm_records)
+                                ps_rows, run_semantics, runc_ids, runs_of, start, the_run,
+                                vmm_pids_of, vmm_records)
 from test_direct_net import reach_check
 
 QEMU = "qemu-system-x86_64"
@@ -86,16 +86,7 @@ def test_qemu_run_is_direct_by_default(qhome, box):
 
 
 def test_qemu_direct_run_semantics(qhome, box):
-    r = qhome("run", box, "--", "sh", "-c", "echo out; echo err >&2; exit 3", env=DIRECT)
-    assert (r.returncode, r.stdout, r.stderr) == (3, b"out\n", b"err\n"), r
-    blob = os.urandom(200000) + b"\0end"
-    r = qhome("run", box, "--", "cat", input=blob, env=DIRECT)
-    assert r.returncode == 0 and r.stdout == blob, (r.returncode, len(r.stdout), r.stderr)
-    r = qhome("run", box, "--", "no-such-command", env=DIRECT)
-    assert r.returncode == 127, r
-    r = qhome("run", box, "--", "sh", "-c", "echo kept > /data/f", env=DIRECT)
-    assert r.returncode == 0, r
-    assert (qhome.data(box) / "f").read_text() == "kept\n"
+    run_semantics(qhome, box)
     assert list((qhome.dir / "home" / "direct" / "tpl").glob(f"{box}-*")) != []
     assert runs_of(box) == [] and not [i for i in runc_ids() if box in i]
 
