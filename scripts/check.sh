@@ -75,7 +75,7 @@ note() { printf '== %s\n' "$*"; }
 
 # unit_tier BUILD: every cmocka test binary in BUILD.
 unit_tier() {
-    local build=$1 t out rc p f s
+    local build=$1 t out rc p f s names
     note "unit tests ($build)"
     for t in "$build"/test_*; do
         [ -f "$t" ] && [ -x "$t" ] || continue
@@ -93,7 +93,11 @@ unit_tier() {
         failed=$((failed + f))
         skipped=$((skipped + s))
         printf '   %-28s %3d passed, %d failed, %d skipped\n' "$(basename "$t")" "$p" "$f" "$s"
-        [ "$f" -eq 0 ] || cat "$out"
+        if [ "$f" -ne 0 ]; then
+            cat "$out"
+            names=$(grep -E '^\[  FAILED  \] [^ ]+$' "$out" | sed "s|^.* |   $t: |")
+            echo "${names:-   $t: exited $rc}" >>"$log/failed"
+        fi
     done
     [ -n "$(ls "$build"/test_* 2>/dev/null)" ] || broken="$broken unit($build)"
 }
@@ -159,6 +163,7 @@ pytest_tier() {
     failed=$((failed + ${f:-0}))
     skipped=$((skipped + ${s:-0}))
     [ -n "${p:-}" ] || broken="$broken $name($build)"
+    grep -E '^(FAILED|ERROR) ' "$out" | sed "s|^|   $build: |" >>"$log/failed"
     while IFS= read -r line; do
         n=$(sed -n 's/^SKIPPED \[\([0-9]*\)\].*/\1/p' <<<"$line")
         if [ "$MUST_RUN" = 1 ] && ! allowed_skip "$line"; then
@@ -223,6 +228,11 @@ fi
 if [ -n "$broken" ]; then
     echo "bluebox: these test tiers did not run:$broken"
     failed=$((failed + 1))
+fi
+# every failure once more, last, where a log's tail (all CI shows of a run) still has it
+if [ -s "$log/failed" ]; then
+    echo "bluebox: what failed, every tier:"
+    cat "$log/failed"
 fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
