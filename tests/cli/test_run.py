@@ -384,9 +384,9 @@ def test_timeout_kills_and_removes_the_container(sb):
     sb.sandbox(extra="timeout_seconds: 1\n")
     sb.prime()
     mark = sb.marker()
-    r = sb.run("run", NAME, "--", "sh", "-c", STUBBORN, "sh", mark, timeout=15)
+    r = sb.run("run", NAME, "--", "sh", "-c", STUBBORN, "sh", mark, timeout=40)
     assert r.rc == 124, r
-    assert r.seconds < 5, r
+    assert r.seconds < 15, r  # killed, not waited for: STUBBORN would sleep 30 s
     assert mark.exists(), "the workload never started"
     assert r.err == b"bluebox: killed after 1s (timeout_seconds)\n", r
     assert r.out == b"", r

@@ -67,9 +67,9 @@ class Server:
             time.sleep(0.05)
         raise AssertionError(f"serve did not answer: {self.err.read_text()}")
 
-    def answers(self):
+    def answers(self, timeout=2):
         try:
-            return self.call("GET", "/v1/version", timeout=2)[0] == 200
+            return self.call("GET", "/v1/version", timeout=timeout)[0] == 200
         except OSError:
             return False
 
@@ -200,9 +200,13 @@ def test_stream_output_arrives_before_the_end(box):
     c, r = stream(s, name, {"command": "echo first; sleep 4; echo second >&2"})
     assert r.status == 200 and r.getheader("Content-Type") == "application/x-ndjson"
     first = json.loads(r.readline())
-    assert unb64(first["stdout"]) == b"first\n" and time.monotonic() - t0 < 3.5, first
+    t_first = time.monotonic()
+    assert unb64(first["stdout"]) == b"first\n", first
     rest = [json.loads(line) for line in r.read().splitlines() if line.strip()]
     c.close()
+    # the first line came while the command slept, not with the rest at its end (how late
+    # the exec started on a loaded host does not matter)
+    assert time.monotonic() - t_first >= 2, (t_first - t0, time.monotonic() - t0)
     assert {"stderr": b64(b"second\n")} in rest, rest
     assert rest[-1]["exit_code"] == 0 and rest[-1]["timed_out"] is False, rest
     assert rest[-1]["duration_ms"] >= 4000 and time.monotonic() - t0 >= 4
@@ -417,8 +421,9 @@ def test_fifty_concurrent_execs(box):
         futs = [pool.submit(one, i) for i in range(50)]
         # the server keeps answering meanwhile
         time.sleep(0.5)
+        # (a server that waited for them would answer after all 50, each taking a second)
         t = time.monotonic()
-        assert s.answers() and time.monotonic() - t < 2
+        assert s.answers(timeout=10) and time.monotonic() - t < 10
         res = [f.result() for f in futs]
     for i, (st, r) in enumerate(res):
         assert st == 200 and r["exit_code"] == 0 and unb64(r["stdout"]) == f"{i}\n".encode(), r
@@ -435,8 +440,8 @@ def test_idle_connections_big_bodies_and_slow_headers(box):
         c = socket.socket(socket.AF_UNIX)
         c.connect(s.sock)
         idle.append(c)
-    t = time.monotonic()
-    assert s.answers() and time.monotonic() - t < 2
+    t = time.monotonic()  # (a server that served them in turn would not answer at all)
+    assert s.answers(timeout=10) and time.monotonic() - t < 10
     # a slow-loris header: a byte now and then, never finished
     stop = threading.Event()
 
