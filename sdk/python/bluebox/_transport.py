@@ -21,7 +21,7 @@ from ._errors import CODE_OF_STATUS, BadRequest, BadSocket, BlueboxError, NoServ
 
 SUN_PATH_MAX = 103
 MAX_BODY = 64 << 20  # the server's request limit
-START_WAIT_S = 5.0
+START_WAIT_S = 30.0  # a loaded host can take seconds to start it; a dead one is seen at once
 
 
 def _home_root() -> str:

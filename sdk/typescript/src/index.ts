@@ -48,7 +48,7 @@ export interface ClientOptions {
 }
 
 const SUN_PATH_MAX = 103;
-const START_WAIT_MS = 5000;
+const START_WAIT_MS = 30000; // a loaded host can take seconds to start it; a dead one is seen at once
 const STREAM_CAP = 16 << 20;
 const MAX_BODY = 64 << 20; // the server's request limit
 
