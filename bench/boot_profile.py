@@ -7,7 +7,7 @@ when the command starts, over cold `bluebox run` runs of a busybox sandbox (netw
 
 --compare runs `cat /proc/uptime` with each set of extra kernel words (BLUEBOX_UML_ARGS;
 '' is bluebox's own command line), interleaved, and prints the medians: how a trim is
-tried before it goes into src/vmm/vmm.c. Needs root, podman, user-mode-linux and the
+tried before it goes into src/vmm/machine_uml.c. Needs root, podman, user-mode-linux and the
 integration tests' environment (`source /etc/bluebox-test/env; eval
 "$(tests/integration/setup.sh)"`)."""
 import collections

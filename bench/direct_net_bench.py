@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cold `bluebox run -- true` on uml with `network: bridge` through podman and through the
 direct OCI path (BLUEBOX_LAUNCH=direct: a per-run network namespace linked by slirp4netns,
-src/runtime/direct_net.c), beside a plain `podman run --rm <image> true` (podman's default
+src/launch/direct_net.c), beside a plain `podman run --rm <image> true` (podman's default
 bridge network, runc) and the same with `--network none`; interleaved, so that load hits all
 alike. Issue 21's target: the direct bridge run ≤ 1.3× the plain bridge container.
 

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Throughput and connection-setup cost of the secrets broker (issue 17): secrets_relay()
-(src/vmm/tlsbroker.c) driven by build/tlsbroker_driver, against the same download without it.
+(src/net/tlsbroker.c) driven by build/tlsbroker_driver, against the same download without it.
 
     bench/secrets_bench.py [--build DIR] [--runs N] [--mib M]
 

@@ -8,6 +8,8 @@
 #   --no-asan         leave out the unit + CLI tests against build-asan
 #   --no-integration  run tests/cli only in the pytest tier (not tests/integration)
 #   --asan-only       only the unit + CLI tests against build-asan (`make asan`)
+#   --no-main         leave out the unit and pytest tiers against build (the fuzz replay and
+#                     the build-asan tiers only: what runs beside the integration tier)
 #
 # BLUEBOX_MUST_RUN=1 (set by .ci/run, as bubblewrap's BWRAP_MUST_WORK): a skipped pytest test
 # is a failure unless ALLOWED_SKIPS below names it with its reason, and so is a tier that did
@@ -19,10 +21,23 @@
 # tests that need one fixed host resource share a group. qemu tests run with TCG here
 # (BLUEBOX_TEST_QEMU_ACCEL, default tcg; tests/integration/backends.py).
 #
+# The integration tests drive podman with the test containers.conf (CONTAINERS_CONF, from
+# tests/integration/setup.sh), but for tests/integration/test_host_limits.py: build, run,
+# up/exec and doctor with it unset, the host as a user has it (~16 s; its skip fails under
+# BLUEBOX_MUST_RUN like any other), so bluebox never again needs that file to start a container.
+#
 # BLUEBOX_TEST_BUDGET=SECONDS (.ci/run sets it): a pytest tier still running after that long
 # is interrupted as by Ctrl-C, so it reports what ran, what failed and what was slow, and the
 # run fails saying so, instead of being cut off silently by CI's own limit. Each tier ends by
 # listing its slowest tests.
+#
+# With the integration tier on, the fuzz replay and the build-asan tiers run beside it, as a
+# second check.sh (--no-main) at nice 10 on one pytest process: on this 2-core machine they
+# take the CPU the VM tests leave (a boot waiting on its disk, a guest's sleep, the last
+# unit's worker with nothing left to take) instead of ~5 minutes after them. Their report is
+# printed, and counted, after the integration tier's. Each of the two tiers builds its tree
+# first (make fuzz-build, make asan-build; nothing when it is up to date), so on a fresh
+# checkout those two builds also run beside the VM tests rather than before them.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -40,7 +55,8 @@ for arg in "$@"; do
     --no-asan) asan=0 ;;
     --no-integration) integration=0 ;;
     --asan-only) main=0 fuzz=0 ;;
-    *) echo "usage: scripts/check.sh [--no-fuzz] [--no-asan] [--no-integration] [--asan-only]" >&2; exit 2 ;;
+    --no-main) main=0 ;;
+    *) echo "usage: scripts/check.sh [--no-fuzz] [--no-asan] [--no-integration] [--asan-only] [--no-main]" >&2; exit 2 ;;
     esac
 done
 
@@ -71,7 +87,10 @@ broken=""
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 
-note() { printf '== %s\n' "$*"; }
+# Each tier's heading says when it started, in seconds since this run began (the tiers beside
+# the integration tier count from the same start), for CI's per-tier times (tests/CI-TIME.md).
+export BLUEBOX_CHECK_T0=${BLUEBOX_CHECK_T0:-$(date +%s)}
+note() { printf '== %s, at %ss\n' "$*" "$(($(date +%s) - BLUEBOX_CHECK_T0))"; }
 
 # unit_tier BUILD: every cmocka test binary in BUILD.
 unit_tier() {
@@ -128,7 +147,7 @@ fi
 DURATION='^[0-9.]+s +(call|setup|teardown) '
 slowest_apart() { grep -Ev "$DURATION|^=+ slowest .*durations|durations < .* hidden"; }
 slowest() {
-    grep -E "$DURATION" "$1" | head -n 15 | sed 's/^/   /'
+    grep -E "$DURATION" "$1" | head -n 20 | sed 's/^/   /'
     # and each module's share (its tests' setup, call and teardown), for where CI's time goes
     grep -E "$DURATION" "$1" | awk '{ split($3, m, "::"); t[m[1]] += $1 }
         END { for (k in t) printf "%.0f %s\n", t[k], k }' | sort -rn | head -n 15 |
@@ -175,16 +194,66 @@ pytest_tier() {
     done < <(grep '^SKIPPED \[' "$out")
 }
 
+# beside_start: the fuzz replay and the build-asan tiers, as a second check.sh in the
+# background (see the top); beside_report: wait for it, print its report, count its results.
+beside=""
+beside_start() {
+    local args=(--no-main)
+    [ "$fuzz" = 1 ] || args+=(--no-fuzz)
+    [ "$asan" = 1 ] || args+=(--no-asan)
+    [ "$fuzz$asan" != 00 ] || return 0
+    BLUEBOX_TEST_WORKERS=1 nice -n 10 "$PWD/scripts/check.sh" "${args[@]}" >"$log/beside.out" 2>&1 &
+    beside=$!
+    fuzz=0 asan=0
+}
+beside_report() {
+    local rc sum p f s
+    [ -n "$beside" ] || return 0
+    wait "$beside"
+    rc=$?
+    # its failures and its count go into this run's (printed once, at the end)
+    awk '/^bluebox: what failed, every tier:$/ { skip = 1; next }
+         /^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$/ { skip = 0; next }
+         !skip' "$log/beside.out"
+    awk '/^bluebox: what failed, every tier:$/ { on = 1; next }
+         /^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$/ { on = 0 }
+         on' "$log/beside.out" >>"$log/failed"
+    sum=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log/beside.out" | tail -n1)
+    if [ -z "$sum" ]; then
+        broken="$broken fuzz+asan(exit $rc, no summary)"
+        return 0
+    fi
+    read -r p _ f _ s _ <<<"$sum"
+    passed=$((passed + p))
+    failed=$((failed + f))
+    skipped=$((skipped + s))
+    [ "$rc" -eq 0 ] || [ "$f" -gt 0 ] || broken="$broken fuzz+asan(exit $rc)"
+}
+
 if [ "$main" = 1 ]; then
     unit_tier "$BUILD"
     if [ "$integration" = 1 ]; then
+        beside_start
         pytest_tier "$BUILD" "black-box and real-podman integration tests" tests/cli tests/integration
+        beside_report
     else
         pytest_tier "$BUILD" "black-box CLI tests" tests/cli
     fi
 fi
 
-if [ "$fuzz" = 1 ]; then
+# build_tree TARGET: make's TARGET (fuzz-build, asan-build); a tree that does not build is
+# a failed tier, with the build's last lines
+build_tree() {
+    if ! make --no-print-directory "$1" >"$log/$1.out" 2>&1; then
+        echo "bluebox: make $1 failed:"
+        tail -n 40 "$log/$1.out"
+        failed=$((failed + 1))
+        echo "   make $1 failed" >>"$log/failed"
+        return 1
+    fi
+}
+
+if [ "$fuzz" = 1 ] && build_tree fuzz-build; then
     note "fuzz corpus replay (ASan+UBSan)"
     for t in build-fuzz/fuzz_*; do
         [ -f "$t" ] && [ -x "$t" ] || continue
@@ -207,6 +276,7 @@ fi
 # at its first finding, and every sanitizer report also goes to a file here, so a finding in
 # a command whose exit status a test expects to be non-zero still fails the run.
 if [ "$asan" = 1 ]; then
+    [ "$ASAN_BUILD" != build-asan ] || build_tree asan-build
     if [ -x "$ASAN_BUILD/bluebox" ]; then
         mkdir -p "$log/san"
         export ASAN_OPTIONS="log_path=$log/san/asan:${ASAN_OPTIONS:-}"
@@ -234,5 +304,6 @@ if [ -s "$log/failed" ]; then
     echo "bluebox: what failed, every tier:"
     cat "$log/failed"
 fi
+[ "$main" = 1 ] && note "done"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

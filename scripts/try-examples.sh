@@ -1,5 +1,5 @@
 #!/bin/bash
-# Walk shipped examples through what the README tells a new user to do:
+# Walk shipped examples through what docs/bluefile.md tells a new user to do:
 #
 #   bluebox new x-<example> --from <example>
 #   bluebox build x-<example>

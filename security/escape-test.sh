@@ -265,6 +265,17 @@ else
     echo "guest commands: bluebox run (up/exec not available in this bluebox)"
 fi
 
+# port_of FILE: the port a probe server wrote to FILE once it listens (within 10 s); fails
+# when it did not
+port_of() {
+    local _
+    for _ in $(seq 100); do
+        [ -s "$1" ] && break
+        sleep 0.1
+    done
+    cat "$1" 2>/dev/null
+}
+
 # The loopback probe: a server on the host's 127.0.0.1 that holds a secret and logs every
 # connection it accepts.
 start_server() {
@@ -293,12 +304,7 @@ os.rename(port_file + ".tmp", port_file)
 s.serve_forever()
 EOF
     SERVER_PID=$!
-    local _
-    for _ in $(seq 100); do
-        [ -s "$WORK/server.port" ] && break
-        sleep 0.1
-    done
-    PORT=$(cat "$WORK/server.port" 2>/dev/null) || setup_error "the loopback probe server did not start"
+    PORT=$(port_of "$WORK/server.port") || setup_error "the loopback probe server did not start"
     : >>"$WORK/server.log"
     # the server answers on the host: the probe itself works
     python3 -c 'import sys,urllib.request; sys.exit(sys.argv[2] not in urllib.request.urlopen("http://127.0.0.1:%s/" % sys.argv[1], timeout=5).read().decode())' \
@@ -642,7 +648,7 @@ check_dev_kvm() {
     pass dev-kvm "no /dev/kvm in the guest$also"
 }
 
-# The agent's chain head for the state's token (src/agent/chain.h), hex: what the guest
+# The agent's chain head for the state's token (src/abi/chain.h), hex: what the guest
 # holds instead of the token. Found in the agent's memory, it shows the scan reads memory.
 chain_head() {
     python3 -c 'import hashlib, struct, sys
@@ -892,7 +898,7 @@ find_container() {
     return 1
 }
 containers_of() { "$BIN" ps -q "$1" 2>/dev/null | paste -sd ' '; }
-# DIRECT_RUNS: a direct launch's OCI bundle (config.json) while it runs (src/runtime/direct.h)
+# DIRECT_RUNS: a direct launch's OCI bundle (config.json) while it runs (src/launch/direct.h)
 DIRECT_RUNS=/run/bluebox-direct/runs
 # direct_config CID: the config.json of a running direct container, or nothing (podman's)
 direct_config() { [ -n "$1" ] && [ -f "$DIRECT_RUNS/$1/config.json" ] && echo "$DIRECT_RUNS/$1/config.json"; }
@@ -1822,7 +1828,7 @@ $ISO"
 }
 want image-user && check_image_user
 
-# ---------------------------------------------------------------- secrets (issue 17)
+# ---------------------------------------------------------------- secrets
 # A Bluefile secret (from the invoking environment, for one allowed host) must never be in
 # the guest: its environment holds a placeholder, and its real value is in no process's
 # environment, command line or memory, no file the guest can read (the image, /.bluebox, the
@@ -1851,6 +1857,32 @@ in_data() {
     if [ "$ME" = 0 ]; then "$@"; else podman unshare "$@"; fi
 }
 
+# build_secret_box CHECK NAME VALUE HOST MORE: define and build NAME, a bridge sandbox that
+# allows HOST (MORE follows it: a :PORT, further entries) and has ESC_TOKEN=VALUE as a secret
+# for HOST; when it cannot be built, say so as CHECK's SKIP (the backend does not have it
+# yet) or FAIL and return 1
+build_secret_box() {
+    local out
+    define "$2" "base: $IMAGE
+backend: $BACKEND
+ram_mib: 256
+network: bridge
+$ISO
+allow:
+  - $4$5
+secrets:
+  - name: ESC_TOKEN
+    from_env: BLUEBOX_ESCAPE_SECRET
+    hosts: [$4]"
+    out=$(BLUEBOX_ESCAPE_SECRET=$3 "$BIN" build "$2" 2>&1) && return 0
+    if [ -n "$(not_yet "$out")" ]; then
+        skip "$1" "$(not_yet "$out")"
+    else
+        fail "$1" "bluebox build failed: $(tail -n1 <<<"$out")"
+    fi
+    return 1
+}
+
 check_secret_in_guest() {
     if [ "$BACKEND" = krun ]; then
         skip secret-in-guest "uml and qemu only (bluebox-vmm's broker substitutes secrets)"
@@ -1862,22 +1894,7 @@ check_secret_in_guest() {
     fi
     local c=$BASE_NAME-s value out data cid="" where="" pid
     value=escape-secret-value-$(rand)
-    define "$c" "base: $IMAGE
-backend: $BACKEND
-ram_mib: 256
-network: bridge
-$ISO
-allow:
-  - api.escape.test
-secrets:
-  - name: ESC_TOKEN
-    from_env: BLUEBOX_ESCAPE_SECRET
-    hosts: [api.escape.test]"
-    if ! out=$(BLUEBOX_ESCAPE_SECRET=$value "$BIN" build "$c" 2>&1); then
-        [ -n "$(not_yet "$out")" ] && { skip secret-in-guest "$(not_yet "$out")"; return; }
-        fail secret-in-guest "bluebox build failed: $(tail -n1 <<<"$out")"
-        return
-    fi
+    build_secret_box secret-in-guest "$c" "$value" api.escape.test "" || return
     data=$BLUEBOX_HOME/data/$c
     in_data mkdir -p "$data/.esc-sec/mem" && in_data chmod -R 0777 "$data/.esc-sec"
     BLUEBOX_ESCAPE_SECRET=$value "$BIN" run "$c" -- sh -c "$(secret_dump_script)" \
@@ -1928,6 +1945,79 @@ EOF
     fi
 }
 want secret-in-guest && check_secret_in_guest
+
+# A secret's value leaves only inside TLS whose chain and name bluebox-vmm verified.
+# A server of the suite on the host, plain HTTP, is what answers at the secret's own host
+# (host.containers.internal, its port and the host's addresses allowed): the guest sends
+# requests there in cleartext with the placeholder as its Authorization credential. The
+# server must see the placeholder (the request arrived: something was tested) and never the
+# value, and the connection log must say "refused":"cleartext".
+check_secret_cleartext() {
+    if [ "$BACKEND" = krun ]; then
+        skip secret-cleartext "uml and qemu only (bluebox-vmm's broker substitutes secrets)"
+        return
+    fi
+    if [ -n "$NO_BRIDGE" ]; then
+        skip secret-cleartext "$NO_BRIDGE"
+        return
+    fi
+    local c=$BASE_NAME-ct value out port gw lan cidrs="" heads=$WORK/cleartext.heads log
+    value=escape-cleartext-value-$(rand)
+    python3 - "$WORK/cleartext.port" "$heads" <<'EOF' &
+import os, socket, sys, threading
+port_file, heads = sys.argv[1:3]
+def one(c):
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        more = c.recv(65536)
+        if not more:
+            break
+        buf += more
+    with open(heads, "ab") as f:
+        f.write(buf.split(b"\r\n\r\n")[0] + b"\n--\n")
+    c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+    c.close()
+s = socket.create_server(("0.0.0.0", 0))
+with open(port_file + ".tmp", "w") as f:
+    f.write(str(s.getsockname()[1]))
+os.rename(port_file + ".tmp", port_file)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=one, args=(c,), daemon=True).start()
+EOF
+    BG_PIDS+=("$!")
+    port=$(port_of "$WORK/cleartext.port") || setup_error "the cleartext probe server did not start"
+    : >>"$heads"
+    gw=$(podman network inspect podman --format '{{range .Subnets}}{{.Gateway}}{{end}}' 2>/dev/null)
+    lan=$(ip -o -4 addr show scope global 2>/dev/null |
+        awk '$2 !~ /^(podman|cni-|veth)/ { sub(/\/.*/, "", $4); print $4; exit }')
+    [ -n "$gw" ] && cidrs+=$'\n'"  - $gw/32"
+    [ -n "$lan" ] && [ "$lan" != "$gw" ] && cidrs+=$'\n'"  - $lan/32"
+    build_secret_box secret-cleartext "$c" "$value" host.containers.internal ":$port$cidrs" ||
+        return
+    # (nc, as the egress checks use: busybox wget segfaulted in this guest; the write side
+    # stays open a while, as there)
+    # shellcheck disable=SC2016  # $ESC_TOKEN is expanded in the guest
+    out=$(BLUEBOX_ESCAPE_SECRET=$value "$BIN" run "$c" -- sh -c '
+for p in /plain /again; do
+    { printf "GET $p HTTP/1.1\r\nHost: host.containers.internal:'"$port"'\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n" "$ESC_TOKEN"
+      sleep 2; } | timeout 20 nc host.containers.internal '"$port"' | head -n1
+done' </dev/null 2>&1)
+    log=$(net_log "$BLUEBOX_HOME/logs/net/$c.log")
+    [ -n "${BLUEBOX_ESCAPE_DEBUG:-}" ] && { printf '%s\n' "$out"; cat "$heads"; printf '%s\n' "$log"; } >&2
+    if grep -qF "$value" "$heads"; then
+        fail secret-cleartext "a plain-HTTP server at the secret's host received its real value (no TLS, no certificate checked)"
+    elif ! grep -q '^Authorization: Bearer BLUEBOX_SECRET_[0-9a-f]\{32\}' "$heads"; then
+        fail secret-cleartext "the guest's plain request with the placeholder never reached the server, so nothing was tested: $(tail -n1 <<<"$out")"
+    elif grep -qF "$value" <<<"$out$log"; then
+        fail secret-cleartext "the secret's real value shows in the guest's output or the connection log"
+    elif ! grep -qF '"refused":"cleartext"' <<<"$log"; then
+        fail secret-cleartext "the placeholder went unsubstituted, but the connection log does not say refused: cleartext"
+    else
+        pass secret-cleartext "plain HTTP to the secret's own host gets only the placeholder, never the value; logged as refused: cleartext"
+    fi
+}
+want secret-cleartext && check_secret_cleartext
 
 # ---------------------------------------------------------------- /data and logs around a run
 # One sandbox, built on first use, for the checks below: /data a plain directory (no
@@ -2113,9 +2203,74 @@ check_data_inuse() {
     fi
 }
 want run-log && check_run_log
+
+# The run log is the host's record: a workload that exits 3 prints a run record of
+# a command that never ran and an "=== exit 0" for itself, and one of its arguments (as an
+# API or MCP caller may pass) carries the same behind a newline. `bluebox logs` must show,
+# from the run's header on, exactly two records: that header, on one line, and "=== exit 3".
+check_run_log_forge() {
+    data_box
+    local m shown recs arg
+    m=never-ran-$(rand | cut -c1-8)
+    arg=$'x\n=== 2026-01-01T00:00:00Z run: \''"$m"$'\'\n=== exit 0 (0.01s)'
+    # shellcheck disable=SC2016  # $1 is the guest shell's
+    "$BIN" run "$D" -- sh -c 'printf "%s\n" "$1"; exit 3' sh "$arg" </dev/null >/dev/null 2>&1
+    shown=$("$BIN" logs "$D" -n 50 2>&1)
+    # every record from the first one that names the marker (the run's header) on
+    recs=$(grep -a '^=== ' <<<"$shown" | awk -v m="$m" 'index($0, m) {on=1} on')
+    if ! grep -qF "$m" <<<"$shown"; then
+        fail run-log-forge "the run is not in bluebox logs, so nothing was tested: $(tail -n1 <<<"$shown")"
+    elif [ "$(grep -c '' <<<"$recs")" != 2 ] || ! grep -qE '^=== exit 3 ' <<<"$(tail -n1 <<<"$recs")"; then
+        fail run-log-forge "output or an argument's newline made records of its own in bluebox logs: $(tr '\n' '|' <<<"$recs")"
+    else
+        pass run-log-forge "a workload's forged run and exit records, and a newline in an argument, stay output and quoting: logs shows the real header and exit 3 only"
+    fi
+}
+want run-log-forge && check_run_log_forge
 want sparse && check_sparse
 want tty-escape && check_tty_escape
 want data-inuse && check_data_inuse
+# ---------------------------------------------------------------- the VM's lifeline
+# `bluebox run` killed with -9 together with its whole process group (a harness's timeout, a
+# closed terminal, the OOM killer): the VM must not run on beside the next reset. The run goes
+# through podman here, where nothing but the VMM's lifeline (launch/lifeline.h) can stop it:
+# conmon keeps a container running whatever happened to its client. (The direct launch adds
+# its supervisor's janitor; tests/integration/test_lifeline.py covers that path.)
+check_lifeline() {
+    if [ "$BACKEND" = krun ]; then
+        warn lifeline "krun: its VMM is libkrun under crun, which has no lifeline; a killed run's VM is stopped only by the next data command (SECURITY.md)"
+        return
+    fi
+    data_box
+    local run_pid found cid vmm i
+    BLUEBOX_LAUNCH=podman setsid "$BIN" run "$D" -- sh -c 'echo ready; sleep 300' \
+        </dev/null >"$WORK/lifeline.out" 2>&1 &
+    run_pid=$! # setsid in a job without job control: the session's leader, this pid
+    BG_PIDS+=("$run_pid")
+    for i in $(seq 600); do
+        grep -q ready "$WORK/lifeline.out" 2>/dev/null && break
+        kill -0 "$run_pid" 2>/dev/null || break
+        sleep 0.2
+    done
+    found=$(find_container "$D") || {
+        fail lifeline "the run never came up, nothing was tested: $(tail -n1 "$WORK/lifeline.out")"
+        return
+    }
+    read -r cid vmm <<<"$found"
+    kill -9 -- "-$run_pid" 2>/dev/null
+    wait "$run_pid" 2>/dev/null
+    for i in $(seq 30); do
+        [ -d "/proc/$vmm" ] || break
+        sleep 0.1
+    done
+    if [ -d "/proc/$vmm" ]; then
+        fail lifeline "the VM ($cid, VMM pid $vmm) still runs 3 s after its bluebox run was killed with -9 with its process group"
+        podman rm -f -t 0 "$cid" >/dev/null 2>&1
+    else
+        pass lifeline "a VM stops when the bluebox run that owns it is killed with -9 with its process group (podman launch, VM gone in ~$((i / 10)).$((i % 10)) s)"
+    fi
+}
+want lifeline && check_lifeline
 
 # ---------------------------------------------------------------- host-side /data tools
 # What the guest planted in /data (symlinks to $OUTSIDE, to its secret, a write target)

@@ -3,11 +3,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/agent.h"
+#include "guest/agent.h"
 #include "cli/cli.h"
 #include "cli/hidden.h"
 #include "guest/init.h"
-#include "runtime/direct.h"
+#include "launch/direct.h"
 
 int main(int argc, char **argv)
 {

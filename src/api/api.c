@@ -1,5 +1,5 @@
 /* The v1 API's routes (api.h, docs/API.md): parse and check the request, do the work in a
- * child process (job.h) with the same code paths as the CLI, answer JSON. */
+ * child process (job.h) through the operations the CLI calls too (ops/ops.h), answer JSON. */
 #include "api.h"
 
 #include <errno.h>
@@ -8,21 +8,17 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/client.h"
 #include "b64.h"
-#include "cli/cli.h"
 #include "core/home.h"
-#include "core/runlog.h"
 #include "core/sandbox.h"
 #include "data/snapshots.h"
 #include "job.h"
-#include "runtime/boot.h"
+#include "ops/ops.h"
+#include "backends/backend.h"
 #include "runtime/pool.h"
-#include "runtime/session.h"
 #include "runtime/up.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -45,8 +41,19 @@ static const struct {
 } CODES[] = {
     {"no_sandbox", 404}, {"not_up", 409},      {"is_up", 409},     {"not_built", 409},
     {"bad_name", 400},   {"bad_request", 400}, {"too_large", 413}, {"not_found", 404},
-    {"method", 405},     {"internal", 500},
+    {"method", 405},     {"internal", 500},    {"refused", 409},
 };
+
+/* The error code of an operation's failure (ops.h). */
+static const char *ops_why_code(ops_why why)
+{
+    static const char *const codes[] = {
+        [OPS_FAILED] = "internal", [OPS_NOT_UP] = "not_up",   [OPS_NOT_BUILT] = "not_built",
+        [OPS_IS_UP] = "is_up",     [OPS_REFUSED] = "refused", [OPS_NOT_FOUND] = "not_found",
+        [OPS_BAD] = "bad_request", [OPS_LOST] = "internal",
+    };
+    return (size_t)why < ELEMENTSOF(codes) && codes[why] ? codes[why] : "internal";
+}
 
 static int code_status(const char *code)
 {
@@ -267,124 +274,75 @@ static const char *runlog_what(const command *k)
     return k->run ? (mcp ? "run (mcp)" : "run (api)") : (mcp ? "exec (mcp)" : "exec (api)");
 }
 
-/* In the child: exec on the up VM, as cmd_exec does. */
-static json_t *exec_child(void *arg)
-{
-    command *k = arg;
-    bb_error *e = NULL;
-    _cleanup_sandbox_ sandbox *sb = NULL;
-    if (sandbox_open(k->c->root, k->name, &sb, &e) < 0)
-        return child_error(e, "no_sandbox");
-    _cleanup_upstate_ up_state s = {0};
-    int up = upstate_load(k->c->root, k->name, &s, &e);
-    if (up <= 0)
-        return up < 0 ? child_error(e, "internal") : error_obj("not_up", "the sandbox is not up");
-    isolation_state was;
-    isolation_result iso;
-    if (boot_check_cached(sb, &was, &iso, &e) < 0)
-        return child_error(e, "internal");
-    agent_hello h = {.timeout_seconds = k->timeout ? k->timeout : sb->bf->timeout_seconds,
-                     .argv = k->argv,
-                     .env = k->env,
-                     .dir = (char *)k->cwd};
-    agent_io io = {.forward_stdin = k->has_in, .timeout_seconds = h.timeout_seconds};
-    _cleanup_agent_conn_ agent_conn c = {.fd = -1};
-    _cleanup_free_ char *kernel = NULL;
-    /* The agent keeps few unauthenticated connections and drops the oldest: fifty execs
-     * at once would lose some of their hellos. The API's execs say hello one at a time
-     * (a lock on the state file, held for the handshake only), then run side by side. */
-    _cleanup_close_ int hello = open(sb->run, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (hello >= 0)
-        flock(hello, LOCK_EX);
-    int r = agent_open(s.addr, s.token, &h, &c, &kernel, &e);
-    if (hello >= 0)
-        flock(hello, LOCK_UN);
-    explicit_bzero(s.token, strlen(s.token));
-    if (r < 0)
-        return child_error(e, "internal");
-    io.log = runlog_begin(sb->log, runlog_what(k), h.argv.v, NULL);
-    double start = now_mono_s();
-    agent_exit x = {0};
-    r = agent_session(&c, &io, &x, &e);
-    runlog_end(io.log, r < 0 ? -1 : x.code, now_mono_s() - start);
-    if (r < 0)
-        return child_error(e, "internal");
-    if (x.err) {
-        _cleanup_free_ char *line = xasprintf("bluebox: %s\n", x.err);
-        (void)!write(2, line, strlen(line));
-        free(x.err);
-    }
-    return json_pack("{s:i, s:b}", "exit_code", x.code, "timed_out", x.timed_out);
-}
+/* In the child: what a boot says (podman, a build's notes) goes nowhere until the command
+ * starts; only the command's own output reaches the pipes. */
+typedef struct muted {
+    int out, err; /* the pipes, while 1 and 2 are /dev/null; -1 when not muted */
+} muted;
 
-/* run's env and cwd: the command wrapped in the guest's sh. */
-static void wrap_run(command *k, strv *ret)
+static void mute(muted *m)
 {
-    if (!k->cwd && !k->env.n) {
-        for (size_t i = 0; i < k->argv.n; i++)
-            strv_add(ret, k->argv.v[i]);
+    m->out = dup(1);
+    m->err = dup(2);
+    _cleanup_close_ int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (m->out < 0 || m->err < 0 || null < 0)
         return;
-    }
-    strv_add(ret, "/bin/sh");
-    strv_add(ret, "-c");
-    strv_add(ret, "cd \"$1\" || exit 125; n=$2; shift 2; while [ \"$n\" -gt 0 ]; do export \"$1\"; "
-                  "shift; n=$((n-1)); done; exec \"$@\"");
-    strv_add(ret, "sh");
-    strv_add(ret, k->cwd ? k->cwd : ".");
-    strv_push(ret, xasprintf("%zu", k->env.n));
-    for (size_t i = 0; i < k->env.n; i++)
-        strv_add(ret, k->env.v[i]);
-    for (size_t i = 0; i < k->argv.n; i++)
-        strv_add(ret, k->argv.v[i]);
-}
-
-/* In the child: a fresh VM, as cmd_run does. What boot_prepare says goes nowhere; only the
- * command's own output reaches the pipes. */
-static json_t *run_child(void *arg)
-{
-    command *k = arg;
-    bb_error *e = NULL;
-    int out = dup(1), errfd = dup(2), null = open("/dev/null", O_WRONLY);
     dup2(null, 1);
     dup2(null, 2);
+}
+
+static void unmute(muted *m)
+{
+    if (m->out >= 0 && m->err >= 0) {
+        dup2(m->out, 1);
+        dup2(m->err, 2);
+    }
+    if (m->out >= 0)
+        close(m->out);
+    if (m->err >= 0)
+        close(m->err);
+    m->out = m->err = -1;
+}
+
+static void on_starting(void *opaque, const struct boot *b)
+{
+    (void)b;
+    unmute(opaque);
+}
+
+/* In the child: run or exec through ops/, as the CLI's commands do (run: the warm pool
+ * first). */
+static json_t *command_child(void *arg)
+{
+    command *k = arg;
+    bb_error *e = NULL;
     _cleanup_sandbox_ sandbox *sb = NULL;
     if (sandbox_open(k->c->root, k->name, &sb, &e) < 0)
         return child_error(e, "no_sandbox");
-    if (sandbox_bluefile(sb, &e) < 0)
-        return child_error(e, "internal");
-    if (k->timeout)
-        sb->bf->timeout_seconds = k->timeout;
-    _cleanup_(boot_done) boot b = {0};
-    if (boot_prepare(sb, BOOT_CACHED, "run", &b, &e) < 0)
-        return child_error(e, path_exists(sb->image_id) ? "internal" : "not_built");
-    _cleanup_strv_ strv cmd = {0};
-    wrap_run(k, &cmd);
-    b.l.cmd = cmd.v;
-    b.l.mode = LAUNCH_RUN;
-    b.l.interactive = k->has_in;
-    _cleanup_strv_ strv argv = {0};
-    if (launch_argv(b.b, &b.l, &argv, &e) < 0)
-        return child_error(e, "internal");
-    dup2(out, 1);
-    dup2(errfd, 2);
-    runlog *rl = runlog_begin(sb->log, runlog_what(k), cmd.v, NULL);
-    session s = {.argv = argv.v,
-                 .container = b.container,
-                 .timeout_seconds = b.bf->timeout_seconds,
-                 .log = rl,
-                 .fd3 = launch_gets_secrets(&b.l) ? b.eg.secrets_fd : -1};
-    session_result res;
-    int r = session_run(&s, &res, &e);
-    runlog_end(rl, r < 0 ? -1 : res.code, res.seconds);
-    if (r < 0)
-        return child_error(e, "internal");
-    int code = boot_exit_code(&b, res.code, &e);
-    if (code < 0)
-        return child_error(e, "internal");
-    return json_pack("{s:i, s:b}", "exit_code", code, "timed_out", res.timed_out);
+    muted m = {-1, -1};
+    mute(&m);
+    ops_command c = {.argv = k->argv.v,
+                     .env = k->env.n ? k->env.v : NULL,
+                     .cwd = k->cwd,
+                     .timeout_seconds = k->timeout,
+                     .forward_stdin = k->has_in,
+                     .log_as = runlog_what(k),
+                     .ev = {.starting = on_starting, .opaque = &m}};
+    ops_run_result r;
+    int rc = k->run ? ops_run(sb, &c, &r, &e) : ops_exec(sb, &c, &r, &e);
+    unmute(&m);
+    if (rc < 0) {
+        ops_run_result_clear(&r);
+        return child_error(e, ops_why_code(r.why));
+    }
+    if (r.agent_err) {
+        _cleanup_free_ char *line = xasprintf("bluebox: %s\n", r.agent_err);
+        (void)!write(2, line, strlen(line));
+    }
+    ops_run_result_clear(&r);
+    return json_pack("{s:i, s:b}", "exit_code", r.code, "timed_out", r.timed_out);
 }
 
-/* The sandbox exists (404 no_sandbox) and, for an exec, is up (409 not_up). */
 static int need_up(req *r, api_reply *out)
 {
     _cleanup_upstate_ up_state s = {0};
@@ -405,7 +363,7 @@ static int command_result(command *k, api_reply *out, api_job_out *jo)
     double start = now_mono_s();
     api_job_io io = {.stdin_data = k->has_in ? (k->in ? k->in : (unsigned char *)"") : NULL,
                      .stdin_len = k->in_len};
-    if (api_job_run(k->run ? run_child : exec_child, k, &io, jo) < 0)
+    if (api_job_run(command_child, k, &io, jo) < 0)
         return fail(out, "internal", "cannot start the command: %s", strerror(errno));
     if (!jo->result)
         return fail(out, "internal", "the command's worker died");
@@ -456,7 +414,7 @@ static int do_command(req *r, bool run, api_chunk_fn on_line, void *opaque, api_
         command_clear(&k);
         return out->status;
     }
-    int jr = api_job_run(run ? run_child : exec_child, &k, &io, &jo);
+    int jr = api_job_run(command_child, &k, &io, &jo);
     json_t *last;
     if (jr < 0 || !jo.result)
         last = error_obj("internal", jr < 0 ? "cannot start the command" : "the worker died");
@@ -641,34 +599,19 @@ static json_t *up_child(void *arg)
     _cleanup_sandbox_ sandbox *sb = NULL;
     if (sandbox_open(r->c->root, r->name, &sb, &e) < 0)
         return child_error(e, "no_sandbox");
-    _cleanup_upstate_ up_state s = {0};
-    int up = upstate_load(r->c->root, r->name, &s, NULL);
-    _cleanup_free_ char *kernel = NULL;
-    if (up > 0 && agent_ping(s.addr, s.token, 5000, &kernel, NULL) == 0)
+    _cleanup_(ops_up_result_clear) ops_up_result u = {0};
+    if (ops_up(sb, NULL, &u, &e) < 0)
+        return child_error(e, ops_why_code(u.why));
+    if (u.already)
         return json_pack("{s:b, s:b}", "up", 1, "already", 1);
-    if (up != 0 && up_down(r->c->root, r->name, true, NULL, &e) < 0)
-        return child_error(e, "internal");
-    if (sandbox_resolve_backend(sb, &e) < 0)
-        return child_error(e, "internal");
-    if (sb->bf->network == NET_NONE && !sb->backend->agent_offline)
-        return error_obj("bad_request", "up needs a network to reach its agent on this backend; "
-                                        "use run for offline sandboxes");
-    _cleanup_(boot_done) boot b = {0};
-    if (boot_prepare(sb, BOOT_CACHED, "up", &b, &e) < 0)
-        return child_error(e, path_exists(sb->image_id) ? "internal" : "not_built");
-    _cleanup_upstate_ up_state st = {0};
-    _cleanup_free_ char *log = NULL;
-    double secs = 0;
-    if (up_start(&b, &st, &secs, &log, &e) < 0)
-        return child_error(e, "internal");
-    return json_pack("{s:b, s:I}", "up", 1, "ready_ms", (json_int_t)(secs * 1000));
+    return json_pack("{s:b, s:I}", "up", 1, "ready_ms", (json_int_t)(u.seconds * 1000));
 }
 
 static json_t *down_child(void *arg)
 {
     req *r = arg;
     bb_error *e = NULL;
-    if (up_down(r->c->root, r->name, true, NULL, &e) < 0)
+    if (ops_down(r->c->root, r->name, NULL, &e) < 0)
         return child_error(e, "internal");
     return json_pack("{s:b}", "up", 0);
 }
@@ -765,30 +708,34 @@ static int do_snapshots(req *r, api_reply *out)
     return reply_json(out, 200, a);
 }
 
-typedef struct cli_job {
-    api_ctx *c;
-    const char *cmd;
-    char *argv[3];
-} cli_job;
+typedef struct data_req {
+    req *r;
+    const char *label; /* snapshot: the label to write; restore: the one to read */
+    bool restore;
+} data_req;
 
-/* In the child: the CLI command itself (its guards, its locks), with --yes; what it prints
- * goes to the pipes, which nobody reads but the job. */
-static json_t *cli_child(void *arg)
+/* In the child: snapshot or restore through ops/, with the CLI's guards and locks. */
+static json_t *data_child(void *arg)
 {
-    cli_job *j = arg;
-    cli_args a = {.cmd = cli_find(j->cmd), .root = j->c->root, .argv = j->argv};
-    while (j->argv[a.argc])
-        a.argc++;
-    for (int i = 0; i < CLI_MAX_OPTS; i++)
-        if (a.cmd->opts[i].long_name && streq(a.cmd->opts[i].long_name, "yes"))
-            a.set[i] = true;
+    data_req *d = arg;
     bb_error *e = NULL;
-    int r = a.cmd->run(&a, &e);
-    if (r < 0 || e) {
-        const char *m = bb_error_message(e);
-        return child_error(e, strstr(m, " is up") ? "is_up" : "internal");
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(d->r->c->root, d->r->name, &sb, &e) < 0)
+        return child_error(e, "no_sandbox");
+    _cleanup_(ops_data_result_clear) ops_data_result res = {0};
+    if (!d->restore) {
+        ops_snapshot_opts o = {.label = d->label, .compress = COMPRESS_GZIP};
+        if (ops_snapshot(sb, &o, &res, &e) < 0)
+            return child_error(e, ops_why_code(res.why));
+        return json_pack("{s:s}", "snapshot", d->label);
     }
-    return json_pack("{}");
+    _cleanup_free_ char *archive = NULL;
+    if (snapshot_resolve(sb, d->label, &archive, &e) < 0)
+        return child_error(e, "not_found");
+    ops_restore_opts o = {.archive = archive};
+    if (ops_restore(sb, &o, &res, &e) < 0)
+        return child_error(e, ops_why_code(res.why));
+    return json_pack("{s:s}", "restored", d->label);
 }
 
 static int do_snapshot(req *r, api_reply *out)
@@ -801,15 +748,8 @@ static int do_snapshot(req *r, api_reply *out)
     _cleanup_free_ char *l = NULL;
     if (snapshot_label(label, &l, &e) < 0)
         return fail(out, "bad_name", "%s", bb_error_message(e));
-    cli_job j = {.c = r->c, .cmd = "snapshot", .argv = {(char *)r->name, l, NULL}};
-    api_reply tmp = {0};
-    int st = quiet_job(cli_child, &j, &tmp);
-    if (st != 200) {
-        *out = tmp;
-        return st;
-    }
-    api_reply_clear(&tmp);
-    return reply_json(out, 200, json_pack("{s:s}", "snapshot", l));
+    data_req d = {.r = r, .label = l};
+    return quiet_job(data_child, &d, out);
 }
 
 static int do_restore(req *r, api_reply *out)
@@ -823,23 +763,89 @@ static int do_restore(req *r, api_reply *out)
     /* a label only: snapshot_resolve would take a path with a '/' */
     if (name_check(label, "snapshot name", &e) < 0)
         return fail(out, "bad_name", "%s", bb_error_message(e));
-    _cleanup_sandbox_ sandbox *sb = NULL;
-    if (sandbox_open(r->c->root, r->name, &sb, &e) < 0)
-        return fail(out, "no_sandbox", "%s", bb_error_message(e));
-    if (sandbox_refuse_up(r->c->root, r->name, &e) < 0)
-        return fail(out, "is_up", "%s", bb_error_message(e));
-    _cleanup_free_ char *archive = NULL;
-    if (snapshot_resolve(sb, label, &archive, &e) < 0)
-        return fail(out, "not_found", "%s", bb_error_message(e));
-    cli_job j = {.c = r->c, .cmd = "restore", .argv = {(char *)r->name, (char *)label, NULL}};
-    api_reply tmp = {0};
-    int st = quiet_job(cli_child, &j, &tmp);
-    if (st != 200) {
-        *out = tmp;
-        return st;
+    data_req d = {.r = r, .label = label, .restore = true};
+    return quiet_job(data_child, &d, out);
+}
+
+/* ---- forks ----------------------------------------------------------------------------- */
+
+typedef struct fork_req {
+    req *r;
+    const char *fork;                                            /* fork: the new sandbox's name */
+    int (*op)(sandbox *f, ops_fork_result *ret, bb_error **err); /* diff, apply, discard */
+} fork_req;
+
+/* fork_diff's lines ("A path") as [{"change": "A", "path": "path"}]. */
+static json_t *changes_json(const char *text)
+{
+    json_t *a = json_array();
+    for (const char *line = text; *line;) {
+        const char *nl = strchr(line, '\n'), *end = nl ? nl : line + strlen(line);
+        if (end - line > 2 && line[1] == ' ')
+            json_array_append_new(a, json_pack("{s:s%, s:s%}", "change", line, (size_t)1, "path",
+                                               line + 2, (size_t)(end - line - 2)));
+        line = nl ? nl + 1 : end;
     }
-    api_reply_clear(&tmp);
-    return reply_json(out, 200, json_pack("{s:s}", "restored", label));
+    return a;
+}
+
+static json_t *fork_child(void *arg)
+{
+    fork_req *d = arg;
+    bb_error *e = NULL;
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(d->r->c->root, d->r->name, &sb, &e) < 0)
+        return child_error(e, "no_sandbox");
+    _cleanup_(ops_fork_result_clear) ops_fork_result res = {0};
+    if (d->fork) {
+        ops_fork_opts o = {.fork = d->fork};
+        if (ops_fork(sb, &o, &res, NULL, &e) < 0)
+            return child_error(e, ops_why_code(res.why));
+        return json_pack("{s:s, s:s}", "fork", d->fork, "parent", sb->name);
+    }
+    if (d->op(sb, &res, &e) < 0)
+        return child_error(e, ops_why_code(res.why));
+    json_t *j = json_pack("{s:s, s:I, s:o}", "parent", sb->parent, "count", (json_int_t)res.n,
+                          "changes", changes_json(res.changes ? res.changes : ""));
+    json_object_set_new(j, "skipped", json_integer((json_int_t)tally_skipped(&res.tally)));
+    return j;
+}
+
+static int do_fork(req *r, api_reply *out)
+{
+    static const char *const keys[] = {"fork", NULL};
+    const char *fork;
+    if (only_keys(r->body, keys, out) < 0 || want_string(r->body, "fork", true, &fork, out) < 0)
+        return out->status;
+    if (!name_valid(fork))
+        return fail(out, "bad_name",
+                    "invalid fork name: use letters, digits, '.', '_' or '-' "
+                    "(max 64, starting with a letter or digit)");
+    fork_req d = {.r = r, .fork = fork};
+    return quiet_job(fork_child, &d, out);
+}
+
+static int fork_op(req *r, int (*op)(sandbox *, ops_fork_result *, bb_error **), api_reply *out)
+{
+    if (empty_body(r, out) < 0)
+        return out->status;
+    fork_req d = {.r = r, .op = op};
+    return quiet_job(fork_child, &d, out);
+}
+
+static int do_diff(req *r, api_reply *out)
+{
+    return fork_op(r, ops_diff, out);
+}
+
+static int do_apply(req *r, api_reply *out)
+{
+    return fork_op(r, ops_apply, out);
+}
+
+static int do_discard(req *r, api_reply *out)
+{
+    return fork_op(r, ops_discard, out);
 }
 
 /* ---- routing --------------------------------------------------------------------------- */
@@ -874,6 +880,10 @@ static const route ROUTES[] = {
     {"GET", "snapshots", do_snapshots, 0},
     {"POST", "snapshots", do_snapshot, 0},
     {"POST", "restore", do_restore, 0},
+    {"POST", "fork", do_fork, 0},
+    {"POST", "diff", do_diff, 0},
+    {"POST", "apply", do_apply, 0},
+    {"POST", "discard", do_discard, 0},
 };
 
 #define PREFIX "/v1/sandboxes/"

@@ -6,12 +6,13 @@
  * the command). A command (exec, run, and the files routes, which are execs of a fixed sh
  * script in the guest) runs in a child process of the caller, in its own process group,
  * whose output comes back through pipes; the caller's own stdio is never touched.
- *
- * Stable interface (helper D builds on it): a change here is noted in docs/API.md. */
+ */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "job.h"
 
 typedef struct api_ctx {
     const char *root; /* BLUEBOX_HOME, as home_root() gives it */
@@ -32,10 +33,6 @@ void api_reply_clear(api_reply *r);
  * api_handle_stream. */
 int api_handle(api_ctx *c, const char *method, const char *path, const char *body, size_t len,
                api_reply *out);
-
-/* One NDJSON line (without its '\n'), as it happens. Return < 0 to stop: the command is
- * killed (a client that went away). */
-typedef int (*api_chunk_fn)(void *opaque, const char *line, size_t len);
 
 /* Like api_handle, for any route. On a streaming route that starts, `on_line` is called
  * for each line ({"stdout":b64}, {"stderr":b64}, then one final {"exit_code",…} or

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -158,9 +159,15 @@ int api_job_run(api_job_fn fn, void *arg, const api_job_io *io, api_job_out *out
         ok = pipe2(p[i], O_CLOEXEC) == 0;
     if (ok && io->on_line) /* a stream's reads come in lines of up to CHUNK: fewer wakeups */
         (void)fcntl(p[1][0], F_SETPIPE_SZ, CHUNK);
+    pid_t worker = getpid();
     pid_t pid = ok ? fork() : -1;
-    if (pid == 0)
+    if (pid == 0) {
+        /* The job dies with its worker (which dies with the server): a run's job stops its
+         * VM on SIGTERM, and the VM's lifeline (launch/lifeline.h) goes with the job. */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != worker)
+            _exit(1);
         child(fn, arg, in, p[0][1], p[1][1], p[2][1]);
+    }
     if (in >= 0)
         close(in);
     for (int i = 0; i < 3; i++)

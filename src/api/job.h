@@ -9,10 +9,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "api.h"
 #include "util/xalloc.h"
 
 #define API_OUTPUT_CAP (16u << 20) /* of stdout and of stderr, in a Result */
+
+/* One NDJSON line (without its '\n'), as it happens. Return < 0 to stop: the command is
+ * killed (a client that went away). */
+typedef int (*api_chunk_fn)(void *opaque, const char *line, size_t len);
 
 /* What runs in the child: fd 0 is the request's stdin (or /dev/null), 1 and 2 the pipes.
  * Returns the result object (or {"error","code"}); NULL is an internal error. */

@@ -22,6 +22,8 @@
     "in it, and files, processes and /tmp carry over between calls until down. Commands run "      \
     "as sh -c in /data, with the sandbox's network and timeout; a non-zero exit code is a "        \
     "normal result (isError is false), and stdout and stderr are clipped at 64 KiB each. "         \
+    "fork makes a sandbox whose /data is a copy-on-write layer over another's; diff lists "        \
+    "its changes, apply merges them into the parent's /data, discard drops them. "                 \
     "snapshot archives /data"
 
 static char *reply_line(json_t *reply)

@@ -291,6 +291,62 @@ static json_t *tool_restore(const mcp_server *s, json_t *args)
     return text_result(t, false);
 }
 
+static json_t *tool_fork(const mcp_server *s, json_t *args)
+{
+    _cleanup_free_ char *path = sandbox_path(arg_str(args, "sandbox"), "fork");
+    _cleanup_json_ json_t *body = json_pack("{s:O}", "fork", json_object_get(args, "fork"));
+    json_t *result = NULL;
+    _cleanup_json_ json_t *r = ask(s, "POST", path, body, &result);
+    if (!r)
+        return result;
+    _cleanup_free_ char *t =
+        xasprintf("%s is now a fork of %s: its /data starts as %s's, and "
+                  "diff, apply or discard take its changes",
+                  arg_str(args, "fork"), arg_str(args, "sandbox"), arg_str(args, "sandbox"));
+    return text_result(t, false);
+}
+
+/* diff, apply and discard: the fork's changes, one "A|M|D path" line each. */
+static json_t *fork_changes(const mcp_server *s, json_t *args, const char *route, const char *done)
+{
+    _cleanup_free_ char *path = sandbox_path(arg_str(args, "sandbox"), route);
+    _cleanup_json_ json_t *body = json_object();
+    json_t *result = NULL;
+    _cleanup_json_ json_t *r = ask(s, "POST", path, body, &result);
+    if (!r)
+        return result;
+    json_t *changes = json_object_get(r, "changes");
+    size_t n = json_array_size(changes);
+    _cleanup_sb_ strbuf b = {0};
+    const char *parent = json_string_value(json_object_get(r, "parent"));
+    sb_printf(&b, "%s %zu change%s (parent: %s)", done, n, n == 1 ? "" : "s",
+              parent ? parent : "?");
+    size_t i;
+    json_t *c;
+    json_array_foreach(changes, i, c)
+    {
+        const char *kind = json_string_value(json_object_get(c, "change"));
+        const char *p = json_string_value(json_object_get(c, "path"));
+        sb_printf(&b, "\n%s %s", kind ? kind : "?", p ? p : "?");
+    }
+    return text_result(b.s ? b.s : "", false);
+}
+
+static json_t *tool_diff(const mcp_server *s, json_t *args)
+{
+    return fork_changes(s, args, "diff", "the fork has");
+}
+
+static json_t *tool_apply(const mcp_server *s, json_t *args)
+{
+    return fork_changes(s, args, "apply", "applied");
+}
+
+static json_t *tool_discard(const mcp_server *s, json_t *args)
+{
+    return fork_changes(s, args, "discard", "discarded");
+}
+
 /* ---------------------------------------------------------------- the table */
 
 #define P_SANDBOX                                                                                  \
@@ -332,8 +388,9 @@ static const mcp_tool tools[] = {
                "on its standard input.\"}," P_TIMEOUT,
      "\"sandbox\",\"command\"", "{\"openWorldHint\":false}", false, tool_exec},
     {"run", "Run a command in a fresh VM",
-     "Run a shell command in a fresh VM of the sandbox that is thrown away afterwards (only "
-     "/data keeps what it writes), and return its exit code, duration, stdout and stderr (each "
+     "Run a shell command in a fresh VM of the sandbox (one its warm pool booted ahead, when "
+     "it has one) that is thrown away afterwards (only /data keeps what it writes), and return its "
+     "exit code, duration, stdout and stderr (each "
      "clipped at 64 KiB). The sandbox need not be up.",
      P_SANDBOX "," P_COMMAND "," P_TIMEOUT, "\"sandbox\",\"command\"", "{\"openWorldHint\":false}",
      false, tool_run},
@@ -356,6 +413,26 @@ static const mcp_tool tools[] = {
      P_SANDBOX ",\"name\":{\"type\":\"string\",\"minLength\":1,\"description\":\"The "
                "snapshot's name (letters, digits, '.', '_', '-').\"}",
      "\"sandbox\"", "{\"openWorldHint\":false}", false, tool_snapshot},
+    {"fork", "Fork a sandbox",
+     "Make a new sandbox whose /data is a copy-on-write layer over this one's: work in the fork "
+     "(run, up and exec on it), then diff, apply or discard its changes. Refused for a fork.",
+     P_SANDBOX ",\"fork\":{\"type\":\"string\",\"minLength\":1,\"description\":\"The "
+               "new fork's name (letters, digits, '.', '_', '-').\"}",
+     "\"sandbox\",\"fork\"", "{\"openWorldHint\":false}", false, tool_fork},
+    {"diff", "List a fork's changes",
+     "List what the fork changed in /data over its parent's: one line per path, A (added), M "
+     "(modified) or D (deleted).",
+     P_SANDBOX, "\"sandbox\"", "{\"readOnlyHint\":true,\"openWorldHint\":false}", false, tool_diff},
+    {"apply", "Apply a fork's changes",
+     "Merge the fork's changes into its parent's /data, all or nothing, and empty the fork. "
+     "Refused while the fork or its parent is up or in use. Call diff first to see them.",
+     P_SANDBOX, "\"sandbox\"", "{\"destructiveHint\":true,\"openWorldHint\":false}", false,
+     tool_apply},
+    {"discard", "Discard a fork's changes",
+     "Drop the fork's changes: its /data is its parent's again. Refused while the fork is in use.",
+     P_SANDBOX, "\"sandbox\"",
+     "{\"destructiveHint\":true,\"idempotentHint\":true,\"openWorldHint\":false}", false,
+     tool_discard},
     {"restore", "Restore /data from a snapshot",
      "Replace the sandbox's /data with a snapshot's content. Refused while the sandbox is up "
      "(bring it down first). What /data held before is lost unless it was snapshotted.",

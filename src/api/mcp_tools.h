@@ -5,7 +5,7 @@
 
 #include <jansson.h>
 
-#include "api/mcp.h"
+#include "api/mcp_types.h"
 
 /* The tools this server offers, as tools/list's "tools" array (a new reference). */
 json_t *mcp_tools_list(const mcp_server *s);

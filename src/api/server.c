@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -91,7 +92,9 @@ struct worker {
 
 /* ---- the socket -------------------------------------------------------------------------- */
 
-int api_socket_path(const char *root, char **ret, bb_error **err)
+/* The default socket: <root>/bluebox.sock, or when that is too long for sun_path,
+ * $XDG_RUNTIME_DIR/bluebox-<12 hex of sha256(root)>.sock; never /tmp. */
+static int api_socket_path(const char *root, char **ret, bb_error **err)
 {
     char *p = path_join(root, "bluebox.sock");
     if (strlen(p) <= 103) {
@@ -516,8 +519,13 @@ static void start_worker(server *s, struct evhttp_request *req, const char *meth
         send_json(req, 500, "{\"error\":\"cannot make a pipe\",\"code\":\"internal\"}", 49);
         return;
     }
+    pid_t server_pid = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        /* A worker is the server's: killed with it (kill -9 of serve), so that its job, and
+         * the VM the job owns (launch/lifeline.h), never outlive it in a group of its own. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != server_pid)
+            _exit(1);
         close(p[0]);
         worker_main(s, p[1], method, path, body, len);
     }

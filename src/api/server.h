@@ -12,9 +12,6 @@ typedef struct api_serve_opts {
     int64_t idle_ms;    /* exit after this long without a request; 0: never */
 } api_serve_opts;
 
-/* The default socket: <root>/bluebox.sock, or when that is too long for sun_path,
- * $XDG_RUNTIME_DIR/bluebox-<12 hex of sha256(root)>.sock; never /tmp. */
-int api_socket_path(const char *root, char **ret, bb_error **err);
 /* Serve until SIGINT/SIGTERM, --idle, or this executable changing on disk. Prints one line
  * to stderr when it listens ("serving on PATH") and on refusals. */
 int api_serve(const api_serve_opts *o, bb_error **err);

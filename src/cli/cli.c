@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "abi.h"
+#include "abi/abi.h"
 #include "core/home.h"
 #include "util/tty.h"
 #include "util/xalloc.h"
@@ -73,6 +73,9 @@ const cli_command cli_commands[] = {
      "inspect",
      "<name> [-n N] [--net]",
      "show recent runs, or the connection log",
+     "Lines that start with '=== ' are bluebox's records (a command's time and quoted command\n"
+     "line, the clip marker, its exit status); every line of a command's output starts with\n"
+     "'| ', so nothing a command prints can pass for a record.\n\n"
      "With --net, shows the connection log of a sandbox with an allow: list as a table: one\n"
      "row per connection the VMM allowed or refused (time, name:port, decision, rule, bytes\n"
      "up/down, milliseconds). The log is ~/.bluebox/logs/net/<name>.log (JSON lines).",
@@ -336,7 +339,8 @@ const cli_command cli_commands[] = {
      "serve MCP tools to an agent on stdin/stdout",
      "A Model Context Protocol server for coding agents and assistants: JSON-RPC 2.0, one\n"
      "message per line, protocol 2025-06-18. Tools: list_sandboxes, up, down, exec, run,\n"
-     "write_file, read_file and snapshot; restore only with --allow-restore. Each tool is a\n"
+     "write_file, read_file, snapshot, fork, diff, apply and discard; restore only with\n"
+     "--allow-restore. Each tool is a\n"
      "request to the same handler as bluebox serve's API; sandboxes are made with the CLI.\n"
      "Logs go to stderr. An MCP client starts it as the command: bluebox mcp",
      0,

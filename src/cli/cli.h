@@ -107,10 +107,13 @@ int cmd_data(cli_args *a, bb_error **err);
 int cmd_fork(cli_args *a, bb_error **err);
 int cmd_pool(cli_args *a, bb_error **err);
 int cmd_ps(cli_args *a, bb_error **err);
-/* run's warm path (cmd_pool.c): 1 with *ret_code when a pool VM ran the command, 0 when none
- * was free (boot cold), -1 on an error. */
-struct sandbox;
-int cli_warm_run(cli_args *a, struct sandbox *sb, int *ret_code, bb_error **err);
+struct ops_command;
+struct ops_run_result;
+/* run's and exec's command from the arguments after the name, with exec's stdio rules and
+ * the CLI's words for what happens before the command starts (cmd_run.c). */
+void cli_ops_command(cli_args *a, const char *log_as, struct ops_command *ret);
+/* Say what the agent reported and a timeout, clear r; the exit code to pass on. */
+int cli_command_done(struct ops_run_result *r);
 int cmd_diff(cli_args *a, bb_error **err);
 int cmd_apply(cli_args *a, bb_error **err);
 int cmd_discard(cli_args *a, bb_error **err);

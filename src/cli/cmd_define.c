@@ -10,10 +10,11 @@
 #include "core/mounts.h"
 #include "core/prompt.h"
 #include "core/sandbox.h"
-#include "runtime/backend.h"
+#include "backends/backend.h"
 #include "runtime/boot.h"
 #include "runtime/build.h"
-#include "runtime/image.h"
+#include "launch/direct.h"
+#include "launch/image.h"
 #include "runtime/pool.h"
 #include "runtime/up.h"
 #include "util/fs.h"
@@ -129,7 +130,10 @@ int cmd_build(cli_args *a, bb_error **err)
     build_where where = build_where_for(sb, cli_flag(a, "host-kernel"));
     _cleanup_free_ char *posture = build_posture(sb, where);
     fprintf(stderr, "%s\n", posture);
-    if (sandbox_lock(sb, err) < 0 || image_build(sb, &cf, cli_flag(a, "quiet"), where, err) < 0)
+    if (sandbox_lock(sb, err) < 0)
+        return -1;
+    direct_reap(); /* no VM runc runs for an owner that is gone outlives the image it ran */
+    if (image_build(sb, &cf, cli_flag(a, "quiet"), where, err) < 0)
         return -1;
     _cleanup_free_ char *ref = image_ref(a->root, sb->name);
     printf("built %s\n", ref);

@@ -1,341 +1,91 @@
-/* Forks: a sandbox whose /data is a copy-on-write layer over its parent's (issue 18).
- * fork makes one, diff lists its changes, apply merges them into the parent's /data, discard
- * drops them. The layers are read and written on the host (data/fork.h); nothing here boots
- * a VM. */
-#include <errno.h>
-#include <fcntl.h>
+/* Forks from the command line: fork, diff, apply, discard. The work is ops/fork.c; here are
+ * the questions and what is said about the result. */
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "cmd_data.h"
-#include "core/forks.h"
-#include "core/home.h"
 #include "core/prompt.h"
-#include "data/crashpoint.h"
-#include "data/copy.h"
-#include "data/fork.h"
-#include "runtime/backend.h"
-#include "runtime/boot.h"
-#include "runtime/image.h"
-#include "util/fs.h"
+#include "ops/ops.h"
 #include "util/xalloc.h"
-
-static int not_a_fork(const sandbox *sb, bb_error **err)
-{
-    return bb_fail(err, EINVAL, "%s is not a fork; make one with: bluebox fork %s <fork>", sb->name,
-                   sb->name);
-}
-
-/* Open the fork `name` and its parent. */
-static int open_fork(cli_args *a, const char *name, sandbox **ret_fork, sandbox **ret_parent,
-                     bb_error **err)
-{
-    if (sandbox_open(a->root, name, ret_fork, err) < 0)
-        return -1;
-    if (!(*ret_fork)->parent)
-        return not_a_fork(*ret_fork, err);
-    if (sandbox_open(a->root, (*ret_fork)->parent, ret_parent, err) < 0)
-        return bb_prefix(err, "%s is a fork of %s", name, (*ret_fork)->parent);
-    return 0;
-}
-
-/* ---- guards on the /data commands ---- */
-
-int cli_fork_guard(const char *root, const char *name, const char *doing, bb_error **err)
-{
-    if (!name_valid(name))
-        return 0;
-    _cleanup_free_ char *parent = forks_parent(root, name);
-    if (!parent)
-        return streq(doing, "reset") || streq(doing, "restore")
-                   ? forks_refuse_parent(root, name, doing, err)
-                   : 0;
-    if (streq(doing, "reset"))
-        return bb_fail(err, EINVAL, "%s is a fork; drop its changes with: bluebox discard %s", name,
-                       name);
-    if (streq(doing, "restore"))
-        return bb_fail(err, EINVAL,
-                       "%s is a fork of %s; apply or discard it, then restore its parent", name,
-                       parent);
-    if (streq(doing, "snapshot"))
-        return bb_fail(err, EINVAL,
-                       "%s is a fork; apply it, then snapshot its parent: bluebox apply %s && "
-                       "bluebox snapshot %s",
-                       name, name, parent);
-    return bb_fail(err, EINVAL,
-                   "%s is a fork; apply it, then %s its parent's /data: bluebox apply %s && "
-                   "bluebox data %s %s …",
-                   name, doing, name, doing, parent);
-}
-
-/* ---- fork ---- */
-
-/* Whether the parent can be forked at all. */
-static int forkable(sandbox *p, bb_error **err)
-{
-    if (p->parent)
-        return bb_fail(err, EINVAL,
-                       "%s is itself a fork; apply or discard it before forking from it", p->name);
-    if (sandbox_bluefile(p, err) < 0 || sandbox_resolve_backend(p, err) < 0)
-        return -1;
-    if (p->bf->data_limit)
-        return bb_fail(err, ENOTSUP,
-                       "%s has data_limit, and a fork needs /data as a directory; remove "
-                       "data_limit from its Bluefile to fork it: bluebox edit %s",
-                       p->name, p->name);
-    if (!p->backend->fork_data)
-        return bb_fail(err, ENOTSUP,
-                       "forks need backend: uml for now, and %s uses %s; set backend: uml in its "
-                       "Bluefile: bluebox edit %s",
-                       p->name, p->backend->name, p->name);
-    return 0;
-}
-
-/* sandboxes/.<fork>.fork-<pid>: the parent's definition (Bluefile, Containerfile, the
- * recorded image), less what is the parent's own, plus fork-of. */
-static int stage_definition(const sandbox *p, const char *stage, bb_error **err)
-{
-    if (mkdir(stage, 0755) < 0)
-        return bb_fail_errno(err, errno, "cannot create %s", stage);
-    _cleanup_close_ int src = open(p->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    _cleanup_close_ int dst = open(stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (src < 0 || dst < 0)
-        return bb_fail_errno(err, errno, "cannot copy %s's definition", p->name);
-    copy_opts o = {0};
-    data_tally t = {0};
-    if (tree_copy(src, dst, &o, &t, err) < 0)
-        return bb_prefix(err, "cannot copy %s's definition", p->name);
-    /* The image's tag is the fork's own; the first boot puts it on the recorded image. */
-    (void)unlinkat(dst, "image-ref", 0);
-    _cleanup_free_ char *parent = xasprintf("%s\n", p->name);
-    _cleanup_free_ char *of = path_join(stage, FORK_OF_FILE);
-    return write_file_atomic(of, parent, strlen(parent), 0644, err);
-}
-
-static int make_fork(sandbox *p, const char *fork, bb_error **err)
-{
-    _cleanup_free_ char *dir = home_path_of(p->root, HP_SANDBOX, fork);
-    _cleanup_free_ char *data = home_path_of(p->root, HP_DATA, fork);
-    if (path_exists(dir))
-        return bb_fail(err, EEXIST, "%s already exists; pick another name for the fork", fork);
-    if (path_exists(data))
-        return bb_fail(err, EEXIST,
-                       "%s already exists (left by an earlier %s?); remove it first: bluebox "
-                       "destroy --data %s",
-                       data, fork, fork);
-    _cleanup_free_ char *sandboxes = xstrdup(dir);
-    *strrchr(sandboxes, '/') = '\0';
-    _cleanup_free_ char *stage = xasprintf("%s/.%s.fork-%d", sandboxes, fork, (int)getpid());
-    (void)rm_rf(stage, NULL);
-    data_job j = {.op = "fork-reset", .arg = {data, p->data}};
-    data_tally t;
-    if (stage_definition(p, stage, err) < 0 || mkdir_p(p->data, HOME_DIR_MODE, err) < 0 ||
-        cli_data_job(p, &j, &t, err) < 0) {
-        (void)rm_rf(stage, NULL);
-        (void)rm_rf(data, NULL);
-        return -1;
-    }
-    if (rename(stage, dir) < 0) {
-        int e = errno;
-        (void)rm_rf(stage, NULL);
-        (void)rm_rf(data, NULL);
-        return bb_fail_errno(err, e, "cannot create %s", dir);
-    }
-    return 0;
-}
 
 int cmd_fork(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0], *fork = a->argv[1];
     _cleanup_sandbox_ sandbox *p = NULL;
-    if (sandbox_open(a->root, name, &p, err) < 0 || forkable(p, err) < 0 ||
-        name_check(fork, "fork name", err) < 0)
+    if (sandbox_open(a->root, name, &p, err) < 0)
         return -1;
-    if (streq(name, fork))
-        return bb_fail(err, EEXIST, "%s already exists; pick another name for the fork", fork);
-    /* The parent's lock keeps a restore or reset out while its /data is read; the fork's
-     * name's keeps two forks of one name apart. */
-    if (sandbox_lock(p, err) < 0)
+    ops_fork_opts o = {.fork = fork};
+    _cleanup_(ops_fork_result_clear) ops_fork_result r = {0};
+    bb_error *warning = NULL;
+    if (ops_fork(p, &o, &r, &warning, err) < 0)
         return -1;
-    _cleanup_close_ int lock = home_lock(a->root, fork, err);
-    if (lock < 0 || make_fork(p, fork, err) < 0)
-        return -1;
-    /* The fork's own tag on the parent's built image now (one podman call), so a rebuild of
-     * the parent, which prunes its old image, leaves the fork's. */
-    _cleanup_error_ bb_error *ie = NULL;
-    if (image_adopt(a->root, fork, &ie) < 0)
-        bb_error_warn_release(&ie);
+    if (warning)
+        bb_error_warn_release(&warning);
     printf("%s forked to %s\n", name, fork);
-    return 0;
-}
-
-/* ---- an interrupted apply ---- */
-
-static char *applying_path(const sandbox *f)
-{
-    return path_join(f->dir, FORK_APPLYING_FILE);
-}
-
-static int reset_layers(sandbox *f, bb_error **err);
-
-/* Finish an apply that was killed (the fork's lock held): when the parent's /data was
- * swapped already, the layer's changes are in it, and the layer (which may share files with
- * it) is emptied; otherwise the layer is as it was. */
-static int recover(sandbox *f, bb_error **err)
-{
-    _cleanup_free_ char *marker = applying_path(f);
-    _cleanup_free_ char *text = NULL;
-    size_t len = 0;
-    if (read_file(marker, 64, &text, &len, NULL) < 0)
-        return 0;
-    struct stat st;
-    unsigned long long before = strtoull(text, NULL, 10);
-    if (stat(f->parent_data, &st) < 0 || (unsigned long long)st.st_ino != before) {
-        if (reset_layers(f, err) < 0)
-            return bb_prefix(err, "cannot finish the interrupted apply of %s", f->name);
-    }
-    if (unlink(marker) < 0 && errno != ENOENT)
-        return bb_fail_errno(err, errno, "cannot remove %s", marker);
-    return 0;
-}
-
-static int mark_applying(const sandbox *f, bb_error **err)
-{
-    struct stat st;
-    if (stat(f->parent_data, &st) < 0)
-        return bb_fail_errno(err, errno, "cannot stat %s", f->parent_data);
-    _cleanup_free_ char *marker = applying_path(f);
-    _cleanup_free_ char *text = xasprintf("%llu\n", (unsigned long long)st.st_ino);
-    return write_file_atomic(marker, text, strlen(text), 0644, err);
-}
-
-/* ---- diff ---- */
-
-static int fork_changes(sandbox *f, char **ret_text, uint64_t *ret_n, data_tally *t, bb_error **err)
-{
-    _cleanup_free_ char *upper = path_join(f->data, FORK_UPPER);
-    data_job j = {.op = "fork-diff", .arg = {upper, f->parent_data}, .text = ret_text};
-    *ret_text = NULL;
-    if (cli_data_job(f, &j, t, err) < 0)
-        return -1;
-    if (!*ret_text)
-        *ret_text = xstrdup("");
-    *ret_n = t->entries;
     return 0;
 }
 
 int cmd_diff(cli_args *a, bb_error **err)
 {
-    _cleanup_sandbox_ sandbox *f = NULL, *p = NULL;
-    if (open_fork(a, a->argv[0], &f, &p, err) < 0 || sandbox_lock(f, err) < 0 ||
-        recover(f, err) < 0)
+    _cleanup_sandbox_ sandbox *f = NULL;
+    _cleanup_(ops_fork_result_clear) ops_fork_result r = {0};
+    if (sandbox_open(a->root, a->argv[0], &f, err) < 0 || ops_diff(f, &r, err) < 0)
         return -1;
-    _cleanup_free_ char *text = NULL;
-    uint64_t n;
-    data_tally t;
-    if (fork_changes(f, &text, &n, &t, err) < 0)
-        return -1;
-    cli_show(stdout, text, strlen(text));
-    cli_warn_skipped(&t, "listed");
+    cli_show(stdout, r.changes, strlen(r.changes));
+    cli_warn_skipped(&r.tally, "listed");
     return 0;
 }
 
-/* ---- apply and discard ---- */
-
-/* Both locks, in name order (as rename takes two). */
-static int lock_both(sandbox *f, sandbox *p, bb_error **err)
+/* The changes apply or discard would take, said before the question. */
+static int changes(sandbox *f, bool apply, ops_fork_result *ret, bb_error **err)
 {
-    bool fork_first = strcmp(f->name, p->name) < 0;
-    if (sandbox_lock(fork_first ? f : p, err) < 0 || sandbox_lock(fork_first ? p : f, err) < 0)
+    if (ops_fork_precheck(f, apply, ret, err) < 0 || ops_diff(f, ret, err) < 0)
         return -1;
+    sandbox_unlock(f);
     return 0;
-}
-
-static int reset_layers(sandbox *f, bb_error **err)
-{
-    data_job j = {.op = "fork-reset", .arg = {f->data, f->parent_data}};
-    data_tally t;
-    return cli_data_job(f, &j, &t, err);
 }
 
 int cmd_apply(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
-    _cleanup_sandbox_ sandbox *f = NULL, *p = NULL;
-    if (open_fork(a, name, &f, &p, err) < 0 || cli_precheck_busy(f, err) < 0 ||
-        cli_precheck_busy(p, err) < 0 || sandbox_lock(f, err) < 0 || recover(f, err) < 0)
+    _cleanup_sandbox_ sandbox *f = NULL;
+    _cleanup_(ops_fork_result_clear) ops_fork_result seen = {0};
+    if (sandbox_open(a->root, name, &f, err) < 0 || changes(f, true, &seen, err) < 0)
         return -1;
-    _cleanup_free_ char *text = NULL;
-    uint64_t n;
-    data_tally t;
-    if (fork_changes(f, &text, &n, &t, err) < 0)
-        return -1;
-    sandbox_unlock(f);
-    if (n == 0) {
+    if (seen.n == 0) {
         printf("%s has no changes\n", name);
         return 0;
     }
-    cli_show(stdout, text, strlen(text));
+    cli_show(stdout, seen.changes, strlen(seen.changes));
     fflush(stdout);
-    _cleanup_free_ char *q =
-        xasprintf("Apply %" PRIu64 " change%s to %s's /data?", n, n == 1 ? "" : "s", p->name);
-    if (prompt_confirm(cli_flag(a, "yes"), q, err) < 0 || lock_both(f, p, err) < 0)
+    _cleanup_free_ char *q = xasprintf("Apply %" PRIu64 " change%s to %s's /data?", seen.n,
+                                       seen.n == 1 ? "" : "s", f->parent);
+    if (prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
         return -1;
-    _cleanup_close_ int use_f = cli_refuse_busy(f, err);
-    if (use_f < 0)
+    _cleanup_(ops_fork_result_clear) ops_fork_result r = {0};
+    if (ops_apply(f, &r, err) < 0)
         return -1;
-    _cleanup_close_ int use_p = cli_refuse_busy(p, err);
-    if (use_p < 0)
-        return -1;
-    _cleanup_free_ char *upper = path_join(f->data, FORK_UPPER);
-    data_job j = {.op = "fork-apply", .arg = {p->data, upper}};
-    data_tally at;
-    if (mark_applying(f, err) < 0)
-        return -1;
-    if (cli_data_job(p, &j, &at, err) < 0) {
-        (void)recover(f, NULL);
-        return bb_prefix(err, "nothing was applied to %s", p->name);
-    }
-    CRASH_POINT("apply-before-reset");
-    /* The parent has the changes now (and may share files with the layer): the layer is
-     * emptied before the fork may boot again (recover(), boot.c). */
-    if (reset_layers(f, err) < 0)
-        return bb_prefix(err,
-                         "applied the changes to %s, but could not empty %s; run bluebox "
-                         "apply %s to finish",
-                         p->name, name, name);
-    _cleanup_free_ char *marker = applying_path(f);
-    (void)unlink(marker);
-    cli_warn_skipped(&at, "applied");
-    printf("applied %" PRIu64 " change%s to %s\n", n, n == 1 ? "" : "s", p->name);
+    cli_warn_skipped(&r.tally, "applied");
+    printf("applied %" PRIu64 " change%s to %s\n", r.n, r.n == 1 ? "" : "s", f->parent);
     return 0;
 }
 
 int cmd_discard(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
-    _cleanup_sandbox_ sandbox *f = NULL, *p = NULL;
-    if (open_fork(a, name, &f, &p, err) < 0 || cli_precheck_busy(f, err) < 0 ||
-        sandbox_lock(f, err) < 0 || recover(f, err) < 0)
+    _cleanup_sandbox_ sandbox *f = NULL;
+    _cleanup_(ops_fork_result_clear) ops_fork_result seen = {0};
+    if (sandbox_open(a->root, name, &f, err) < 0 || changes(f, false, &seen, err) < 0)
         return -1;
-    _cleanup_free_ char *text = NULL;
-    uint64_t n;
-    data_tally t;
-    if (fork_changes(f, &text, &n, &t, err) < 0)
-        return -1;
-    sandbox_unlock(f);
     _cleanup_free_ char *q =
-        xasprintf("Discard %" PRIu64 " change%s in %s?", n, n == 1 ? "" : "s", name);
-    if ((n && prompt_confirm(cli_flag(a, "yes"), q, err) < 0) || sandbox_lock(f, err) < 0)
+        xasprintf("Discard %" PRIu64 " change%s in %s?", seen.n, seen.n == 1 ? "" : "s", name);
+    if (seen.n && prompt_confirm(cli_flag(a, "yes"), q, err) < 0)
         return -1;
-    _cleanup_close_ int use = cli_refuse_busy(f, err);
-    if (use < 0 || reset_layers(f, err) < 0)
+    _cleanup_(ops_fork_result_clear) ops_fork_result r = {0};
+    if (ops_discard(f, &r, err) < 0)
         return -1;
-    printf("discarded %" PRIu64 " change%s\n", n, n == 1 ? "" : "s");
+    printf("discarded %" PRIu64 " change%s\n", r.n, r.n == 1 ? "" : "s");
     return 0;
 }

@@ -1,11 +1,11 @@
 /* bluebox ps: the containers that run this home's sandboxes, whichever way they were started.
- * A direct launch (runc without podman, src/runtime/direct.h) is unknown to `podman ps`. */
+ * A direct launch (runc without podman, src/launch/direct.h) is unknown to `podman ps`. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "core/home.h"
-#include "runtime/direct.h"
+#include "launch/direct.h"
 #include "runtime/pool.h"
 #include "util/spawn.h"
 #include "util/xalloc.h"

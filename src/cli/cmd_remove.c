@@ -9,7 +9,8 @@
 #include "core/inuse.h"
 #include "core/prompt.h"
 #include "core/sandbox.h"
-#include "runtime/image.h"
+#include "launch/direct.h"
+#include "launch/image.h"
 #include "runtime/pool.h"
 #include "runtime/up.h"
 #include "util/fs.h"
@@ -36,7 +37,8 @@ int cmd_rename(cli_args *a, bb_error **err)
         return -1;
     /* The pool's VMs carry the old name (container, label, files): gone; the new name's pool
      * fills at its first run. */
-    if (pool_remove(a->root, old, err) < 0 || sandbox_rename(a->root, old, new, err) < 0)
+    if (pool_remove(a->root, old, err) < 0 || direct_refuse(a->root, old, err) < 0 ||
+        sandbox_rename(a->root, old, new, err) < 0)
         return -1;
     _cleanup_error_ bb_error *ie = NULL;
     if (image_rename(a->root, old, new, &ie) < 0)
@@ -54,7 +56,7 @@ static int destroy_one(sandbox *sb, bool data, bb_error **err)
     data = data || sb->parent;
     /* Not from under a run or shell; what a killed one left is pruned with the image. */
     _cleanup_close_ int use = inuse_refuse(root, name, err);
-    if (use < 0)
+    if (use < 0 || direct_refuse(root, name, err) < 0) /* a VM runc runs, owned or not */
         return -1;
     if (up_down(root, name, false, NULL, err) < 0) /* an up sandbox comes down first */
         return -1;

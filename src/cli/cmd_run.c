@@ -2,13 +2,15 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "core/sandbox.h"
 #include "core/runlog.h"
 #include "runtime/boot.h"
-#include "runtime/session.h"
+#include "ops/ops.h"
+#include "launch/session.h"
 #include "util/tty.h"
 #include "util/xalloc.h"
 
@@ -69,13 +71,47 @@ static int boot_and_wait(boot *b, bb_error **err)
     return boot_exit_code(b, res.code, err);
 }
 
-/* exec's rules (cmd_up.c): piped stdin goes to the command, a terminal's only with -i; -t,
+/* exec's rules, run's too: piped stdin goes to the command, a terminal's only with -i; -t,
  * or -i with a terminal on both ends, gives it a pty. */
-static void run_stdio(const cli_args *a, launch *l)
+static void command_stdio(const cli_args *a, ops_command *c)
 {
     bool in_tty = isatty(STDIN_FILENO), interactive = cli_flag(a, "interactive");
-    l->interactive = !in_tty || interactive;
-    l->tty = cli_flag(a, "tty") || (interactive && in_tty && isatty(STDOUT_FILENO));
+    c->forward_stdin = !in_tty || interactive;
+    c->tty = cli_flag(a, "tty") || (interactive && in_tty && isatty(STDOUT_FILENO));
+    struct winsize ws;
+    if (c->tty && ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0)
+        c->rows = ws.ws_row, c->cols = ws.ws_col;
+}
+
+static void on_checked(void *opaque, isolation_state was, const isolation_result *iso)
+{
+    (void)opaque;
+    cli_say_reverified(was, iso);
+}
+
+static void on_starting(void *opaque, const boot *b)
+{
+    (void)opaque;
+    if (b)
+        cli_say_rechecked(b);
+}
+
+void cli_ops_command(cli_args *a, const char *log_as, ops_command *ret)
+{
+    *ret = (ops_command){.argv = a->argv + 1,
+                         .log_as = log_as,
+                         .ev = {.checked = on_checked, .starting = on_starting}};
+    command_stdio(a, ret);
+}
+
+int cli_command_done(ops_run_result *r)
+{
+    if (r->agent_err)
+        cli_print_error(NULL, r->agent_err);
+    if (r->timed_out)
+        fprintf(stderr, "bluebox: killed after %ds (timeout_seconds)\n", r->timeout_seconds);
+    ops_run_result_clear(r);
+    return r->code;
 }
 
 int cmd_run(cli_args *a, bb_error **err)
@@ -89,18 +125,14 @@ int cmd_run(cli_args *a, bb_error **err)
     _cleanup_sandbox_ sandbox *sb = NULL;
     if (sandbox_open(a->root, a->argv[0], &sb, err) < 0)
         return -1;
-    int code, warm = cli_warm_run(a, sb, &code, err);
-    if (warm != 0)
-        return warm < 0 ? -1 : code;
-    _cleanup_(boot_done) boot b = {0};
-    if (boot_prepare(sb, BOOT_CACHED, "run", &b, err) < 0)
+    ops_command c;
+    cli_ops_command(a, "run", &c);
+    ops_run_result r;
+    if (ops_run(sb, &c, &r, err) < 0) {
+        ops_run_result_clear(&r);
         return -1;
-    cli_say_rechecked(&b);
-    char **cmd = a->argv + 1;
-    b.l.cmd = cmd;
-    b.l.mode = LAUNCH_RUN;
-    run_stdio(a, &b.l);
-    return boot_and_wait(&b, err);
+    }
+    return cli_command_done(&r);
 }
 
 int cmd_shell(cli_args *a, bb_error **err)

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "abi.h"
+#include "abi/abi.h"
 #include "data/dataop.h"
 #include "runtime/buildvm.h"
-#include "runtime/probe.h"
+#include "backends/probe.h"
 #include "util/fs.h"
 #include "util/macro.h"
 

@@ -2,7 +2,7 @@
  * it again somewhere else (inside a container, under `podman unshare`). Not for users. */
 #pragma once
 
-/* `__probe`: print "<release>\n<boot_id>\n" on stdout (runtime/probe.h). */
+/* `__probe`: print "<release>\n<boot_id>\n" on stdout (backends/probe.h). */
 int probe_main(void);
 /* `__reown <uid> <gid> <path>`: chown a tree, run through `podman unshare`. */
 int reown_main(int argc, char **argv);

@@ -13,7 +13,7 @@
 #include <arpa/inet.h>
 #include <sys/stat.h>
 
-#include "abi.h"
+#include "abi/abi.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 #include "yamldoc.h"
@@ -581,7 +581,9 @@ static int key_blueprint(ctx *c, const char *key, const ynode *v)
     return 0;
 }
 
-int size_parse(const char *s, unsigned long long *ret)
+/* A size as data_limit takes it: a whole number with a unit M, G or T (MiB, GiB, TiB;
+ * "MiB"/"GiB"/"TiB" and a trailing "B" are accepted too). 0 and -1 on anything else. */
+static int size_parse(const char *s, unsigned long long *ret)
 {
     static const struct {
         const char *unit;
@@ -1188,12 +1190,6 @@ const char *bf_isolation_name(bf_isolation i)
 const char *bf_backend_name(bf_backend b)
 {
     return b == BACKEND_UML ? "uml" : b == BACKEND_QEMU ? "qemu" : "krun";
-}
-
-const char *bf_pkgmgr_name(bf_pkgmgr p)
-{
-    static const char *const names[] = {"", "apk", "apt", "dnf"};
-    return names[p];
 }
 
 bf_pkgmgr bf_pkgmgr_infer(const char *base)

@@ -10,7 +10,7 @@
 #define BLUEFILE_DEFAULT_BASE "docker.io/library/alpine:latest"
 #define BLUEFILE_MAX_SIZE     (1024 * 1024)
 #define BLUEFILE_MAX_WARM     8
-/* The most any Bluefile may ask for; a backend may give less (runtime/backend.h). */
+/* The most any Bluefile may ask for; a backend may give less (backends/backend.h). */
 #define BLUEFILE_MAX_CPUS    16
 #define BLUEFILE_MAX_RAM_MIB (1024 * 1024)
 
@@ -90,7 +90,7 @@ typedef struct bluefile {
     /* data_limit: /data is a disk image of this many bytes (0: a host directory, no limit). */
     unsigned long long data_limit;
     /* `allow:` (needs network: bridge): when has_allow, only these destinations are
-     * reachable. Normalized entries HOST[:PORT] as ABI_ENV_NET_ALLOW carries them (abi.h):
+     * reachable. Normalized entries HOST[:PORT] as ABI_ENV_NET_ALLOW carries them (abi/abi.h):
      * a lower-case name, "*.suffix" or an IPv4 CIDR (a bare address becomes /32). */
     bool has_allow;
     strv allow;
@@ -102,9 +102,6 @@ typedef struct bluefile {
  * with 4 KiB blocks and more than any host disk. */
 #define DATA_LIMIT_MIN (16ULL << 20)
 #define DATA_LIMIT_MAX (16ULL << 40)
-/* A size as data_limit takes it: a whole number with a unit M, G or T (MiB, GiB, TiB;
- * "MiB"/"GiB"/"TiB" and a trailing "B" are accepted too). 0 and -1 on anything else. */
-int size_parse(const char *s, unsigned long long *ret);
 /* Parse and validate a Bluefile held in memory. `path` names it in messages and anchors a
  * relative `seccomp:` path; `home` expands `~` in mounts and seccomp (NULL: $HOME). */
 int bluefile_parse(const char *path, const char *buf, size_t len, const char *home, bluefile **ret,
@@ -124,6 +121,5 @@ const char *bf_network_name(bf_network n);
 bool bf_allow_covers(const char *entry, const char *host);
 const char *bf_isolation_name(bf_isolation i);
 const char *bf_backend_name(bf_backend b);
-const char *bf_pkgmgr_name(bf_pkgmgr p);
 /* The package manager a base image name implies, or PKG_NONE. */
 bf_pkgmgr bf_pkgmgr_infer(const char *base);

@@ -10,19 +10,14 @@
 
 char *forks_parent(const char *root, const char *name)
 {
-    _cleanup_free_ char *dir = home_path_of(root, HP_SANDBOX, name);
-    _cleanup_free_ char *path = path_join(dir, FORK_OF_FILE);
-    _cleanup_free_ char *text = NULL;
-    size_t len = 0;
-    if (read_file(path, 1024, &text, &len, NULL) < 0)
-        return NULL;
-    text[strcspn(text, "\n")] = '\0';
-    if (!name_valid(text) || streq(text, name))
+    _cleanup_free_ char *text = home_read_record(root, name, FORK_OF_FILE, 1024);
+    if (!text || !name_valid(text) || streq(text, name))
         return NULL;
     return steal_pointer(&text);
 }
 
-int forks_of(const char *root, const char *name, strv *ret, bb_error **err)
+/* The forks of `name`, sorted (none: an empty list). */
+static int forks_of(const char *root, const char *name, strv *ret, bb_error **err)
 {
     *ret = (strv){0};
     _cleanup_strv_ strv all = {0};

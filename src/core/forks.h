@@ -1,4 +1,4 @@
-/* Which sandboxes are forks, and of whom (issue 18). A fork is a sandbox whose
+/* Which sandboxes are forks, and of whom. A fork is a sandbox whose
  * sandboxes/<name>/fork-of names its parent; its data/<name> holds the overlay's layers
  * (data/fork.h), the parent's /data being the lower one. */
 #pragma once
@@ -16,8 +16,6 @@
 /* The parent of `name`, or NULL when it is no fork (or the file is unreadable or holds no
  * valid name). */
 char *forks_parent(const char *root, const char *name);
-/* The forks of `name`, sorted (none: an empty list). */
-int forks_of(const char *root, const char *name, strv *ret, bb_error **err);
 /* Fail when `name` has forks: "<name> has forks (a, b); apply or discard them, then destroy
  * them, before you <doing> it". */
 int forks_refuse_parent(const char *root, const char *name, const char *doing, bb_error **err);

@@ -59,6 +59,17 @@ int home_root(char **ret, bb_error **err)
     return 0;
 }
 
+char *home_read_record(const char *root, const char *name, const char *file, size_t max)
+{
+    _cleanup_free_ char *dir = home_path_of(root, HP_SANDBOX, name);
+    _cleanup_free_ char *path = path_join(dir, file);
+    char *text = NULL;
+    if (read_file(path, max, &text, NULL, NULL) < 0)
+        return NULL;
+    text[strcspn(text, "\r\n")] = '\0';
+    return text;
+}
+
 char *home_path_of(const char *root, home_path which, const char *name)
 {
     switch (which) {

@@ -28,7 +28,7 @@ typedef enum {
     HP_SNAPSHOTS,     /* snapshots/<name> */
     HP_LOG,           /* logs/<name>.log */
     HP_BUILD_LOG,     /* logs/build/<name>.log: podman's whole output of the last build */
-    HP_NET_LOG,       /* logs/net/<name>.log: the connection log of allow: (runtime/egress.h);
+    HP_NET_LOG,       /* logs/net/<name>.log: the connection log of allow: (launch/egress.h);
                        * rotated to <log>.1 .. <log>.NETLOG_GENERATIONS */
     HP_RUN,           /* run/<name>.json */
 } home_path;
@@ -49,6 +49,9 @@ void home_tighten(const char *root);
 char *home_id(const char *root);
 /* Build a path for a sandbox (the name must already be valid). */
 char *home_path_of(const char *root, home_path which, const char *name);
+/* The first line of the sandbox's small record file `file` (sandboxes/<name>/<file>, at most
+ * `max` bytes), without its line end; NULL when it is missing or unreadable. */
+char *home_read_record(const char *root, const char *name, const char *file, size_t max);
 /* Fail unless the sandbox exists, with a hint to create it. */
 int home_require(const char *root, const char *name, bb_error **err);
 /* Names of all sandboxes (directories under sandboxes/ with a valid name), sorted. */

@@ -32,6 +32,24 @@ static char *notes_dir(const char *root, const char *name)
     return xasprintf("%s/locks/%s.users", root, name);
 }
 
+static bool alive(pid_t pid)
+{
+    return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+/* Notes of holders that died without releasing (SIGKILL), while others may hold the lock:
+ * without this, every killed run would leave its note until the next reset. */
+static void sweep_notes(const char *dir)
+{
+    _cleanup_closedir_ DIR *d = opendir(dir);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        char *end = NULL;
+        long pid = strtol(de->d_name, &end, 10);
+        if (*de->d_name && !*end && pid > 0 && pid != getpid() && !alive((pid_t)pid))
+            (void)unlinkat(dirfd(d), de->d_name, 0);
+    }
+}
+
 int inuse_hold(const char *root, const char *name, const char *what, inuse *ret, bb_error **err)
 {
     *ret = (inuse){.fd = -1};
@@ -45,6 +63,7 @@ int inuse_hold(const char *root, const char *name, const char *what, inuse *ret,
      * worth an fsync on every run. */
     _cleanup_free_ char *dir = notes_dir(root, name);
     if (mkdir_p(dir, 0700, NULL) == 0) {
+        sweep_notes(dir);
         _cleanup_free_ char *note = xasprintf("%s/%d", dir, (int)getpid());
         _cleanup_close_ int nfd =
             open(note, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -68,11 +87,6 @@ void inuse_release(inuse *u)
     free(u->note);
     close(u->fd);
     *u = (inuse){.fd = -1};
-}
-
-static bool alive(pid_t pid)
-{
-    return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
 }
 
 /* "bluebox run (pid 1234), bluebox shell (pid 99)" from the notes of live processes. */

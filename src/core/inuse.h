@@ -2,7 +2,9 @@
  * whole life and leaves a note, locks/<name>.users/<pid>, naming its command; reset,
  * restore and destroy take the lock exclusive without waiting and refuse while anyone holds
  * it. A flock dies with its process, so a bluebox killed with SIGKILL blocks nothing for
- * long; the VM podman may keep running after it is caught by image_refuse_running. */
+ * long, and neither does its VM, which stops with its owner (launch/lifeline.h); one that
+ * still runs (krun, or a direct container whose supervisor is gone) is caught by
+ * image_refuse_running and direct_refuse. */
 #pragma once
 
 #include <stdbool.h>

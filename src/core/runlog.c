@@ -115,9 +115,9 @@ int runlog_tail(const char *path, size_t lines, char **ret, size_t *ret_len, bb_
 
 struct runlog {
     int fd;
-    uint64_t seen;  /* bytes of output so far */
-    char head_last; /* the last byte written of the start of the output */
-    char *tail;     /* ring of the last RUNLOG_KEEP_BYTES after the start, once there is more */
+    uint64_t seen; /* bytes of output so far */
+    bool bol;      /* the log is at the start of a line (the next output byte gets the prefix) */
+    char *tail;    /* ring of the last RUNLOG_KEEP_BYTES after the start, once there is more */
     size_t pos, held;
 };
 
@@ -171,6 +171,36 @@ static int open_log(const char *path, bb_error **err)
     }
 }
 
+/* One argument, on one line whatever it holds: shell-quoted as '…', or as $'…' (bash's
+ * ANSI-C quoting) when it has a control character, so that a newline in an argument cannot
+ * start a line of the log. */
+static void quote_arg(strbuf *b, const char *a)
+{
+    bool plain = true;
+    for (const unsigned char *c = (const unsigned char *)a; *c && plain; c++)
+        plain = *c >= 0x20 && *c != 0x7f;
+    if (plain) {
+        shell_quote(b, a);
+        return;
+    }
+    sb_puts(b, "$'");
+    for (const unsigned char *c = (const unsigned char *)a; *c; c++) {
+        if (*c == '\n')
+            sb_puts(b, "\\n");
+        else if (*c == '\t')
+            sb_puts(b, "\\t");
+        else if (*c == '\r')
+            sb_puts(b, "\\r");
+        else if (*c < 0x20 || *c == 0x7f)
+            sb_printf(b, "\\x%02x", *c);
+        else if (*c == '\\' || *c == '\'')
+            sb_printf(b, "\\%c", *c);
+        else
+            sb_putc(b, (char)*c);
+    }
+    sb_putc(b, '\'');
+}
+
 runlog *runlog_begin(const char *path, const char *what, char *const *argv, bb_error **err)
 {
     _cleanup_free_ char *dir = xstrdup(path);
@@ -198,7 +228,7 @@ runlog *runlog_begin(const char *path, const char *what, char *const *argv, bb_e
             break;
         }
         sb_putc(&b, ' ');
-        shell_quote(&b, *a);
+        quote_arg(&b, *a);
     }
     sb_putc(&b, '\n');
     if (write(fd, b.s, b.len) != (ssize_t)b.len) {
@@ -208,7 +238,7 @@ runlog *runlog_begin(const char *path, const char *what, char *const *argv, bb_e
         return NULL;
     }
     runlog *l = xmalloc(sizeof *l);
-    *l = (runlog){.fd = fd, .head_last = '\n'};
+    *l = (runlog){.fd = fd, .bol = true};
     return l;
 }
 
@@ -229,6 +259,24 @@ static void hold(runlog *l, const char *p, size_t len)
     l->held = l->held + len < RUNLOG_KEEP_BYTES ? l->held + len : RUNLOG_KEEP_BYTES;
 }
 
+/* Output into the log: every line of it starts with RUNLOG_OUTPUT_PREFIX, so nothing the
+ * guest prints can start a line as a record does. */
+static void put_output(runlog *l, const char *p, size_t len)
+{
+    _cleanup_sb_ strbuf b = {0};
+    while (len) {
+        if (l->bol)
+            sb_puts(&b, RUNLOG_OUTPUT_PREFIX);
+        const char *nl = memchr(p, '\n', len);
+        size_t n = nl ? (size_t)(nl - p) + 1 : len;
+        sb_putn(&b, p, n);
+        l->bol = nl != NULL;
+        p += n;
+        len -= n;
+    }
+    write_all(l->fd, b.s, b.len);
+}
+
 void runlog_write(runlog *l, const void *buf, size_t len)
 {
     if (!l || len == 0)
@@ -237,10 +285,8 @@ void runlog_write(runlog *l, const void *buf, size_t len)
     size_t head = l->seen < RUNLOG_KEEP_BYTES ? RUNLOG_KEEP_BYTES - (size_t)l->seen : 0;
     if (head > len)
         head = len;
-    if (head) {
-        write_all(l->fd, p, head);
-        l->head_last = p[head - 1];
-    }
+    if (head)
+        put_output(l, p, head);
     l->seen += len;
     if (len > head)
         hold(l, p + head, len - head);
@@ -252,18 +298,18 @@ void runlog_end(runlog *l, int code, double seconds)
         return;
     uint64_t clipped =
         l->seen - (l->seen < RUNLOG_KEEP_BYTES ? l->seen : RUNLOG_KEEP_BYTES) - l->held;
-    char last = l->head_last;
-    if (clipped)
-        dprintf(l->fd, "%s[… %llu bytes clipped …]\n", last == '\n' ? "" : "\n",
+    if (clipped) {
+        dprintf(l->fd, "%s=== [… %llu bytes clipped …]\n", l->bol ? "" : "\n",
                 (unsigned long long)clipped);
+        l->bol = true;
+    }
     if (l->held) {
         /* In order: the ring's oldest byte is at pos once it has wrapped. */
         size_t from = l->held < RUNLOG_KEEP_BYTES ? 0 : l->pos;
-        write_all(l->fd, l->tail + from, l->held - from);
-        write_all(l->fd, l->tail, from);
-        last = l->tail[(l->pos + RUNLOG_KEEP_BYTES - 1) % RUNLOG_KEEP_BYTES];
+        put_output(l, l->tail + from, l->held - from);
+        put_output(l, l->tail, from);
     }
-    dprintf(l->fd, "%s=== exit %d (%.2fs)\n", last == '\n' ? "" : "\n", code, seconds);
+    dprintf(l->fd, "%s=== exit %d (%.2fs)\n", l->bol ? "" : "\n", code, seconds);
     close(l->fd);
     free(l->tail);
     free(l);

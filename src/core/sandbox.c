@@ -25,6 +25,7 @@ int sandbox_open(const char *root, const char *name, sandbox **ret, bb_error **e
     *s = (sandbox){
         .root = xstrdup(root),
         .name = xstrdup(name),
+        .home_id = home_id(root),
         .dir = home_path_of(root, HP_SANDBOX, name),
         .bluefile_path = home_path_of(root, HP_BLUEFILE, name),
         .containerfile = home_path_of(root, HP_CONTAINERFILE, name),
@@ -49,9 +50,9 @@ void sandbox_close(sandbox *s)
         return;
     sandbox_unlock(s);
     bluefile_free(s->bf);
-    char *paths[] = {s->root,          s->name,     s->dir,       s->bluefile_path,
-                     s->containerfile, s->image_id, s->data,      s->disk,
-                     s->snapshots,     s->log,      s->build_log, s->run};
+    char *paths[] = {s->root,          s->name,      s->home_id, s->dir,  s->bluefile_path,
+                     s->containerfile, s->image_id,  s->data,    s->disk, s->snapshots,
+                     s->log,           s->build_log, s->run};
     for (size_t i = 0; i < ELEMENTSOF(paths); i++)
         free(paths[i]);
     free(s->parent);
@@ -81,7 +82,8 @@ void sandbox_unlock(sandbox *s)
     s->lock = -1;
 }
 
-char *sandbox_template(const char *name)
+/* The template Bluefile `new` writes. */
+static char *sandbox_template(const char *name)
 {
     return xasprintf(
         "# Bluefile for the sandbox \"%s\". Every key is optional; `man bluebox` lists them.\n"

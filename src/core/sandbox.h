@@ -7,7 +7,7 @@
 #include "bluefile.h"
 #include "util/err.h"
 
-struct backend; /* runtime/backend.h: core names it, the runtime fills it in */
+struct backend; /* backends/backend.h: core names it, the runtime fills it in */
 
 /* One sandbox, opened once per command by the CLI and passed down (as crun passes its
  * container and context): its name, the paths of its files (home.h's layout, built here and
@@ -23,6 +23,7 @@ struct backend; /* runtime/backend.h: core names it, the runtime fills it in */
  * twice. */
 typedef struct sandbox {
     char *root, *name;
+    char *home_id;                 /* home_id(root): a realpath and a stat, so taken once */
     char *dir;                     /* sandboxes/<name> */
     char *bluefile_path;           /* sandboxes/<name>/Bluefile */
     char *containerfile;           /* sandboxes/<name>/Containerfile */
@@ -62,8 +63,6 @@ void sandbox_unlock(sandbox *s);
  * failure. *ret_extras counts the example files written into /data. */
 int sandbox_new(const char *root, const char *name, const char *example, int *ret_extras,
                 bb_error **err);
-/* The template Bluefile `new` writes. */
-char *sandbox_template(const char *name);
 /* Fail when the sandbox has a long-lived VM (run/<name>.json exists). */
 int sandbox_refuse_up(const char *root, const char *name, bb_error **err);
 /* Move sandboxes/, data/, logs/<n>.log and snapshots/ from old to new. Refuses when any

@@ -5,7 +5,9 @@
  * only. See dataop.c for the table that names them. */
 #pragma once
 
-#include "dataop.h"
+#include "datajob.h"
+#include "tally.h"
+#include "util/err.h"
 
 /* pack <dir> <compression>: an archive of dir on stdout (what snapshot writes). */
 int op_pack(const data_job *j, data_tally *t, bb_error **err);

@@ -1,4 +1,4 @@
-/* A fork's copy-on-write /data (issue 18), on the host side.
+/* A fork's copy-on-write /data, on the host side.
  *
  * In the guest, a fork's /data is an overlayfs the guest kernel makes: the parent's /data is
  * the lower layer (served read-only), data/<fork>/upper and data/<fork>/work the upper and

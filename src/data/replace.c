@@ -34,7 +34,8 @@ static bool is_staging_of(const char *name, const char *prefix)
     return true;
 }
 
-int data_replace_cleanup(int parent_fd, const char *base, bb_error **err)
+/* Remove staging directories an interrupted replace left beside data_path. */
+static int data_replace_cleanup(int parent_fd, const char *base, bb_error **err)
 {
     _cleanup_free_ char *prefix = staging_prefix(base);
     _cleanup_strv_ strv names = {0};

@@ -16,5 +16,3 @@ typedef int (*replace_fill)(int new_fd, void *ud, bb_error **err);
  * fill fails, data_path is untouched and the staging is removed. */
 int data_replace(const char *data_path, bool chown, uid_t uid, gid_t gid, replace_fill fill,
                  void *ud, bb_error **err);
-/* Remove staging directories an interrupted replace left beside data_path. */
-int data_replace_cleanup(int parent_fd, const char *base, bb_error **err);

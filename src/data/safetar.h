@@ -36,10 +36,6 @@ typedef struct {
 int safetar_open_fd(int fd, struct archive **ret, bb_error **err);
 int safetar_open_memory(const void *buf, size_t len, struct archive **ret, bb_error **err);
 void safetar_close(struct archive *a);
-static inline void safetar_closep(struct archive **a)
-{
-    safetar_close(*a);
-}
 
 /* Extract every entry into dest_fd (an empty directory), or refuse with the entry and the
  * reason ("entry "a/../b": escapes the archive root"); what was written is then the

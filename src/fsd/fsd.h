@@ -1,4 +1,4 @@
-/* The file server behind the guest's /data and rw mounts on uml (issue 14).
+/* The file server behind the guest's /data and rw mounts on uml.
  *
  * bluebox-vmm runs one server process per sandbox; each export (a host directory the
  * container has: /data, a Bluefile rw mount) is one virtio-fs device that UML reaches over
@@ -33,10 +33,10 @@ typedef struct fsd_options {
     bool read_only; /* every request that would change the export fails with EROFS */
     /* Show the host's owners, modes and device numbers as they are, with no record read:
      * the qemu guest's root (an image's files, whose owners are the image's), read_only. Without
-     * read_only (a uml build step's root, issue 20: the layer podman commits, in container
+     * read_only (a uml build step's root: the layer podman commits, in container
      * storage) the guest's chown, chmod (setuid included), file capabilities and user.* xattrs
      * are the host file's own, written by a server that holds CHOWN, FOWNER, FSETID and SETFCAP
-     * and whose seccomp filter then lets them through (jail_build_mode). */
+     * and whose seccomp filter then lets them through (fsd_server_start's `build`). */
     bool real_owners;
     uint64_t max_fds; /* inodes + open handles kept at once; beyond, EMFILE/ENFILE to the guest */
 } fsd_options;

@@ -117,7 +117,8 @@ void fsd_tables_free(fsd_tables *t)
     *t = (fsd_tables){0};
 }
 
-fsd_inode *fsd_inode_get(fsd_tables *t, uint64_t nodeid)
+/* The inode for a nodeid the guest sent, or NULL. */
+static fsd_inode *fsd_inode_get(fsd_tables *t, uint64_t nodeid)
 {
     uint32_t gen;
     uint32_t s = id_slot(nodeid, t->n_in, &gen);
@@ -280,6 +281,17 @@ static bool has_open_handle(const fsd_tables *t, const fsd_inode *i)
     return false;
 }
 
+/* Keep `i`'s fd open for good: its name is about to go (unlink, a replacing rename). */
+static void fsd_inode_pin(fsd_tables *t, fsd_inode *i)
+{
+    if (i->pinned)
+        return;
+    if (fsd_inode_fd(t, i) < 0)
+        return; /* gone already: nothing to keep */
+    i->pinned = true;
+    set_name(t, i, NULL, NULL);
+}
+
 void fsd_inode_unnamed(fsd_tables *t, fsd_inode *i, const fsd_inode *dir, const char *name,
                        nlink_t nlink)
 {
@@ -295,16 +307,6 @@ void fsd_inode_unnamed(fsd_tables *t, fsd_inode *i, const fsd_inode *dir, const 
     }
     set_name(t, i, NULL, NULL);
     i->gone = true;
-}
-
-void fsd_inode_pin(fsd_tables *t, fsd_inode *i)
-{
-    if (i->pinned)
-        return;
-    if (fsd_inode_fd(t, i) < 0)
-        return; /* gone already: nothing to keep */
-    i->pinned = true;
-    set_name(t, i, NULL, NULL);
 }
 
 void fsd_inode_unhash(fsd_tables *t, fsd_inode *i)

@@ -1,4 +1,4 @@
-/* The file server's tables (issue 14): nodeid -> inode (an O_PATH fd keyed by st_dev/st_ino,
+/* The file server's tables: nodeid -> inode (an O_PATH fd keyed by st_dev/st_ino,
  * with the guest's lookup count and cached ownership record) and fh -> open handle (an fd
  * for I/O, and a directory's getdents state).
  *
@@ -78,8 +78,6 @@ void fsd_tables_init(fsd_tables *t, int root_fd, const struct stat *st, uint64_t
 void fsd_tables_free(fsd_tables *t);
 
 fsd_inode *fsd_inode_root(fsd_tables *t);
-/* The inode for a nodeid the guest sent, or NULL. */
-fsd_inode *fsd_inode_get(fsd_tables *t, uint64_t nodeid);
 /* The same with its fd open for the rest of this request (reopened by name if it was
  * closed); NULL also when that fails (ESTALE: the name now leads elsewhere). */
 fsd_inode *fsd_inode_use(fsd_tables *t, uint64_t nodeid);
@@ -95,8 +93,6 @@ fsd_inode *fsd_inode_add(fsd_tables *t, int fd, const struct stat *st, fsd_inode
 int fsd_inode_fd(fsd_tables *t, fsd_inode *i);
 /* `i` is now called `name` in `dir` (a lookup, a rename or a link found it there). */
 void fsd_inode_name(fsd_tables *t, fsd_inode *i, fsd_inode *dir, const char *name);
-/* Keep `i`'s fd open for good: its name is about to go (unlink, a replacing rename). */
-void fsd_inode_pin(fsd_tables *t, fsd_inode *i);
 /* `name` in `dir`, one of `nlink` names of `i`, is about to go. When that leaves it no name
  * we know (its last link, or the name it is recorded by): pinned if an open handle has it,
  * else its fd may be closed for good (the nodeid is ESTALE from then on). A file with other

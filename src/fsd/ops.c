@@ -1,4 +1,4 @@
-/* The FUSE side of the /data file server (issue 14): one request in, one reply out (fsd.h).
+/* The FUSE side of the /data file server: one request in, one reply out (fsd.h).
  *
  * Every byte of a request is untrusted: arguments are copied out of it with bounds checks
  * (never cast in place: the buffer need not be aligned), names are single path components,
@@ -799,7 +799,7 @@ static int op_rmdir(req *r)
     return op_unlink_common(r, AT_REMOVEDIR);
 }
 
-/* RENAME_WHITEOUT (overlayfs needs it of a remote upper layer, issue 18's forks): the host
+/* RENAME_WHITEOUT (overlayfs needs it of a remote upper layer of a fork): the host
  * has no whiteout of this format, so the whiteout is made first under a temporary name, a
  * plain file whose record says character device 0:0, and put where the source was once the
  * source has moved. The guest kernel holds both directories locked meanwhile. */

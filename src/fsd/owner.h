@@ -1,4 +1,4 @@
-/* The guest's view of a host file's owner, mode and rdev (issue 14): mapped, never real.
+/* The guest's view of a host file's owner, mode and rdev: mapped, never real.
  *
  * Host files keep the server's own uid/gid and a harmless mode (owner rw, no setuid, setgid
  * or sticky bit); what the guest set lives in the `user.bluebox.own` xattr as a small

@@ -2,7 +2,7 @@
  * is the guest's kernel, and guest root can change that kernel: every message is checked
  * for size, every fd it carries is either taken or closed, and the memory it names is
  * mapped only as the fd and sizes allow. */
-#include "vhost.h"
+#include "fsd/vhost.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* The device side of a virtio split ring (see virtq.h). */
-#include "virtq.h"
+#include "fsd/virtq.h"
 
 #include <errno.h>
 #include <linux/virtio_ring.h>
@@ -35,12 +35,14 @@ static void *region_at(const guest_mem *m, bool user, uint64_t a, uint64_t len)
     return NULL;
 }
 
-void *guest_mem_at(const guest_mem *m, uint64_t gpa, uint64_t len)
+/* Host pointer to [gpa, gpa+len) when one region holds all of it, else NULL. */
+static void *guest_mem_at(const guest_mem *m, uint64_t gpa, uint64_t len)
 {
     return region_at(m, false, gpa, len);
 }
 
-void *guest_mem_user(const guest_mem *m, uint64_t uaddr, uint64_t len)
+/* The same for a frontend (user) address. */
+static void *guest_mem_user(const guest_mem *m, uint64_t uaddr, uint64_t len)
 {
     return region_at(m, true, uaddr, len);
 }

@@ -26,10 +26,6 @@ typedef struct guest_mem {
 } guest_mem;
 
 void guest_mem_clear(guest_mem *m);
-/* Host pointer to [gpa, gpa+len) when one region holds all of it, else NULL. */
-void *guest_mem_at(const guest_mem *m, uint64_t gpa, uint64_t len);
-/* The same for a frontend (user) address. */
-void *guest_mem_user(const guest_mem *m, uint64_t uaddr, uint64_t len);
 
 typedef struct virtq {
     unsigned num;        /* ring size, a power of two ≤ VIRTQ_MAX */

@@ -1,5 +1,5 @@
 /* The sandbox CA in the uml guest's trust store. When bluebox-vmm brokers secrets
- * (src/vmm/tlsbroker.h) it terminates TLS to the hosts that carry them with certificates of
+ * (src/net/tlsbroker.h) it terminates TLS to the hosts that carry them with certificates of
  * a per-sandbox CA; the launch spec carries that CA's certificate, and the guest init, before
  * any workload runs, appends it to every CA bundle of the image it finds (Debian/Ubuntu/
  * Alpine, Fedora/RHEL, openSUSE paths) and points the usual variables at the bundle for the

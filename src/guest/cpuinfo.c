@@ -16,7 +16,7 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
-#include "abi.h"
+#include "abi/abi.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 

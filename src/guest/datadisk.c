@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "abi.h"
-#include "agent/proto.h"
+#include "abi/abi.h"
+#include "abi/proto.h"
 #include "guest/root.h"
 #include "util/xalloc.h"
 

@@ -2,7 +2,7 @@
 #pragma once
 
 /* Where bluebox-vmm gives the image to the kernel: ubd0 (the first UML block device), or on
- * qemu the one virtio-blk device (vmm/qemu.h). */
+ * qemu the one virtio-blk device (vmm/qemu_argv.h). */
 #define DATADISK_DEV      "/dev/ubda"
 #define DATADISK_DEV_QEMU "/dev/vda"
 

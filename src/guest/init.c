@@ -7,6 +7,7 @@
  * powers off. PID 1 must never exit (that is a kernel panic): every failure becomes an E
  * frame, an X frame with a non-zero code and a power-off. */
 #include "init.h"
+#include "bootmark.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,15 +35,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "abi.h"
-#include "agent/agent.h"
-#include "agent/chain.h"
-#include "agent/proto.h"
+#include "abi/abi.h"
+#include "agent.h"
+#include "abi/chain.h"
+#include "abi/proto.h"
 #include "guest/cainstall.h"
 #include "guest/cpuinfo.h"
 #include "guest/datadisk.h"
 #include "guest/root.h"
-#include "guest/spec.h"
+#include "abi/spec.h"
 #include "guest/stdin_relay.h"
 #include "guest/stdin_ring.h"
 #include "guest/user.h"
@@ -63,28 +64,8 @@
 #define MOTD_MAX (64u << 10)
 
 static int serial = -1;
-/* stdin in bulk (abi.h): opened before the ready frame, which says whether we have it. */
+/* stdin in bulk (abi/abi.h): opened before the ready frame, which says whether we have it. */
 static stdin_ring_reader ring = {.fd = -1};
-
-void guest_boot_mark(const char *step)
-{
-    static int on = -1, kmsg = -1;
-    if (on < 0) {
-        const char *e = getenv("BLUEBOX_BOOT_PROFILE");
-        on = e && streq(e, "1");
-    }
-    if (!on)
-        return;
-    if (kmsg < 0)
-        kmsg = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
-    struct timespec ts;
-    clock_gettime(CLOCK_BOOTTIME, &ts);
-    char line[128];
-    int n = snprintf(line, sizeof line, "bluebox-init: %s at %.1f ms\n", step,
-                     (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6);
-    if (kmsg >= 0 && n > 0)
-        (void)!write(kmsg, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-}
 
 static _noreturn_ void power_off(void)
 {
@@ -285,7 +266,7 @@ static void cpuinfo_fix(void)
         fail("%s", err->msg);
 }
 
-/* qemu: QEMU hands the spec over as a fw_cfg file (vmm/qemu.h). It stays readable to guest
+/* qemu: QEMU hands the spec over as a fw_cfg file (vmm/qemu_argv.h). It stays readable to guest
  * root through the fw_cfg ports; it holds nothing the guest does not have anyway (its own
  * command, environment with secrets as placeholders, user, and for up the agent's chain
  * head, which the guest's agent holds in memory). */
@@ -654,7 +635,7 @@ int guest_init_main(int argc, char **argv)
     guest_boot_mark("start");
     umask(022);
     int sigfd = signals_setup();
-    /* A qemu guest boots from bluebox's initramfs (runtime/qemu_bundle.c), which marks it. */
+    /* A qemu guest boots from bluebox's initramfs (backends/uml_bundle.c), which marks it. */
     bool qemu = access(ABI_QEMU_MARKER, F_OK) == 0;
     mount_kernel_fs(qemu);
     guest_boot_mark("kernel filesystems");

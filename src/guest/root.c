@@ -20,8 +20,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "abi.h"
-#include "guest/init.h"
+#include "abi/abi.h"
+#include "bootmark.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
@@ -52,8 +52,8 @@ bool guest_root_is_qemu(void)
     return qemu_guest;
 }
 
-/* A kernel module of the VMM bundle (src/runtime/uml_bundle.c puts them there), or on qemu of
- * the initramfs (src/runtime/qemu_bundle.c). */
+/* A kernel module of the VMM bundle (src/backends/uml_bundle.c puts them there), or on qemu of
+ * the initramfs (src/backends/uml_bundle.c). */
 static int load_module(const char *name, bb_error **err)
 {
     _cleanup_free_ char *path =
@@ -196,7 +196,7 @@ static int qemu_own(bb_error **err)
     return 0;
 }
 
-/* Whether QEMU gave the guest a network device (virtio device id 1; vmm/qemu.h): only then
+/* Whether QEMU gave the guest a network device (virtio device id 1; vmm/qemu_argv.h): only then
  * is its driver worth loading, which costs a boot under TCG a little. */
 static bool virtio_net_present(void)
 {
@@ -329,7 +329,7 @@ static int mount_own(bb_error **err)
 }
 
 /* qemu: a single file from the file server, the one entry of the k-th export (a directory
- * bluebox-vmm stages for it, vmm.c stage_file): that export on SCRATCH_DIR for a moment and
+ * bluebox-vmm stages for it, vmm/exports.c stage_file): that export on SCRATCH_DIR for a moment and
  * the entry bound from there, as file_mount does from hostfs. */
 static int fs_file_mount(const spec_mount *m, const char *tag, bb_error **err)
 {
@@ -354,7 +354,7 @@ static int fs_mount(const spec_mount *m, size_t k, bb_error **err)
     return 0;
 }
 
-/* A fork's /data (issue 18): an overlay the guest kernel makes of the parent's /data
+/* A fork's /data: an overlay the guest kernel makes of the parent's /data
  * (ABI_FORK_LOWER, served read-only) under the fork's own layers (served on /data: upper/
  * and work/). The two virtio-fs mounts are made on a scratch tmpfs and detached once the
  * overlay holds them, so the workload sees the overlay alone. Plain whiteouts, no redirects
@@ -455,7 +455,7 @@ static bool failed(int r, const char *step)
 }
 
 /* A build step (SPEC_ROOT_BUILD): the container's root, the step's layer, served written
- * with its real owners by the file server (virtio-fs ABI_QEMU_ROOT_TAG, vmm.c exports_fill)
+ * with its real owners by the file server (virtio-fs ABI_QEMU_ROOT_TAG, vmm/exports.c exports_fill)
  * becomes the root, so that what the step writes keeps the owners, modes, setuid bits and
  * file capabilities it set (hostfs made every new file UML's uid's and has no xattrs).
  * bluebox's /etc files are bound over the image's from the tmpfs on LAYER_DIR, so that none

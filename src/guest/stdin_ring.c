@@ -1,4 +1,4 @@
-/* The guest init's half of the stdin ring. See stdin_ring.h and abi.h. */
+/* The guest init's half of the stdin ring. See stdin_ring.h and abi/abi.h. */
 #include "stdin_ring.h"
 
 #include <errno.h>
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "abi.h"
+#include "abi/abi.h"
 
 /* O_DIRECT wants the file offset, the length and the buffer aligned to the device's logical
  * block (512 bytes on ubd); chunks start on ABI_STDIN_RING_ALIGN, lengths are rounded up. */

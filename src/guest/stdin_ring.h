@@ -1,4 +1,4 @@
-/* A uml run's stdin in bulk (abi.h, ABI_STDIN_RING): the guest init's half. bluebox-vmm
+/* A uml run's stdin in bulk (abi/abi.h, ABI_STDIN_RING): the guest init's half. bluebox-vmm
  * writes a chunk into the ring and names it in a FRAME_RING; this reads it from the ring's
  * block device, bypassing the page cache, and says how much of the ring to give back. */
 #pragma once

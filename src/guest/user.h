@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "guest/spec.h"
+#include "abi/spec.h"
 #include "util/err.h"
 
 /* Far above any real /etc/passwd or /etc/group; a bigger one is refused, not read. */

@@ -11,11 +11,13 @@
 #include "core/home.h"
 #include "core/inuse.h"
 #include "core/mounts.h"
+#include "datadisk.h"
 #include "dataown.h"
-#include "image.h"
+#include "launch/image.h"
 #include "isolation.h"
 #include "posture.h"
 #include "util/fs.h"
+#include "util/selfpath.h"
 #include "util/xalloc.h"
 
 int sandbox_resolve_backend(sandbox *sb, bb_error **err)
@@ -29,7 +31,8 @@ int sandbox_resolve_backend(sandbox *sb, bb_error **err)
     return 0;
 }
 
-int boot_require_image(const sandbox *sb, bb_error **err)
+/* Fail unless the sandbox has a built image, with a hint to build it. */
+static int boot_require_image(const sandbox *sb, bb_error **err)
 {
     if (!path_exists(sb->image_id))
         return bb_fail(err, ENOENT, "%s is not built yet: bluebox build %s", sb->name, sb->name);
@@ -41,7 +44,7 @@ int boot_require_image(const sandbox *sb, bb_error **err)
  * image is there pays nothing for it. */
 static int explain_gone_image(const sandbox *sb, bb_error **err)
 {
-    if (image_present(sb->root, sb->name))
+    if (image_present(sb->home_id, sb->name))
         return -1;
     bb_error_clear(err);
     return bb_fail(err, ENOENT, "%s is not built: bluebox build %s (its image is gone from podman)",
@@ -50,7 +53,7 @@ static int explain_gone_image(const sandbox *sb, bb_error **err)
 
 int boot_exit_code(const boot *b, int code, bb_error **err)
 {
-    if (code != ABI_EXIT_SETUP || image_present(b->sb->root, b->sb->name))
+    if (code != ABI_EXIT_SETUP || image_present(b->sb->home_id, b->sb->name))
         return code;
     return explain_gone_image(b->sb, err);
 }
@@ -69,6 +72,7 @@ static launch launch_of(const sandbox *sb, const char *self, const char *contain
 {
     return (launch){.root = sb->root,
                     .name = sb->name,
+                    .home_id = sb->home_id,
                     .bf = sb->bf,
                     .container = container,
                     .mode = mode,
@@ -133,7 +137,8 @@ static int prepare_locked(sandbox *sb, boot_check check, const char *use, boot *
     if (fork_prepare(sb, b->self, err) < 0 || data_prepare(sb, b->self, err) < 0)
         return -1;
     if (use) {
-        if (egress_prepare(sb, b->self, &b->eg, err) < 0)
+        if (egress_prepare(sb, &b->eg, err) < 0 ||
+            (b->eg.log && data_hand_over(b->eg.log, sb->bf, b->self, err) < 0))
             return -1;
         b->l.egress = &b->eg;
     }

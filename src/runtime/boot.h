@@ -5,8 +5,8 @@
 
 #include <stdbool.h>
 
-#include "egress.h"
-#include "launch.h"
+#include "launch/egress.h"
+#include "launch/launch.h"
 #include "core/inuse.h"
 #include "core/sandbox.h"
 #include "isolation.h"
@@ -34,7 +34,7 @@ typedef enum {
 } boot_check;
 
 /* Prepare a boot of the sandbox; `mode` and the command are filled into ret->l by the caller.
- * A boot with `use` also prepares its egress (runtime/egress.h): the secrets are read now.
+ * A boot with `use` also prepares its egress (launch/egress.h): the secrets are read now.
  * `use` ("run", "shell", "up") holds /data in use until boot_done, so that reset, restore and
  * destroy refuse meanwhile (core/inuse.h); NULL for boots that do not need it. The steps
  * after the preflight run under the sandbox's lock: the caller's when it holds it, else
@@ -46,8 +46,6 @@ int boot_check_cached(sandbox *sb, isolation_state *ret_was, isolation_result *r
 void boot_done(boot *b);
 /* The posture line for this boot (see posture.h). */
 char *boot_posture(const boot *b);
-/* Fail unless the sandbox has a built image, with a hint to build it. */
-int boot_require_image(const sandbox *sb, bb_error **err);
 /* A booted command's exit code, or -1 with "<name> is not built: bluebox build <name>" when
  * podman failed (125) because the image is gone from podman. */
 int boot_exit_code(const boot *b, int code, bb_error **err);

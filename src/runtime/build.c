@@ -7,19 +7,21 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "abi.h"
-#include "backend.h"
+#include "abi/abi.h"
+#include "backends/backend.h"
 #include "buildvm.h"
 #include "core/containerfile.h"
 #include "core/home.h"
-#include "image.h"
-#include "launch.h"
-#include "hostaddr.h"
+#include "launch/image.h"
+#include "launch/launch.h"
+#include "util/hostaddr.h"
+#include "launch/hostlimits.h"
 #include "posture.h"
-#include "qemu_bundle.h"
-#include "uml_bundle.h"
+#include "backends/qemu_bundle.h"
+#include "backends/uml_bundle.h"
 #include "util/fs.h"
 #include "util/spawn.h"
+#include "util/selfpath.h"
 #include "util/xalloc.h"
 
 static int move_into_place(const char *stage, const char *dir, bb_error **err)
@@ -51,7 +53,7 @@ static int move_into_place(const char *stage, const char *dir, bb_error **err)
 /* The container's own, for a guest build: the VMM's. */
 #define BUILD_VM_CAPS "CHOWN,DAC_OVERRIDE,FOWNER,FSETID,SETUID,SETGID,SETFCAP,SYS_ADMIN,SETPCAP"
 /* Processes per user in the build (podman build has no pids limit). */
-#define BUILD_NPROC "1024"
+#define BUILD_NPROC 1024
 
 void build_argv(const bluefile *bf, const build_spec *s, strv *ret)
 {
@@ -80,7 +82,7 @@ void build_argv(const bluefile *bf, const build_spec *s, strv *ret)
     } else {
         strv_add(&a, "--cap-add=" BUILD_CAPS);
     }
-    strv_add(&a, "--ulimit=nproc=" BUILD_NPROC ":" BUILD_NPROC);
+    hostlimits_build_argv(&a, BUILD_NPROC); /* and nofile within the host's (hostlimits.h) */
     /* podman build fails outright on a limit it cannot enforce. */
     if (s->limits)
         strv_push(&a, xasprintf("--memory=%dm", launch_memory_mib(bf)));
@@ -132,7 +134,6 @@ static int vmm_bundle(const sandbox *sb, const char *self, const char *vmm, buil
     if (qemu_bundle_ensure(sb->root, vmm, self, ret_bundle, err) < 0)
         return bb_prefix(err, "cannot prepare the qemu VMM bundle");
     *ret_kvm = streq(accel, "kvm");
-    c->guest = "qemu";
     strv_add(&c->env, ABI_ENV_VMM_KIND "=qemu");
     strv_push(&c->env, xasprintf(ABI_ENV_QEMU_ACCEL "=%s", accel));
     strv_push(&c->env, xasprintf(ABI_ENV_CPUS "=%d", sb->bf->cpus));
@@ -168,7 +169,7 @@ static int runtime_prepare(const sandbox *sb, build_spec *s, bb_error **err)
                        sb->name);
     _cleanup_free_ char *caps = buildvm_caps_mask(BUILD_CAPS);
     buildvm_conf c = {.runc = runc,
-                      .guest = "uml",
+                      .guest = sb->backend->name,
                       .guest_binary = self,
                       .step_caps = caps,
                       .ram_mib = sb->bf->ram_mib,

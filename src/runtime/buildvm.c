@@ -16,7 +16,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "abi.h"
+#include "abi/abi.h"
 #include "util/fs.h"
 #include "util/json.h"
 #include "util/xalloc.h"
@@ -169,7 +169,7 @@ static int rewrite_process(json_t *cfg, json_t *conf, bb_error **err)
     for (i = 0; i < json_array_size(add); i++)
         json_array_append(env, json_array_get(add, i));
     json_array_append_new(env, json_string(ABI_ENV_BUILD "=1"));
-    /* bluebox-vmm runs as the container's root (launch.c's launch_vmm_user_flags). */
+    /* bluebox-vmm runs as the container's root (a backend's user_to_guest, launch/launch.c). */
     json_object_set_new(user, "uid", json_integer(0));
     json_object_set_new(user, "gid", json_integer(0));
     /* podman gives a non-root step no effective or permitted capabilities; bluebox-vmm, now
@@ -196,8 +196,8 @@ static void add_mounts(json_t *cfg, json_t *conf)
     }
     int ram = (int)json_integer_value(json_object_get(conf, "ram_mib"));
     /* uml's guest RAM is a file here, on huge pages where the host has them for tmpfs (as a
-     * direct run's, runtime/direct.c); QEMU's is a memfd, and the tmpfs holds only the spec,
-     * the file server's sockets and the log (as a qemu run's, runtime/qemu.c). */
+     * direct run's, launch/direct.c); QEMU's is a memfd, and the tmpfs holds only the spec,
+     * the file server's sockets and the log (as a qemu run's, backends/qemu.c). */
     _cleanup_free_ char *mem =
         is_qemu(conf) ? xstrdup("rw,noexec,nosuid,nodev,size=16m,mode=0755")
                       : xasprintf("rw,exec,nosuid,nodev,size=%dm,mode=0755%s", ram + 64,

@@ -1,4 +1,4 @@
-/* Build steps behind the uml or qemu guest kernel (issue 20).
+/* Build steps behind the uml or qemu guest kernel.
  *
  * `podman build --runtime <wrapper>` runs every RUN step through bluebox's OCI runtime: a
  * thin wrapper around runc (`bluebox __oci <conf> <runc args…>`) that, on `create`, rewrites

@@ -171,3 +171,20 @@ int datadisk_remove(const sandbox *sb, bb_error **err)
         return bb_fail_errno(err, errno, "cannot delete %s", sb->disk);
     return 0;
 }
+
+int data_prepare(const sandbox *sb, const char *self, bb_error **err)
+{
+    int disk = datadisk_prepare(sb, self, err);
+    if (disk != 0)
+        return disk < 0 ? -1 : 0;
+    const bluefile *bf = sb->bf;
+    const char *data = sb->data;
+    if (mkdir_p(data, HOME_DIR_MODE, err) < 0)
+        return -1;
+    struct stat st;
+    if (lstat(data, &st) < 0)
+        return bb_fail_errno(err, errno, "cannot stat %s", data);
+    if (!S_ISDIR(st.st_mode))
+        return bb_fail(err, ENOTDIR, "%s is not a directory", data);
+    return data_hand_over(data, bf, self, err);
+}

@@ -7,7 +7,7 @@
  * snapshot, restore and data export|import go through the guest (diskjob.h). */
 #pragma once
 
-#include "abi.h"
+#include "abi/abi.h"
 #include "core/bluefile.h"
 #include "core/sandbox.h"
 #include "util/err.h"
@@ -26,3 +26,7 @@ bool datadisk_exists(const sandbox *sb);
 char *datadisk_size_words(unsigned long long bytes);
 /* For reset: delete the image (the next boot makes a fresh one at the Bluefile's size). */
 int datadisk_remove(const sandbox *sb, bb_error **err);
+/* Make sure the sandbox's /data (its disk image with data_limit, else its directory) exists
+ * and is owned for its Bluefile's isolation (sb->bf, loaded); `self` is the bluebox that
+ * re-owns it inside rootless podman's user namespace. */
+int data_prepare(const sandbox *sb, const char *self, bb_error **err);

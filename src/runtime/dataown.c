@@ -12,8 +12,7 @@
 #include <unistd.h>
 
 #include "core/home.h"
-#include "launch.h"
-#include "datadisk.h"
+#include "util/selfpath.h"
 #include "util/fs.h"
 #include "util/spawn.h"
 #include "util/xalloc.h"
@@ -143,21 +142,4 @@ int data_hand_over(const char *path, const bluefile *bf, const char *self, bb_er
     if (r != 0)
         return bb_fail(err, EPERM, "cannot hand %s to the sandbox: %s", path, errout);
     return 0;
-}
-
-int data_prepare(const sandbox *sb, const char *self, bb_error **err)
-{
-    int disk = datadisk_prepare(sb, self, err);
-    if (disk != 0)
-        return disk < 0 ? -1 : 0;
-    const bluefile *bf = sb->bf;
-    const char *data = sb->data;
-    if (mkdir_p(data, HOME_DIR_MODE, err) < 0)
-        return -1;
-    struct stat st;
-    if (lstat(data, &st) < 0)
-        return bb_fail_errno(err, errno, "cannot stat %s", data);
-    if (!S_ISDIR(st.st_mode))
-        return bb_fail(err, ENOTDIR, "%s is not a directory", data);
-    return data_hand_over(data, bf, self, err);
 }

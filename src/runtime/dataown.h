@@ -11,9 +11,6 @@
 
 /* The host uid/gid of the guest's root for this isolation mode. */
 int data_owner(bf_isolation iso, uid_t *ret_uid, gid_t *ret_gid, bb_error **err);
-/* Make sure the sandbox's /data exists and is owned for its Bluefile's isolation (sb->bf,
- * loaded); `self` is the bluebox that re-owns it inside rootless podman's user namespace. */
-int data_prepare(const sandbox *sb, const char *self, bb_error **err);
 
 /* How the /data operations (data/dataop.h) reach a sandbox's /data: standard isolation as
  * you; strict as root by handing entries to UID 1, rootless inside `podman unshare` (where

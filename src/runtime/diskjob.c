@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "boot.h"
-#include "session.h"
+#include "launch/session.h"
 #include "util/strv.h"
 #include "util/xalloc.h"
 

@@ -16,23 +16,16 @@
 #include "core/home.h"
 #include "core/sandbox.h"
 #include "dataown.h"
+#include "launch/hostlimits.h"
+#include "launch/image.h"
 #include "isolation.h"
-#include "launch.h"
+#include "launch/launch.h"
 #include "pool.h"
 #include "posture.h"
 #include "util/fs.h"
 #include "util/spawn.h"
+#include "util/selfpath.h"
 #include "util/xalloc.h"
-
-struct doctor_report {
-    check_result *v;
-    size_t n;
-};
-void doctor_add(doctor_report *r, const char *name, check_level level, char *detail, char *fix)
-{
-    r->v = xrealloc(r->v, (r->n + 1) * sizeof *r->v);
-    r->v[r->n++] = (check_result){name, level, detail, fix};
-}
 
 /* The first line of a program's output, or NULL when it fails. */
 static char *first_line(char *const argv[])
@@ -62,6 +55,131 @@ static void check_podman(doctor_report *r)
         return;
     }
     doctor_add(r, "podman", CHECK_OK, xasprintf("%s (%s)", v, path), NULL);
+}
+
+/* ---- a real plain container ---- */
+
+/* A local image to start a container from: a sandbox's of this home, else podman's oldest;
+ * NULL when there is none. */
+static char *local_image(const char *root)
+{
+    _cleanup_strv_ strv names = {0};
+    _cleanup_free_ char *id = home_id(root);
+    if (home_list(root, &names, NULL) == 0)
+        for (size_t i = 0; i < names.n; i++)
+            if (image_present(id, names.v[i]))
+                return image_ref_of(id, names.v[i]);
+    char *argv[] = {"podman", "images", "--format", "{{.Repository}}:{{.Tag}}", NULL};
+    _cleanup_free_ char *out = NULL;
+    if (spawn_capture(argv, &out, NULL, NULL) != 0)
+        return NULL;
+    const char *oldest = NULL; /* a base image, more likely kept than the newest build */
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"))
+        if (!strstr(line, "<none>"))
+            oldest = line;
+    return oldest ? xstrdup(oldest) : NULL;
+}
+
+/* podman run --rm of a plain container (podman's own OCI runtime, as the isolation
+ * baseline's) with these extra flags; its command is the static bluebox's kernel probe, so
+ * any image does. 0 when it started; else podman's last line of error in *ret_error. */
+static int plain_run(const char *image, const char *self, const strv *flags, char **ret_error)
+{
+    _cleanup_strv_ strv a = {0};
+    strv_add(&a, "podman");
+    strv_add(&a, "run");
+    strv_add(&a, "--rm");
+    strv_add(&a, "--pull=never");
+    strv_add(&a, "--network=none");
+    for (size_t i = 0; i < flags->n; i++)
+        strv_add(&a, flags->v[i]);
+    strv_add(&a, "--entrypoint=" ABI_GUEST_BINARY);
+    strv_add(&a, "-v");
+    strv_push(&a, xasprintf("%s:" ABI_GUEST_BINARY ":ro", self));
+    strv_add(&a, image);
+    strv_add(&a, "__probe");
+    _cleanup_free_ char *out = NULL, *errout = NULL;
+    _cleanup_error_ bb_error *e = NULL;
+    int r = spawn_capture(a.v, &out, &errout, &e);
+    if (r == 0)
+        return 0;
+    if (r < 0) {
+        *ret_error = xstrdup(e->msg);
+        return -1;
+    }
+    size_t n = strlen(errout);
+    while (n && errout[n - 1] == '\n')
+        errout[--n] = '\0';
+    const char *last = strrchr(errout, '\n');
+    *ret_error = n ? xstrdup(last ? last + 1 : errout) : xasprintf("exit %d", r);
+    return -1;
+}
+
+static char *joined(const strv *s)
+{
+    _cleanup_sb_ strbuf b = {0};
+    for (size_t i = 0; i < s->n; i++)
+        sb_printf(&b, "%s%s", i ? " " : "", s->v[i]);
+    return sb_steal(&b);
+}
+
+/* What to do about a plain container that does not start. */
+static char *plain_fix(const char *image, const char *error)
+{
+    if (!strstr(error, "rlimit"))
+        return xasprintf("run podman run --rm %s true, and fix what podman says", image);
+    const host_limits *h = hostlimits_host();
+    _cleanup_free_ char *line = hostlimits_conf_line();
+    if (h->conf_ulimits)
+        return xasprintf("the default_ulimits in %s ask for more than this host allows: set "
+                         "%s there, or remove it and bluebox passes those itself",
+                         h->conf_ulimits, line);
+    return xasprintf("%s in the [containers] table of /etc/containers/containers.conf, or "
+                     "raise the hard limits (ulimit -Hn, ulimit -Hu)",
+                     line);
+}
+
+/* Every sandbox needs podman to start a container: the isolation baseline is a plain one,
+ * and the VMM runs in one. Started here as bluebox starts them (with the limits of
+ * hostlimits.h) and, when those are not podman's defaults, as plain podman does. */
+static void check_plain_container(doctor_report *r, const char *root)
+{
+    static const char name[] = "plain container";
+    if (!program_on_path("podman"))
+        return; /* the podman check says so */
+    _cleanup_free_ char *image = local_image(root), *self = guest_binary(NULL);
+    if (!image || !self) {
+        doctor_add(r, name, CHECK_WARN, xstrdup("not tried: podman has no local image yet"),
+                   xstrdup("bluebox build <name> (or podman pull an image), then bluebox "
+                           "doctor again"));
+        return;
+    }
+    _cleanup_strv_ strv limits = {0}, none = {0};
+    hostlimits_argv(&limits);
+    _cleanup_free_ char *error = NULL, *error_plain = NULL, *flags = joined(&limits);
+    if (plain_run(image, self, &limits, &error) < 0) {
+        doctor_add(r, name, CHECK_FAIL,
+                   xasprintf("podman cannot start one from %s%s%s: %s", image,
+                             limits.n ? " with " : "", flags, error),
+                   plain_fix(image, error));
+        return;
+    }
+    if (!limits.n || plain_run(image, self, &none, &error_plain) == 0) {
+        const char *conf = hostlimits_host()->conf_ulimits;
+        doctor_add(
+            r, name, CHECK_OK,
+            conf ? xasprintf("starts (%s; limits from the default_ulimits in %s)", image, conf)
+                 : xasprintf("starts (%s)", image),
+            NULL);
+        return;
+    }
+    _cleanup_free_ char *line = hostlimits_conf_line();
+    doctor_add(r, name, CHECK_OK,
+               xasprintf("starts (%s) with bluebox's %s, the host's hard limits; podman's "
+                         "defaults do not fit here (%s), so plain podman needs %s in "
+                         "/etc/containers/containers.conf",
+                         image, flags, error_plain, line),
+               NULL);
 }
 
 /* The summary when BLUEBOX_BACKEND picks the backend: it overrides every Bluefile, so what
@@ -260,6 +378,7 @@ void doctor_run(const char *root, check_result **ret, size_t *ret_n)
 {
     doctor_report r = {0};
     check_podman(&r);
+    check_plain_container(&r, root);
     check_backends(&r);
     check_subids(&r);
     check_cgroups(&r);

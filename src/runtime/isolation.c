@@ -10,13 +10,12 @@
 #include <unistd.h>
 
 #include "core/home.h"
-#include "fingerprint.h"
+#include "launch/runtime_fp.h"
+#include "util/fingerprint.h"
 #include "util/fs.h"
 #include "util/json.h"
 #include "util/spawn.h"
 #include "util/xalloc.h"
-
-#define CACHE_VERSION 1
 
 /* The baseline: the same image and confinement on podman's default OCI runtime. It exists
  * only for this comparison and never runs a workload. */
@@ -38,45 +37,6 @@ static const backend backend_plain = {
     .launch_flags = plain_flags,
     .entry = plain_entry,
 };
-
-static const char *conf_files[] = {
-    "/etc/containers/containers.conf",
-    "/usr/share/containers/containers.conf",
-    "/etc/containers/containers.conf.d",
-    "/etc/containers/storage.conf",
-};
-
-char *runtime_fingerprint_parts(const backend *b, const launch *l, char **ret_parts)
-{
-    fingerprint f;
-    fp_init(&f);
-    char head[64];
-    snprintf(head, sizeof head, "v%d %s uid %u", CACHE_VERSION, b->name, (unsigned)getuid());
-    fp_str(&f, "the user", head);
-    _cleanup_free_ char *podman = program_find("podman");
-    fp_file(&f, podman ? podman : "podman");
-    for (size_t i = 0; i < ELEMENTSOF(conf_files); i++)
-        fp_file(&f, conf_files[i]);
-    const char *env = getenv("CONTAINERS_CONF");
-    fp_file_as(&f, "CONTAINERS_CONF", env && *env ? env : "-");
-    const char *home = getenv("HOME");
-    if (home) {
-        _cleanup_free_ char *user = path_join(home, ".config/containers/containers.conf");
-        fp_file(&f, user);
-    }
-    fp_file(&f, l->self ? l->self : "-"); /* the probe's binary: boot found it already */
-    if (b->fingerprint)
-        b->fingerprint(l, &f);
-    if (ret_parts)
-        *ret_parts = sb_steal(&f.parts);
-    fp_done(&f);
-    return fp_hex(&f);
-}
-
-char *runtime_fingerprint(const backend *b, const launch *l)
-{
-    return runtime_fingerprint_parts(b, l, NULL);
-}
 
 static int probe(const backend *b, const launch *l, kernel_id *ret, bb_error **err)
 {
@@ -100,7 +60,11 @@ static int probe(const backend *b, const launch *l, kernel_id *ret, bb_error **e
         while (n && errout[n - 1] == '\n')
             errout[--n] = '\0';
         const char *last = strrchr(errout, '\n');
-        return bb_fail(err, EIO, "exit %d%s%s", r, *errout ? ": " : "", last ? last + 1 : errout);
+        /* podman's words, and where the limits are the cause (a containers.conf's
+         * default_ulimits that do not fit, hostlimits.h), who says which fit */
+        return bb_fail(err, EIO, "exit %d%s%s%s", r, *errout ? ": " : "", last ? last + 1 : errout,
+                       strstr(errout, "rlimit") ? " (bluebox doctor names the limits that fit)"
+                                                : "");
     }
     return kernel_id_parse(out, ret, err);
 }
@@ -137,10 +101,11 @@ static json_t *cache_load(const char *root)
     json_t *j = NULL;
     if (read_file(path, 1 << 20, &text, &len, NULL) == 0)
         j = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
-    if (!json_is_object(j) || json_integer_value(json_object_get(j, "version")) != CACHE_VERSION ||
+    if (!json_is_object(j) ||
+        json_integer_value(json_object_get(j, "version")) != RUNTIME_FP_VERSION ||
         !json_is_object(json_object_get(j, "backends"))) {
         json_decref(j);
-        j = json_pack("{s:i, s:{}}", "version", CACHE_VERSION, "backends");
+        j = json_pack("{s:i, s:{}}", "version", RUNTIME_FP_VERSION, "backends");
     }
     return j;
 }

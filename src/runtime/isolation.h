@@ -5,8 +5,8 @@
 
 #include <stdbool.h>
 
-#include "launch.h"
-#include "probe.h"
+#include "launch/launch.h"
+#include "backends/probe.h"
 
 typedef struct {
     kernel_id guest, baseline;
@@ -19,10 +19,6 @@ typedef struct {
  * bf_isolation): no entry, an entry for this runtime, an entry for a runtime since changed. */
 typedef enum { ISOCHECK_NONE, ISOCHECK_CACHED, ISOCHECK_CHANGED } isolation_state;
 
-/* The fingerprint of everything that decides what this backend boots. */
-char *runtime_fingerprint(const backend *b, const launch *l);
-/* The same, and *ret_parts its parts (fingerprint.h), for saying what changed. */
-char *runtime_fingerprint_parts(const backend *b, const launch *l, char **ret_parts);
 /* The full check (after the backend's preflight); refuses with "not isolated: …" when the kernels
  * match. Does not touch the cache. */
 int isolation_check(const backend *b, const launch *l, isolation_result *ret, bb_error **err);

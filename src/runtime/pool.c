@@ -15,14 +15,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/chain.h"
-#include "agent/client.h"
+#include "abi/chain.h"
+#include "agent_client.h"
 #include "boot.h"
 #include "core/home.h"
 #include "core/runlog.h"
-#include "fingerprint.h"
-#include "launch.h"
-#include "session.h"
+#include "util/fingerprint.h"
+#include "util/selfpath.h"
+#include "launch/session.h"
 #include "up.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -601,7 +601,9 @@ static bool boot_one(sandbox *sb, boot *b, const char *dir, const char *fp, long
     }
     _cleanup_upstate_ up_state vm = {0};
     _cleanup_free_ char *vmlog = NULL;
-    if (up_boot(b, container, &vm, NULL, NULL, &vmlog, &e) < 0) {
+    /* The tender's until the entry is waiting: a tender killed before leaves no VM. */
+    _cleanup_(lifeline_close) lifeline life = LIFELINE_NONE;
+    if (up_boot(b, container, &vm, &life, NULL, NULL, &vmlog, &e) < 0) {
         _cleanup_free_ char *m = xasprintf("a pool VM did not come up: %s%s%s", e->msg,
                                            vmlog && *vmlog ? "\n" : "", vmlog ? vmlog : "");
         log_failure(sb, "boot", m);
@@ -630,6 +632,7 @@ static bool boot_one(sandbox *sb, boot *b, const char *dir, const char *fp, long
         unlink(booting);
         return false;
     }
+    lifeline_release(&life); /* the waiting entry owns it now; a drain ends it */
     return true;
 }
 

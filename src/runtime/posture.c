@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "datadisk.h"
-#include "launch.h"
+#include "launch/launch.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 

@@ -2,7 +2,7 @@
  * is, in the user's words, including what this host cannot enforce. */
 #pragma once
 
-#include "backend.h"
+#include "backends/backend.h"
 
 /* e.g. "isolation: uml guest kernel 6.1.176 (ptrace boundary, weaker than KVM) · network none
  * · /data rw · mounts: none · caps 6 · pids 512 · memory 512m · standard". `guest_release` may

@@ -1,5 +1,5 @@
 /* bluebox up and down. The token is made here and kept in run/<name>.json for exec; the
- * guest gets only the head of the hash chain derived from it (agent/chain.h), through
+ * guest gets only the head of the hash chain derived from it (abi/chain.h), through
  * podman's own environment (never argv). */
 #include "up.h"
 
@@ -10,11 +10,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "abi.h"
-#include "agent/chain.h"
-#include "agent/client.h"
+#include "abi/abi.h"
+#include "abi/chain.h"
+#include "agent_client.h"
 #include "core/home.h"
-#include "session.h"
+#include "launch/lifeline.h"
+#include "launch/session.h"
 #include "util/env.h"
 #include "util/spawn.h"
 #include "util/time.h"
@@ -47,7 +48,7 @@ static int make_token(char **ret, bb_error **err)
 
 /* podman run -d, with the chain's head in podman's environment for `--env
  * BLUEBOX_AGENT_HEAD`. The head authenticates no one; the token stays on the host. */
-static int start_vm(char *const *argv, const char *token, int fd3, bb_error **err)
+static int start_vm(char *const *argv, const char *token, int fd3, int lifeline_fd, bb_error **err)
 {
     uint8_t head[SHA256_LEN];
     char hex[2 * SHA256_LEN + 1];
@@ -55,7 +56,13 @@ static int start_vm(char *const *argv, const char *token, int fd3, bb_error **er
     hex_encode(head, sizeof head, hex);
     setenv(ABI_ENV_AGENT_HEAD, hex, 1);
     _cleanup_free_ char *out = NULL, *errout = NULL;
-    int rc = spawn_capture_fd3(argv, fd3, &out, &errout, err);
+    /* in launch_argv's order: the secrets' memfd, then the lifeline */
+    int fds[2], n = 0;
+    if (fd3 >= 0)
+        fds[n++] = fd3;
+    if (lifeline_fd >= 0)
+        fds[n++] = lifeline_fd;
+    int rc = spawn_capture_fds(argv, fds, (size_t)n, &out, &errout, err);
     free(env_take_secret(ABI_ENV_AGENT_HEAD)); /* not inherited by anything we start later */
     if (rc < 0)
         return -1;
@@ -194,8 +201,11 @@ static bool vm_ours(const char *root, const char *name, const char *container, c
     return published_addr(container, &addr, NULL) == 0 && streq(addr, s->addr);
 }
 
-int up_remove_vm(const char *root, const char *name, const char *container, const up_state *s,
-                 bb_error **err)
+/* Remove the container of name's VM when it is this home's (its bluebox.home label, or
+ * the state `s` names it and its agent's port matches); a missing container is fine, one
+ * that is another home's is left alone and is an error. */
+static int up_remove_vm(const char *root, const char *name, const char *container,
+                        const up_state *s, bb_error **err)
 {
     _cleanup_(vm_facts_done) vm_facts f = {0};
     if (vm_inspect(container, &f) < 0)
@@ -216,11 +226,12 @@ bool up_alive(const char *root, const char *name, const up_state *s)
            vm_ours(root, name, s->container, &f, s);
 }
 
-int up_boot(boot *b, const char *container, up_state *ret,
+int up_boot(boot *b, const char *container, up_state *ret, lifeline *ret_life,
             int (*started)(const up_state *, void *, bb_error **), void *ctx, char **ret_log,
             bb_error **err)
 {
     *ret = (up_state){0};
+    *ret_life = LIFELINE_NONE;
     if (ret_log)
         *ret_log = NULL;
     _cleanup_upstate_ up_state s = {.container = xstrdup(container)};
@@ -233,7 +244,14 @@ int up_boot(boot *b, const char *container, up_state *ret,
     _cleanup_strv_ strv argv = {0};
     if (launch_argv(b->b, &b->l, &argv, err) < 0)
         return -1;
-    if (start_vm(argv.v, s.token, launch_gets_secrets(&b->l) ? b->eg.secrets_fd : -1, err) < 0)
+    /* Ours until the caller's file names the VM: a boot killed half way leaves none. */
+    _cleanup_(lifeline_close) lifeline life = LIFELINE_NONE;
+    if (launch_has_lifeline(b->b, &b->l) && lifeline_open(&life, err) < 0)
+        return -1;
+    int started_vm =
+        start_vm(argv.v, s.token, launch_gets_secrets(&b->l) ? b->eg.secrets_fd : -1, life.vm, err);
+    lifeline_passed(&life);
+    if (started_vm < 0)
         return -1;
     s.started = (long long)time(NULL);
     s.kernel = xstrdup("");
@@ -252,6 +270,8 @@ int up_boot(boot *b, const char *container, up_state *ret,
     s.kernel = steal_pointer(&kernel);
     *ret = s;
     s = (up_state){0};
+    *ret_life = life;
+    life = LIFELINE_NONE;
     return 0;
 }
 
@@ -271,13 +291,16 @@ int up_start(boot *b, up_state *ret, double *ret_seconds, char **ret_log, bb_err
     if (up_remove_vm(b->l.root, b->l.name, container, NULL, err) < 0)
         return -1;
     _cleanup_upstate_ up_state s = {0};
-    if (up_boot(b, container, &s, save_started, b, ret_log, err) < 0) {
+    _cleanup_(lifeline_close) lifeline life = LIFELINE_NONE;
+    if (up_boot(b, container, &s, &life, save_started, b, ret_log, err) < 0) {
         (void)up_remove_vm(b->l.root, b->l.name, container, NULL, NULL);
         upstate_remove(b->l.root, b->l.name, NULL);
         return bb_prefix(err, "%s did not come up", b->l.name);
     }
     if (upstate_save(b->l.root, b->l.name, &s, err) < 0)
         return -1;
+    /* The state owns the VM from here until down (lifeline.h). */
+    lifeline_release(&life);
     *ret_seconds = now_mono_s() - start;
     *ret = s;
     s = (up_state){0};

@@ -1,4 +1,4 @@
-/* SHA-256 (FIPS 180-4), for the agent's hash chain (agent/chain.h). Small and portable
+/* SHA-256 (FIPS 180-4), for the agent's hash chain (abi/chain.h). Small and portable
  * rather than fast: the chain hashes 32-byte values a few thousand times per connection. */
 #pragma once
 

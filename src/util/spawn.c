@@ -196,11 +196,6 @@ int spawn_wait_tee(char *const argv[], const spawn_tee *t, bb_error **err)
     return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
 
-int spawn_wait_escaped(char *const argv[], bb_error **err)
-{
-    return spawn_wait_tee(argv, NULL, err);
-}
-
 #define CAPTURE_MAX (1u << 20)
 
 ssize_t read_or_close(int *fd, void *buf, size_t size)
@@ -228,10 +223,11 @@ static void drain(int *fd, strbuf *b)
 
 int spawn_capture(char *const argv[], char **ret_out, char **ret_err, bb_error **err)
 {
-    return spawn_capture_fd3(argv, -1, ret_out, ret_err, err);
+    return spawn_capture_fds(argv, NULL, 0, ret_out, ret_err, err);
 }
 
-int spawn_capture_fd3(char *const argv[], int fd3, char **ret_out, char **ret_err, bb_error **err)
+int spawn_capture_fds(char *const argv[], const int *fds3, size_t n_fds, char **ret_out,
+                      char **ret_err, bb_error **err)
 {
     int po[2], pe[2];
     if (pipe2(po, O_CLOEXEC) < 0)
@@ -247,8 +243,8 @@ int spawn_capture_fd3(char *const argv[], int fd3, char **ret_out, char **ret_er
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, po[1], 1);
     posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
-    if (fd3 > STDERR_FILENO)
-        posix_spawn_file_actions_adddup2(&fa, fd3, 3);
+    for (size_t i = 0; i < n_fds; i++)
+        posix_spawn_file_actions_adddup2(&fa, fds3[i], 3 + (int)i);
     pid_t pid;
     int r = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);

@@ -4,7 +4,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "abi.h"
+#include "abi/abi.h"
 #include "util/strv.h"
 
 typedef struct {

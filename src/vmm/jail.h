@@ -38,16 +38,6 @@ bool jail_guest_mount(const char *mp);
  * into; then jail_lock(). Returns -1 with errno set and *what
  * naming the step that failed. With `kvm` (a qemu VMM on KVM) /dev/kvm is bound too. */
 int jail_enter(const char **what, const strv *served, bool kvm);
-/* Before the file server starts, for a build step (ABI_ENV_BUILD): the server's filter lets
- * it set owners and setuid/setgid modes (it serves the container's root, the step's layer in
- * container storage, which podman commits into the image). UML's view stays read-only. */
-void jail_build_mode(void);
-/* In every process of ours: drop CAP_SYS_ADMIN, CAP_NET_ADMIN (up only) and CAP_SETPCAP (effective,
- * permitted, inheritable and bounding: the VMM ends with exactly the launch's six) and install the
- * filter that refuses mount, namespace, module and kexec syscalls, and any mode or owner
- * change that would give a host file privilege (setuid/setgid bits, other owners, xattrs).
- * Idempotent. */
+/* In the VMM after the machine started: lockdown() (util/lockdown.h) with nothing more let
+ * through, so that the VMM ends with exactly the launch's six capabilities. Idempotent. */
 int jail_lock(const char **what);
-/* The same for the file server (src/fsd), whose filter lets it write user xattrs: the
- * guest's ownership lives there (see src/fsd/fsd.h). */
-int jail_lock_fsd(const char **what);

@@ -28,11 +28,16 @@ What it does:
     $BB_TEST_IMAGES, other images unless in $BB_TEST_MISSING); `pull` exits $BB_TEST_PULL_EXIT;
   - $BB_STANDIN_GONE_IMAGES: refs deleted behind bluebox's back (podman rmi): `run` of one
     fails as podman does ("Error: REF: image not known", exit 125);
+  - $BB_STANDIN_RLIMITS set: `run` plays runc on a host where root cannot raise a limit:
+    a container whose nofile or nproc (its `--ulimit=`, else podman's defaults: 1048576 and
+    pid_max) exceeds the hard limit this process inherited fails as runc does (exit 126);
+  - `images`: prints $BB_STANDIN_LOCAL_IMAGES, one per line;
   - `--version`: prints a version line; everything else (`rmi`, `unshare`, …) exits 0
     quietly.
 """
 import json
 import os
+import resource
 import signal
 import sys
 
@@ -94,8 +99,31 @@ def host_kernel():
         return os.uname().release, f.read().strip()
 
 
+def rlimit_refused(opts):
+    """The resource runc could not set (7 nofile, 6 nproc), or None."""
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid_max = int(f.read())
+    want = {"nofile": 1048576, "nproc": pid_max}
+    for u in kv(opts, "--ulimit"):
+        name, _, value = u.partition("=")
+        want[name] = int(value.rpartition(":")[2])
+    for name, res, number in (("nofile", resource.RLIMIT_NOFILE, 7),
+                              ("nproc", resource.RLIMIT_NPROC, 6)):
+        hard = resource.getrlimit(res)[1]
+        if hard != resource.RLIM_INFINITY and want[name] > hard:
+            return number
+    return None
+
+
 def do_run(args):
     opts, image, cmd = parse_run(args)
+    refused = os.environ.get("BB_STANDIN_RLIMITS") and rlimit_refused(opts)
+    if refused:
+        sys.stderr.write("Error: runc: runc create failed: unable to start container process: "
+                         "error during container init: error setting rlimits for ready "
+                         f"process: error setting rlimit type {refused}: operation not "
+                         "permitted: OCI permission denied\n")
+        return 126
     if image in os.environ.get("BB_STANDIN_GONE_IMAGES", "").split():
         sys.stderr.write(f"Error: {image}: image not known\n")
         return 125
@@ -224,6 +252,10 @@ def main():
         if argv[2].startswith("localhost/bluebox/"):
             return 1
         return 1 if argv[2] in os.environ.get("BB_TEST_MISSING", "").split() else 0
+    if argv[0] == "images":
+        for ref in os.environ.get("BB_STANDIN_LOCAL_IMAGES", "").split():
+            print(ref)
+        return 0
     if argv[0] == "pull":
         return int(os.environ.get("BB_TEST_PULL_EXIT", "0"))
     return 0

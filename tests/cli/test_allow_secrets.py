@@ -64,7 +64,9 @@ def test_secrets_reach_podman_only_as_fd_3(sb):
     assert secrets[0]["placeholder"] != secrets[1]["placeholder"]
     argv = sb.only_workload()
     head = before_image(argv)
-    assert "--preserve-fds=1" in head and "--env=BLUEBOX_SECRETS_FD=3" in head, argv
+    # fd 3 the secrets' memfd, fd 4 the VM's lifeline (src/launch/lifeline.h)
+    assert "--preserve-fds=2" in head and "--env=BLUEBOX_SECRETS_FD=3" in head, argv
+    assert "--env=BLUEBOX_LIFELINE_FD=4" in head, argv
     assert f"--env=API_TOKEN={secrets[0]['placeholder']}" in head, argv
     assert f"--env=FILE_TOKEN={secrets[1]['placeholder']}" in head, argv
     for where in ("seen.env", "seen.parent", "seen.cmdline"):
@@ -99,7 +101,9 @@ def test_policy_and_log_reach_the_argv(sb):
     assert f"--env=BLUEBOX_SANDBOX={NAME}" in head
     assert f"{net_log(sb)}:/.bluebox/net.log:rw" in volumes(head), head
     assert "--env=BLUEBOX_NET_LOG=/.bluebox/net.log" in head
-    assert "--preserve-fds=1" not in head  # no secrets, no fd
+    # no secrets, no secrets fd: the only one preserved is the lifeline, as fd 3
+    assert "--preserve-fds=1" in head and "--env=BLUEBOX_LIFELINE_FD=3" in head, head
+    assert not any(a.startswith("--env=BLUEBOX_SECRETS_FD=") for a in head), head
     st = net_log(sb).stat()
     assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_size == 0
 

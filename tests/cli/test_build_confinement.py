@@ -1,7 +1,7 @@
-"""The podman build that `bluebox build` runs is confined (issue 12, finding 9).
+"""The podman build that `bluebox build` runs is confined.
 
 On backend: uml the build steps (package scripts, run:, runcmd) run in a uml guest through
-bluebox's OCI runtime (issue 20, runtime/buildvm.h); with --host-kernel they run on the host's
+bluebox's OCI runtime (runtime/buildvm.h); with --host-kernel they run on the host's
 kernel in a podman build container. These tests read the argv the stand-in podman recorded
 (tests/cli/standin_podman.py) for a real `bluebox build`: for the host-kernel fallback,
 capabilities cut to what a package manager needs, a process limit, a memory limit (as root,

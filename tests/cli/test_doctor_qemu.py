@@ -1,4 +1,4 @@
-"""doctor and the qemu backend (issue 19): every backend reported; the KVM probe boot's
+"""doctor and the qemu backend: every backend reported; the KVM probe boot's
 verdict (a guest kernel that runs to its end, one that hangs, a QEMU that stops), its cache per
 boot, kernel and QEMU, and a qemu run on KVM refused at once from a cached "cannot run".
 

@@ -1,4 +1,4 @@
-"""Forks (issue 18) without a VM: fork, diff, apply and discard on upper layers made by hand,
+"""Forks without a VM: fork, diff, apply and discard on upper layers made by hand,
 as the guest's overlayfs leaves them through bluebox's file server (a whiteout is a plain
 file whose user.bluebox.own record says character device 0:0; an opaque directory carries
 user.bluebox.x.trusted.overlay.opaque = y), including layers a hostile guest planted; and
@@ -391,6 +391,7 @@ def deep_cleanup(fork):
     subprocess.run(["rm", "-rf", str(fork.home / "data")], check=False)
 
 
+@pytest.mark.tmpfs
 def test_deep_tree(fork, deep_cleanup):
     bb = fork
     u = upper(bb)

@@ -1,4 +1,4 @@
-"""The /data file server for uml (src/fsd, issue 14) driven by real programs.
+"""The /data file server for uml (src/fsd) driven by real programs.
 
 UML's virtiofs and the host kernel's FUSE speak the same protocol, so tests/fsd/fsd_fuse_host
 serves an export directory through src/fsd on /dev/fuse (mounted with default_permissions and

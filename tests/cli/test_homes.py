@@ -1,5 +1,5 @@
 """Two BLUEBOX_HOMEs with a sandbox of the same name must not reach each other's podman
-objects (issue 12, finding 5), an up VM killed behind bluebox's back is not shown as up,
+objects, an up VM killed behind bluebox's back is not shown as up,
 and sandboxes made before names carried the home's id keep working.
 
 The podman here is the conftest stub: it logs every call and answers `container inspect`,

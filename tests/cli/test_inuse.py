@@ -1,5 +1,5 @@
-"""reset, restore and destroy refuse while a run or shell has the sandbox's /data (issue 12,
-finding 6), against the STAND-IN podman of test_run.py (the workload runs on the host and
+"""reset, restore and destroy refuse while a run or shell has the sandbox's /data,
+against the STAND-IN podman of test_run.py (the workload runs on the host and
 its /data is the host directory, so "intact" is checked on the host).
 
 Each run and shell holds locks/<name>.use shared for its whole life; the /data commands

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 PROTOCOL = "2025-06-18"
-TOOLS = ["list_sandboxes", "up", "down", "exec", "run", "write_file", "read_file", "snapshot"]
+TOOLS = ["list_sandboxes", "up", "down", "exec", "run", "write_file", "read_file", "snapshot",
+         "fork", "diff", "apply", "discard"]
 
 
 class Mcp:
@@ -175,6 +176,10 @@ def test_tools_list_schemas_are_strict(mcp):
         "write_file": ({"sandbox", "path", "content"}, {"sandbox", "path", "content"}),
         "read_file": ({"sandbox", "path"}, {"sandbox", "path"}),
         "snapshot": ({"sandbox", "name"}, {"sandbox"}),
+        "fork": ({"sandbox", "fork"}, {"sandbox", "fork"}),
+        "diff": ({"sandbox"}, {"sandbox"}),
+        "apply": ({"sandbox"}, {"sandbox"}),
+        "discard": ({"sandbox"}, {"sandbox"}),
     }
     assert ts["list_sandboxes"]["annotations"]["readOnlyHint"] is True
     assert ts["read_file"]["annotations"]["readOnlyHint"] is True
@@ -358,14 +363,13 @@ def test_a_line_just_under_16_mib_is_read(mcp):
     assert mcp.line() == {"jsonrpc": "2.0", "id": 5, "result": {}}
 
 
-# ---------------------------------------------------------------- the README's example
+# ---------------------------------------------------------------- the docs' example
 
-def test_the_readme_client_configuration_starts_a_working_server(bb, tmp_path):
-    """The JSON the README tells users to put in their MCP client's configuration, run the way
-    a client runs it: `command` looked up on PATH, with `args`."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("### Agents: bluebox mcp", 1)[1].split("\n### ", 1)[0]
-    config = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
+def test_the_documented_client_configuration_starts_a_working_server(bb, tmp_path):
+    """The JSON docs/mcp.md tells users to put in their MCP client's configuration, run the
+    way a client runs it: `command` looked up on PATH, with `args`."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text()
+    config = json.loads(re.search(r"```json\n(.*?)```", page, re.S).group(1))
     server = config["mcpServers"]["bluebox"]
     bindir = tmp_path / "path"
     bindir.mkdir()

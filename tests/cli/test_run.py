@@ -456,7 +456,7 @@ def test_run_log_has_header_output_and_exit(sb):
     assert lines[0] == "" and m, log
     assert shlex.split(m.group(2)) == cmd, log
     assert m.group(2) == " ".join("'" + a.replace("'", "'\\''") + "'" for a in cmd), log
-    assert sorted(lines[2:4]) == ["hello", "oops"], log
+    assert sorted(lines[2:4]) == ["| hello", "| oops"], log
     assert re.fullmatch(r"=== exit 5 \(\d+\.\d\ds\)", lines[4]), log
     assert len(lines) == 5, log
 
@@ -472,12 +472,37 @@ def test_run_log_appends(sb):
     assert log.count("=== exit 0 (") == 3
 
 
+def test_run_log_cannot_be_forged(sb):
+    """A workload that exits 3 prints a run record of a command that never ran and
+    an exit 0 for itself, and the command line carries a newline and a record of its own (an
+    API or MCP caller's argv): `bluebox logs` shows exactly one header and one exit record,
+    the real ones; the rest reads as output or as the quoted argument."""
+    sb.sandbox()
+    sb.prime()
+    sb.bb.log(NAME).unlink()
+    forged = "=== 2026-01-01T00:00:00Z run: 'never-ran'\n=== exit 0 (0.01s)"
+    r = sb.run("run", NAME, "--", "sh", "-c", 'printf "%s\\n" "$1"; exit 3', "sh",
+               f"x\n{forged}")
+    assert r.rc == 3, r
+    shown = sb.run("logs", NAME)
+    assert shown.rc == 0, shown
+    lines = shown.out.decode().splitlines()
+    records = [ln for ln in lines if ln.startswith("=== ")]
+    assert len(records) == 2, lines
+    assert records[0].endswith(" run: 'sh' '-c' 'printf \"%s\\n\" \"$1\"; exit 3' 'sh' "
+                               "$'x\\n=== 2026-01-01T00:00:00Z run: \\'never-ran\\'\\n"
+                               "=== exit 0 (0.01s)'"), records
+    assert re.fullmatch(r"=== exit 3 \(\d+\.\d\ds\)", records[1]), records
+    assert lines[2:5] == ["| x", "| === 2026-01-01T00:00:00Z run: 'never-ran'",
+                          "| === exit 0 (0.01s)"], lines
+
+
 KEEP = 64 << 10  # RUNLOG_KEEP_BYTES: of each run's output, at its start and at its end
 ROTATE = 1 << 20  # RUNLOG_ROTATE_BYTES
 
 
 def test_run_log_clips_a_large_output(sb):
-    """`head -c 50M /dev/zero` used to leave a 50 MB log (issue 12, finding 3): the log keeps
+    """`head -c 50M /dev/zero` must not leave a 50 MB log: the log keeps
     the command line, the first and last 64 KiB of output around a marker saying how much
     was dropped, and the exit code."""
     sb.sandbox()
@@ -493,8 +518,9 @@ def test_run_log_clips_a_large_output(sb):
     head, rest = log.split(b"\n", 2)[1:]
     assert head.startswith(b"=== ") and b" run: 'sh' '-c' 'head -c " in head, head
     clipped = total - 2 * KEEP
-    marker = f"\n[\u2026 {clipped} bytes clipped \u2026]\n".encode()
-    assert rest == b"a" * KEEP + marker + b"z" * KEEP + rest[-20:], rest[:100] + rest[-100:]
+    marker = f"\n=== [\u2026 {clipped} bytes clipped \u2026]\n".encode()
+    assert rest == b"| " + b"a" * KEEP + marker + b"| " + b"z" * KEEP + rest[-20:], \
+        rest[:100] + rest[-100:]
     assert re.fullmatch(rb"\n=== exit 3 \(\d+\.\d\ds\)\n", rest[-20:].split(b"z")[-1]), rest[-40:]
 
 
@@ -540,7 +566,7 @@ def test_closed_stdout_does_not_kill_bluebox(sb):
     p.stderr.close()
     assert rc == 0, rc
     log = sb.bb.log(NAME).read_text()
-    assert "one\ntwo\ndone\n=== exit 0 (" in log, log
+    assert "| one\n| two\n| done\n=== exit 0 (" in log, log
 
 
 # ---- container names -------------------------------------------------------------------
@@ -778,7 +804,7 @@ def test_guest_sharing_the_host_kernel_is_refused(sb, same, cmd):
     r = sb.run(*args, env=env)
     assert r.rc == 1, r
     err = r.etext
-    if cmd == "build":  # first, where the build's steps run (issue 20)
+    if cmd == "build":  # first, where the build's steps run
         posture, _, err = err.partition("\n")
         assert posture.startswith("build: each RUN step runs in a uml guest"), r
     assert err.startswith("bluebox: ") and err.endswith("\n") and err.count("\n") == 1, r
@@ -1049,7 +1075,7 @@ def test_destroy_without_stray_containers_removes_none(sb):
     assert sb.removes() == [], sb.calls()
 
 
-# ---- messages that say what to do (issue 15) --------------------------------------------
+# ---- messages that say what to do ------------------------------------------------------
 
 def test_doctor_summary_follows_bluebox_backend(sb):
     """With BLUEBOX_BACKEND=uml set, krun's absence is not what decides: the summary says uml,

@@ -1,4 +1,4 @@
-"""Untrusted bytes never drive the user's terminal (issue 12, finding 7).
+"""Untrusted bytes never drive the user's terminal.
 
 A Bluefile (values, run lines), a run log (whatever a guest printed) and file names in
 BLUEBOX_HOME can hold terminal escape sequences: `ESC ] 0 ; title BEL` retitles the window,
@@ -241,7 +241,7 @@ def test_build_output_on_a_terminal_is_escaped(build_stub):
 def test_build_output_piped_is_unchanged(build_stub):
     rc, out, err = run_piped(build_stub, "build", "s")
     assert out.startswith(BUILD_OUT), out
-    posture, _, err = err.partition(b"\n")  # where the steps run (issue 20), then podman's
+    posture, _, err = err.partition(b"\n")  # where the steps run, then podman's
     assert posture.startswith(b"build: "), posture
     assert err.startswith(BUILD_ERR), err
 

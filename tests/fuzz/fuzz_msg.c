@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/chain.h"
-#include "agent/msg.h"
+#include "abi/chain.h"
+#include "abi/msg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

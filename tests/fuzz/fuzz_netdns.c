@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmm/netdns.h"
-#include "vmm/netpolicy.h"
+#include "net/netdns.h"
+#include "net/netpolicy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* libFuzzer target: the stream link's framing (vmm/netstream.h) over bytes from a hostile
+/* libFuzzer target: the stream link's framing (net/netstream.h) over bytes from a hostile
  * guest's VMM. The first byte picks the read size; the rest is the stream. Checks: no read or
  * write past the buffer (ASan), no frame longer than the bound or empty, and the frames match
  * a plain reference parse of the whole input however the reads cut it, up to the first bad
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmm/netstream.h"
+#include "net/netstream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* libFuzzer target: the secrets broker's request-head rewriter (src/vmm/secrets.c) over what
+/* libFuzzer target: the secrets broker's request-head rewriter (src/net/secrets.c) over what
  * a hostile guest sends. The first byte picks a cut: the input goes in whole and, again, in
  * pieces of that size. Checks: no read past the input (ASan); both runs agree byte for byte
  * (the rewriter does not depend on how reads are cut); a failed run releases nothing after
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmm/secrets.h"
+#include "net/secrets.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmm/allow.h"
-#include "vmm/sniff.h"
+#include "net/allow.h"
+#include "net/sniff.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

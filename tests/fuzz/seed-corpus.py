@@ -40,7 +40,7 @@ cases = [
     "lol: &a [x,x,x,x,x,x,x,x,x]\nlol2: &b [*a,*a,*a,*a,*a,*a,*a,*a]\n",
     "env:\n  A: \"nul\\0byte\"\n", "[" * 100 + "\n", "{a: " * 40 + "1" + "}" * 40 + "\n",
     "base: \"with space\"\n", "base: \"\"\n", "\ufeffcpus: 2\n",
-    # allow: and secrets: (issue 17)
+    # allow: and secrets:
     "network: bridge\nallow: [a.example.org, \"*.example.org:8443\", 192.0.2.0/24:5432, 1.2.3.4]\n"
     "secrets:\n  - {name: T, from_env: T, hosts: [a.example.org, \"*.example.org\"]}\n"
     "  - {name: F, from_file: ~/t, hosts: [b.example.org]}\n",
@@ -65,7 +65,7 @@ def write_bluefile():
     print(len(os.listdir(out)), "inputs in", out, file=sys.stderr)
 
 
-# The launch spec (src/guest/spec.c): magic line, then records of tag byte, big-endian u32
+# The launch spec (src/abi/spec.c): magic line, then records of tag byte, big-endian u32
 # length, bytes. spec() writes records in the order spec_encode() does.
 SPEC_MAGIC = b"bluebox-spec 3\n"
 

@@ -65,7 +65,7 @@ CHAIN_LEN = 1024
 
 
 def chain_value(token, epoch, index):
-    """The agent's hash chain (src/agent/chain.h): SHA256^index(seed_epoch)."""
+    """The agent's hash chain (src/abi/chain.h): SHA256^index(seed_epoch)."""
     v = hashlib.sha256(token.encode() + b"bluebox-agent" + struct.pack(">I", epoch)).digest()
     for _ in range(index):
         v = hashlib.sha256(v).digest()
@@ -161,7 +161,7 @@ def test_exec_state_and_exit_codes(box):
     r = h("exec", name, "--", "pwd")
     assert r.stdout == b"/data\n", r
     log = (h.dir / "home" / "logs" / f"{name}.log").read_text()
-    assert "exec: 'sh' '-c' 'echo out; echo err >&2; exit 3'\nout\nerr\n=== exit 3 (" in log
+    assert "exec: 'sh' '-c' 'echo out; echo err >&2; exit 3'\n| out\n| err\n=== exit 3 (" in log
 
 
 def test_up_again_and_state_file(box):
@@ -240,21 +240,49 @@ def test_exec_inherits_only_its_stdio(box):
         assert r.stdout.decode().split() == ["0", "1", "2"], (flags, r.stdout)
 
 
-def test_twenty_parallel_execs(box):
+def test_many_parallel_execs(box):
+    """A burst of execs at once: each answers with its own output and exit code. One in
+    twenty used to wait 30 s for a challenge that never came (libslirp's forward listened with
+    a backlog of 1: a SYN cookie, then a dropped last ACK), and past 16 at once the agent
+    closed connections it could not hold."""
     h, name = box
+    n = 60
     results = {}
 
     def one(i):
-        results[i] = h("exec", name, "--", "sh", "-c", f"sleep 1; echo n{i}; exit {i % 5}")
+        results[i] = h("exec", name, "--", "sh", "-c", f"echo n{i}; exit {i % 5}")
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(20)]
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    for i in range(20):
-        assert (results[i].returncode, results[i].stdout) == (i % 5, f"n{i}\n".encode()), \
-            results[i]
+    bad = [results[i] for i in range(n)
+           if (results[i].returncode, results[i].stdout) != (i % 5, f"n{i}\n".encode())]
+    assert not bad, bad[:3]
+
+
+def test_the_forwarded_port_has_a_deep_backlog(box):
+    """The VMM's forward of the agent's port can hold a burst of connections until libslirp
+    accepts them (it listens with a backlog of 1 by itself)."""
+    h, name = box
+    pid = podman("inspect", "-f", "{{.State.Pid}}", state(h, name)["container"]).stdout.strip()
+    r = subprocess.run(["nsenter", "-t", pid, "-n", "ss", "-Hltn", "sport = :7700"],
+                       capture_output=True, text=True, check=True)
+    backlogs = [int(line.split()[2]) for line in r.stdout.splitlines()]
+    assert backlogs and min(backlogs) >= 1024, r.stdout
+
+
+def test_exec_finds_programs_in_the_commands_path(box):
+    """The program is looked up in the PATH the command runs with (the image's here, which
+    has /usr/local/sbin), not in the agent's own, as run and a shell do."""
+    h, name = box
+    r = h("exec", name, "--", "sh", "-c",
+          "mkdir -p /usr/local/sbin && printf '#!/bin/sh\\necho found \"$@\"\\n' "
+          "> /usr/local/sbin/bbsbin && chmod 755 /usr/local/sbin/bbsbin && echo $PATH")
+    assert r.returncode == 0 and b"/usr/local/sbin" in r.stdout, r
+    r = h("exec", name, "--", "bbsbin", "a b")
+    assert (r.returncode, r.stdout) == (0, b"found a b\n"), r
 
 
 def test_ctrl_c_reaches_the_remote_group(box):
@@ -325,8 +353,8 @@ def test_the_control_line_cannot_fill_the_hosts_disk(box):
 
 
 def test_exec_output_cannot_fill_the_run_log(box):
-    """`exec -- head -c 50M /dev/zero` used to leave a 50 MB logs/<name>.log (issue 12,
-    finding 3): the log keeps the command line, 64 KiB at each end and the exit code.
+    """`exec -- head -c 50M /dev/zero` must not leave a 50 MB logs/<name>.log:
+    the log keeps the command line, 64 KiB at each end and the exit code.
     10 MiB here, inside this box's 10 s timeout."""
     h, name = box
     log = h.dir / "home" / "logs" / f"{name}.log"
@@ -337,7 +365,7 @@ def test_exec_output_cannot_fill_the_run_log(box):
     assert len(text) - before < 256 << 10 or len(text) < 256 << 10, (before, len(text))
     tail = text[-(200 << 10):].decode(errors="replace")
     assert "exec: 'sh' '-c' 'head -c 10485760 /dev/zero; exit 4'\n" in tail
-    assert re.search(r"\n\[\u2026 \d+ bytes clipped \u2026\]\n", tail), tail[-300:]
+    assert re.search(r"\n=== \[\u2026 \d+ bytes clipped \u2026\]\n", tail), tail[-300:]
     assert re.search(r"\n=== exit 4 \(\d+\.\d\ds\)\n$", tail), tail[-100:]
 
 

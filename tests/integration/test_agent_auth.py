@@ -1,4 +1,4 @@
-"""The agent's authentication (src/agent/chain.h) against the real agent, `bluebox __agent`,
+"""The agent's authentication (src/abi/chain.h) against the real agent, `bluebox __agent`,
 run natively in a network namespace of its own (no VM, so no kernel gate to pass: these
 tests speak the protocol themselves). What the agent is given is the chain's head; the
 token it was derived from must be nowhere in its memory, a proof the guest could have

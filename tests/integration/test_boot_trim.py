@@ -1,4 +1,4 @@
-"""The uml guest's boot trims (issue 21), on real podman and a real guest kernel: what a boot
+"""The uml guest's boot trims, on real podman and a real guest kernel: what a boot
 must not do, whatever it costs (the costs are bench/boot_profile.py's, never asserted here).
 Needs root, podman, user-mode-linux and build/bluebox-vmm."""
 import json

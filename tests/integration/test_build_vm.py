@@ -1,5 +1,5 @@
 """`bluebox build` on backend: uml runs every RUN step in a uml guest, on backend: qemu in a
-qemu microVM (issue 20): the step
+qemu microVM: the step
 sees the guest's kernel and the build's capabilities, cannot reach the host (its loopback,
 the podman gateway), and what it writes (owners, setuid bits, file capabilities, the files
 a non-root user makes, from a package's files and maintainer scripts too) comes out in the

@@ -1,4 +1,4 @@
-"""Non-root guest users in /data and rw mounts on uml (issue 14), end to end on real podman
+"""Non-root guest users in /data and rw mounts on uml, end to end on real podman
 and a real guest kernel, as root and as the rootless test user, standard and strict: the file
 server (src/fsd) keeps the ownership and modes the guest sets in an xattr, so uid 1000 works
 in a directory of its own there as on a real machine, what it set is still there on the next

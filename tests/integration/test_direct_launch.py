@@ -1,4 +1,4 @@
-"""The direct OCI launch path (issue 21; the default, BLUEBOX_LAUNCH=podman turns it off): a
+"""The direct OCI launch path (the default; BLUEBOX_LAUNCH=podman turns it off): a
 uml run started by runc itself from the config.json podman generated once. Run semantics on
 that path, the VMM's confinement read back from the host and compared with the podman path's,
 `bluebox ps`, a hostname per run, templates removed with their sandbox, and cleanup (runc

@@ -1,4 +1,4 @@
-"""network: bridge on the direct launch path (issue 21, src/runtime/direct_net.c): each run gets
+"""network: bridge on the direct launch path (src/launch/direct_net.c): each run gets
 a network namespace of its own, linked to the internet by slirp4netns, instead of podman's
 bridge. The guest's reach is what test_netpolicy asserts on the podman path (the internet,
 not the host, the LAN, other containers or metadata); one sandbox can reach nothing of

@@ -1,4 +1,4 @@
-"""The direct OCI launch (issue 21) on the qemu backend: a `backend: qemu` run or shell as root
+"""The direct OCI launch on the qemu backend: a `backend: qemu` run or shell as root
 goes the direct way by default, as uml's does (its VMM is bluebox-vmm starting QEMU under
 runc, from the config.json podman generated once). Run semantics, `bluebox ps`, the VMM's
 confinement (bluebox-vmm and QEMU) compared with the podman path's, cleanup after kill -9 of

@@ -1,4 +1,4 @@
-"""network: bridge with an allowlist on uml (src/vmm/egress.c): bluebox's own resolver answers
+"""network: bridge with an allowlist on uml (src/net/egress_engine.c): bluebox's own resolver answers
 allowed names with fake addresses and denied ones with NXDOMAIN (never forwarded upstream: a
 DNS spy as the container's nameserver sees the engine's own lookups, never a denied name); an
 HTTP GET by name to the machine's Debian mirror works when the mirror is allowed and fails fast

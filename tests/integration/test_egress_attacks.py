@@ -1,4 +1,4 @@
-"""Issue 17's egress policy and secrets broker attacked as a hostile guest workload would (an
+"""The egress policy and secrets broker attacked as a hostile guest workload would (an
 agent under prompt injection): real `bluebox run` on uml with a Bluefile's `allow:` and
 `secrets:`, the guest's tools only (perl from the Debian test image: no proxy variables, raw
 sockets where needed).
@@ -362,7 +362,10 @@ def got_through(lab):
 def test_guest_holds_only_the_placeholder(got_through):
     out, _, heads = got_through
     assert "token=BLUEBOX_SECRET_" in out["env"] and VALUE not in out["env"], out
-    assert any(VALUE in h for h in heads), heads  # the broker did substitute for api.bbt
+    # These requests are plain HTTP: the value goes only inside TLS the broker
+    # verified (tests/integration/test_secrets.py), so api.bbt gets the placeholder.
+    assert any("Authorization: Bearer BLUEBOX_SECRET_" in h for h in heads), heads
+    assert not any(VALUE in h for h in heads), heads
 
 
 @UML
@@ -377,14 +380,16 @@ def test_a_reflected_header_does_not_bring_the_secret_into_the_guest(got_through
     the header a secret names), and replacing the value by its placeholder in what the host
     sends back, would each stop this one. Fixed: the value goes only into credential headers
     (Authorization, Proxy-Authorization, X-Api-Key and a secret's `headers:`); a placeholder
-    in Origin stays and counts as an attempted leak."""
+    in Origin stays and counts as an attempted leak. This request, plain HTTP,
+    gets no value at all (refused: cleartext); which headers take a value over verified TLS is
+    tests/unit/test_secrets.c's test_subst_headers and test_secrets.py's."""
     out, lines, heads = got_through
     assert "Access-Control-Allow-Origin" in out["reflect"], out  # the request got through
     assert VALUE not in out["reflect"], out["reflect"]
     head = next(h for h in heads if h.startswith("GET /reflect "))
-    assert f"Authorization: Bearer {VALUE}" in head, head
+    assert VALUE not in head and "Authorization: Bearer BLUEBOX_SECRET_" in head, head
     assert "Origin: BLUEBOX_SECRET_" in head, head
-    assert any(e.get("brokered") and e.get("leaks") for e in lines), lines
+    assert any(e.get("refused") == "cleartext" and e.get("leaks") for e in lines), lines
 
 
 def _target_host(head):
@@ -419,14 +424,14 @@ def test_the_broker_substitutes_only_in_requests_for_its_host(got_through):
 
 @UML
 def test_every_plain_http_request_names_the_allowed_host(got_through):
-    """Expected (issue 17: plain HTTP is decided by Host, a Host mismatch is refused): no
+    """Expected (plain HTTP is decided by Host, a Host mismatch is refused): no
     request for evil.example reaches the upstream through plain.bbt's connection. Only the
     first request's Host is read, and only if it comes within 300 ms on a NAME:PORT entry, so
     a pipelined second request, an absolute-form or CONNECT target, or a request sent after a
     pause all reached the server when written (domain fronting in the clear). Fixed for name
     entries (plain.bbt, port 80): every request head is read whole before it goes up, and one
     for another host (also after an Upgrade the server ignored) ends the connection, logged.
-    A NAME:PORT entry carries any TCP to its name by design (README): there the first HTTP
+    A NAME:PORT entry carries any TCP to its name by design (docs/networking.md): there the first HTTP
     request's Host is checked and what follows is the stream's own."""
     out, lines, heads = got_through
     fronted = [h for h in heads
@@ -713,7 +718,7 @@ def _as_uml(pid, uml_caps, tmp):
 
 @UML
 def test_guest_kernel_credentials_cannot_read_the_secret_from_the_vmm(lab, tmp_path):
-    """Expected: nothing with the UML kernel process's credentials can read bluebox-vmm's
+    """Expected (plain HTTP is decided by Host, a Host mismatch is refused): nothing with the UML kernel process's credentials can read bluebox-vmm's
     memory. The guest kernel is a process of the same container, same uid and the same
     capabilities as bluebox-vmm (which holds the real values, as do its proxy children), and
     guest root can load modules into it (CONFIG_MODULES, modules_disabled=0): code there can

@@ -1,4 +1,4 @@
-"""IPv6 out of a uml guest (issue 17: "IPv6 filtered the same as IPv4"), with an `allow:` list
+"""IPv6 out of a uml guest ("IPv6 filtered the same as IPv4"), with an `allow:` list
 and with plain `network: bridge`.
 
 The uml guest kernel has no IPv6 stack (Debian's user-mode-linux builds it as a module the

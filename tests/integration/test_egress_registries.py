@@ -1,4 +1,4 @@
-"""The Bluefile's `allow:` against the machine's own package registries (issue 17), end to end
+"""The Bluefile's `allow:` against the machine's own package registries, end to end
 on uml with the Debian test image: with the Debian mirror allowed and the npm registry not,
 `apt-get update` in the guest succeeds and an npm request fails fast with a denial in
 `bluebox logs <name> --net`; then the reverse (the registry's package metadata comes through

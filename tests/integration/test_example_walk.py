@@ -1,4 +1,5 @@
-"""The README's walk for shipped examples, end to end on real podman and the uml backend:
+"""The walk for shipped examples (docs/bluefile.md, "Shipped examples"), end to end on real
+podman and the uml backend:
 `bluebox new x --from <example>`, `bluebox build x`, `bluebox run x -- <cmd>` and its output,
 for the examples whose base image this machine can make (tiny-busybox from busybox-static,
 named as the Bluefile names its base, as the pull message tells a user to do; ai-agent, on

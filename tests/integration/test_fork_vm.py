@@ -1,4 +1,4 @@
-"""Forks end to end on uml (issue 18), as root and as the rootless test user, standard and
+"""Forks end to end on uml, as root and as the rootless test user, standard and
 strict: fork a sandbox, change /data in the fork's guest (the guest kernel's overlayfs over
 the parent's /data, its upper layer kept by bluebox's file server), see the parent
 untouched, diff on the host, apply, and see the parent's guest show exactly what the fork's
@@ -138,3 +138,49 @@ def test_discard_and_up_exec(mode_home):  # noqa: F811
     layers = home.data(fork)
     assert sorted(os.listdir(layers)) == ["upper", "work"]
     assert str(layers).startswith(str(home.dir))
+
+
+@UML
+def test_api_fork_diff_apply_discard(env, bluebox_bin):  # noqa: F811
+    """The API's fork routes are the CLI's commands: the same guards (409 refused, with what
+    to do), the same changes, applied to the parent as the CLI applies them."""
+    from test_runtime import Home
+    from test_serve import Server
+    home = Home(bluebox_bin)
+    home.isolation = "standard"
+    s = None
+    try:
+        parent = build(home, "forkapi", f"base: {IMAGE}\nram_mib: 256\n")
+        sh(home, parent, "echo old > /data/mod.txt")
+        s = Server(home)
+        st, r = s.call("POST", f"/v1/sandboxes/{parent}/diff", {})
+        assert st == 409 and r["code"] == "refused" and "is not a fork" in r["error"], r
+        fork = f"{parent}-f"
+        st, r = s.call("POST", f"/v1/sandboxes/{parent}/fork", {"fork": fork})
+        assert st == 200 and r == {"fork": fork, "parent": parent}, r
+        home.names.insert(0, fork)  # destroyed before its parent
+        st, r = s.call("POST", f"/v1/sandboxes/{fork}/fork", {"fork": f"{fork}x"})
+        assert st == 409 and r["code"] == "refused" and "itself a fork" in r["error"], r
+        st, r = s.call("POST", f"/v1/sandboxes/{fork}/snapshots", {"name": "s"})
+        assert st == 409 and r["code"] == "refused" and f"bluebox apply {fork}" in r["error"], r
+        st, r = s.call("POST", f"/v1/sandboxes/{fork}/run",
+                       {"command": "echo new > /data/mod.txt; echo a > /data/add.txt"})
+        assert st == 200 and r["exit_code"] == 0, r
+        st, r = s.call("POST", f"/v1/sandboxes/{fork}/diff", {})
+        assert st == 200 and r["parent"] == parent and r["count"] == 2, r
+        assert r["changes"] == [{"change": "A", "path": "add.txt"},
+                                {"change": "M", "path": "mod.txt"}], r
+        assert sh(home, parent, "cat /data/mod.txt") == "old\n"
+        st, r = s.call("POST", f"/v1/sandboxes/{fork}/apply", {})
+        assert st == 200 and r["count"] == 2, r
+        assert sh(home, parent, "cat /data/mod.txt /data/add.txt") == "new\na\n"
+        st, r = s.call("POST", f"/v1/sandboxes/{fork}/diff", {})
+        assert st == 200 and r["count"] == 0, r
+        sh(home, fork, "rm /data/add.txt")
+        st, r = s.call("POST", f"/v1/sandboxes/{fork}/discard", {})
+        assert st == 200 and r["changes"] == [{"change": "D", "path": "add.txt"}], r
+        assert sh(home, fork, "cat /data/add.txt") == "a\n"
+    finally:
+        if s:
+            s.stop()
+        home.close()

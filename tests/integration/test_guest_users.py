@@ -1,4 +1,4 @@
-"""A non-root guest user on the uml guest's private root layer (issue 14), end to end on real
+"""A non-root guest user on the uml guest's private root layer, end to end on real
 podman and a real guest kernel, as root and as the rootless test user, standard and strict:
 uid 1000 works in /tmp, /var/tmp and its home as on a real machine (create, append, chmod,
 mkdir -m, umask, rename, hard and symbolic links, its own files), and what it writes there
@@ -255,7 +255,7 @@ stat -c '%U %a' ~/proj/.git/HEAD ~/proj/node_modules/tiny/index.js ~/.cache/tool
 @DEBIAN
 def test_ai_agent_example_works_for_its_agent_user(env, bluebox_bin):  # noqa: F811
     """The shipped ai-agent example, as written (strict, bridge, sudo user `agent`) but on
-    uml and the local Debian test image (the README's walk for it, test_example_walk's
+    uml and the local Debian test image (docs/bluefile.md's walk for it, test_example_walk's
     others): its tools are there, what its agent user does in its home works, and is gone
     for the next run; following the motd, the same work in a home under /data works and is
     still the agent's in the next run. As root only: its ~300 packages take minutes to

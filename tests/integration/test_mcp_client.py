@@ -51,6 +51,9 @@ STEPS = [
     ("binary", "exec", {"command": "printf 'ok\\377\\000end'"}),
     ("timeout", "exec", {"command": "sleep 30", "timeout_seconds": 1}),
     ("tmp", "exec", {"command": "echo kept > /tmp/mcp-tmp && cat /tmp/mcp-tmp"}),
+    ("path", "exec", {"command": "mkdir -p /usr/local/sbin && printf '#!/bin/sh\\necho in "
+                                 "sbin\\n' > /usr/local/sbin/bbmcp && chmod 755 "
+                                 "/usr/local/sbin/bbmcp && bbmcp && exec bbmcp"}),
     ("bad_args", "exec", {"cmd": "true"}),
     ("restore", "restore", {"snapshot": "s"}),
     ("list_up", "list_sandboxes", {}),
@@ -120,7 +123,7 @@ def test_the_sdk_client_connects_and_lists_the_tools(report):
     assert "list_sandboxes" in report["instructions"]
     names = [t["name"] for t in report["tools"]]
     assert names == ["list_sandboxes", "up", "down", "exec", "run", "write_file", "read_file",
-                     "snapshot"]
+                     "snapshot", "fork", "diff", "apply", "discard"]
     exec_tool = next(t for t in report["tools"] if t["name"] == "exec")
     assert exec_tool["inputSchema"]["additionalProperties"] is False
 
@@ -179,6 +182,13 @@ def test_bytes_that_are_not_utf8_arrive_as_replacement_characters(report):
 def test_a_timeout_is_a_result(report):
     first = ok_text(report, "timeout").split("\n")[0]
     assert first.startswith("exit code 124 in ") and first.endswith(" ms (timed out)")
+
+
+def test_exec_finds_programs_in_the_images_path(report):
+    """A program in a directory of the image's PATH that libc's default lacks
+    (/usr/local/sbin) is found, as a shell finds it."""
+    text = ok_text(report, "path")
+    assert text.count("in sbin") == 2 and "exit code 0" in text, text
 
 
 def test_an_up_sandbox_keeps_tmp_between_execs_and_run_gets_a_fresh_vm(report):

@@ -1,5 +1,5 @@
 """network: bridge on uml reaches the internet, not the host, the LAN or other containers
-(src/vmm/netpolicy.c): TCP servers this test starts on podman's bridge gateway and on the
+(src/net/netpolicy.c): TCP servers this test starts on podman's bridge gateway and on the
 host's own non-loopback address, a service in another podman container and the cloud metadata
 address are refused at once (a reset: the guest's connect fails in well under 2 s, and no
 connection arrives), while the machine's Debian mirror stays reachable. Needs root."""

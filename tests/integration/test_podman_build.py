@@ -167,7 +167,7 @@ def test_debian_apt_build(env, user):
         shutil.rmtree(d)
 
 
-# ---- bluebox build: what the build steps get (issue 12, finding 9) ---------------------
+# ---- bluebox build: what the build steps get ---------------------
 
 # Runs as a runcmd step of the build. It prints what it has and what it can reach, one
 # "BB-<what> <value>" line each, so the test reads them from the build's output.

@@ -1,4 +1,4 @@
-"""The warm pool end to end on uml (issue 18): `warm: N` keeps agent VMs booted by detached
+"""The warm pool end to end on uml: `warm: N` keeps agent VMs booted by detached
 tenders, `run` takes one (output, exit codes, stdin, timeout 124 as a cold run) and throws
 it away, so nothing carries over; an edited Bluefile or a rebuilt image is never served by an
 old VM; a claimer or a tender killed with -9, or VMs gone behind bluebox's back, and the pool
@@ -185,7 +185,7 @@ def test_warm_run_output_exit_stdin_timeout(mhome):
     assert b"bluebox: killed after 3s (timeout_seconds)" in r.stderr, r
     assert time.monotonic() - t < 30
     # each run went into the run log, as a cold run's does
-    assert "'echo out; echo err >&2; exit 3'\nout\nerr\n=== exit 3 (" in log(home, name)
+    assert "'echo out; echo err >&2; exit 3'\n| out\n| err\n=== exit 3 (" in log(home, name)
     # /data is the sandbox's, as on every run
     r = warm_run(home, name, "sh", "-c", "echo kept > /data/f")
     assert r.returncode == 0, r
@@ -477,3 +477,25 @@ def test_fork_pool_and_apply(home):
     wait_full(home, parent, 1)
     r = warm_run(home, parent, "cat", "/data/new")
     assert (r.returncode, r.stdout) == (0, b"x\n"), r
+
+
+# ---- the API's run takes the same warm path ----------------------------------------------
+
+def test_api_run_claims_a_warm_vm(home):
+    from test_serve import Server, unb64
+    name = make(home, "api", bluefile(home, warm=1, extra=warmup(f"echo w > {WARMED}")))
+    before = wait_full(home, name, n=1)
+    s = Server(home)
+    try:
+        script = f"test -e {WARMED} || exit 99; echo \"$X $PWD\"; cat"
+        st, res = s.call("POST", f"/v1/sandboxes/{name}/run",
+                         {"argv": ["sh", "-c", script], "env": {"X": "warm"}, "cwd": "/tmp",
+                          "stdin": "aW4K"})
+        assert st == 200, res
+        assert (res["exit_code"], unb64(res["stdout"])) == (0, b"warm /tmp\nin\n"), res
+        # the VM that served it is gone, and a tender boots its replacement
+        after = wait_full(home, name, n=1)
+        assert not set(ids(before)) & set(ids(after)), (before, after)
+        assert "run (api)" in log(home, name)
+    finally:
+        s.stop()

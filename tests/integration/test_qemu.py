@@ -1,4 +1,4 @@
-"""The qemu backend (issue 19) end to end on real podman: build and its isolation check,
+"""The qemu backend end to end on real podman: build and its isolation check,
 run (output, exit codes, timeout 124), the posture line, the guest's view (the image's
 owners, /data shared, nothing of the container's /.bluebox, /proc or /dev/kvm), and the first
 stage's refusals. What qemu shares with uml runs from the uml tests, parametrised by backend

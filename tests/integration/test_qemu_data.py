@@ -1,4 +1,4 @@
-"""The qemu backend's storage and devices (issue 19) end to end on real podman: data_limit
+"""The qemu backend's storage and devices end to end on real podman: data_limit
 as a virtio-blk disk capped on the host, single-file mounts through a staged directory of
 the file server, forks (the guest's overlay over two virtio-fs exports), the guest's
 console in the VMM's log (hvc0), and a guest root writing garbage to every device it has

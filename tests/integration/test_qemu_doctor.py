@@ -1,4 +1,4 @@
-"""doctor's KVM probe boot with the real QEMU and kernel (issue 19), and what a qemu run on
+"""doctor's KVM probe boot with the real QEMU and kernel, and what a qemu run on
 KVM does on a host whose KVM cannot run a guest: refused at once once doctor has a verdict,
 and ended by bluebox-vmm's boot timeout with a clear error (never left hanging) without one.
 

@@ -1,6 +1,6 @@
-"""The qemu backend's network and agent (issue 19) end to end on real podman, with TCG here:
+"""The qemu backend's network and agent end to end on real podman, with TCG here:
 QEMU's virtio-net device on a stream socket into bluebox-vmm's libslirp, the same engine as
-uml's (src/vmm/net.c, netstream.c). network: bridge reaches the machine's Debian mirror but
+uml's (src/net/slirp.c, netstream.c). network: bridge reaches the machine's Debian mirror but
 neither the host's loopback nor podman's gateway (refused at once, nothing arrives); network:
 none has no interface but lo; an allow: list lets one name through and not another; up, exec
 (exit codes, stdin and output byte-exact through the agent's forwarded port), down. Boots are

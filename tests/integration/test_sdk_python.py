@@ -1,6 +1,6 @@
 """The Python SDK end to end: a real `bluebox serve` (started by the SDK itself, from no
 server) and a real uml sandbox: up/exec/run/stream/files/snapshots, the context manager,
-typed errors, and the README's example run as written. Needs root, podman and uml."""
+typed errors, and docs/sdks.md's example run as written. Needs root, podman and uml."""
 import os
 import subprocess
 import sys
@@ -17,7 +17,7 @@ sys.path.insert(0, str(REPO / "tests" / "sdk"))
 import bluebox  # noqa: E402
 from bluebox import (BadRequest, BlueboxError, Client, CommandFailed, IsUp, NotBuilt,  # noqa: E402
                      NotFound, NotUp, Sandbox)
-from e2e import readme_block, server_pid, stop_server  # noqa: E402
+from e2e import docs_block, server_pid, stop_server  # noqa: E402
 
 pytestmark = [UML, pytest.mark.skipif(os.geteuid() != 0, reason="integration tests need root")]
 
@@ -175,11 +175,11 @@ def test_run_stream_and_snapshots(world):
     assert (home.data(name) / "marker").read_text() == "v1"
 
 
-def test_readme_example(world, tmp_path):
-    """The README's Python example, as written, against this sandbox."""
+def test_docs_example(world, tmp_path):
+    """docs/sdks.md's Python example, as written, against this sandbox."""
     home, name, _ = world
-    code = readme_block("Python SDK", "python")
-    assert len(code.splitlines()) <= 12, "the README example should stay about 10 lines"
+    code = docs_block("Python SDK", "python")
+    assert len(code.splitlines()) <= 12, "the docs/sdks.md example should stay about 10 lines"
     assert '"demo"' in code
     (tmp_path / "example.py").write_text(code.replace('"demo"', f'"{name}"'))
     r = subprocess.run([sys.executable, str(tmp_path / "example.py")], capture_output=True,

@@ -21,7 +21,7 @@ FAKE = REPO / "tests" / "sdk" / "fakeserver.py"
 
 import bluebox  # noqa: E402
 from bluebox import (BadSocket, Client, CommandFailed, IsUp, NoServer, NotFound, NotUp,  # noqa: E402
-                     Result, Sandbox)
+                     Refused, Result, Sandbox)
 
 
 def wait_for(path, proc):
@@ -137,6 +137,36 @@ def test_snapshots(fake):
     assert box.snapshot("before") == "before"
     assert [s.name for s in box.snapshots()] == ["s1"]
     assert box.restore("s1") == "s1"
+
+
+def test_fork_diff_apply_discard(fake):
+    box = fake.client.sandbox("box")
+    with pytest.raises(Refused) as e:
+        box.diff()
+    assert (e.value.code, e.value.status) == ("refused", 409)
+    assert "box is not a fork" in str(e.value)
+    f = box.fork("box-f")
+    assert isinstance(f, Sandbox) and f.name == "box-f"
+    assert fake.requests()[-1] == {"method": "POST", "path": "/v1/sandboxes/box/fork",
+                                   "body": {"fork": "box-f"}}
+    with pytest.raises(Refused):
+        f.fork("box-ff")
+    f.up()
+    f.write_file("/data/new.txt", "x")
+    d = f.diff()
+    assert (d.parent, len(d), d.skipped) == ("box", 1, 0)
+    assert d.changes[0] == bluebox.Change(kind="A", path="/data/new.txt")
+    with pytest.raises(IsUp):
+        f.apply()
+    f.down()
+    assert [c.path for c in f.apply().changes] == ["/data/new.txt"]
+    assert len(f.diff()) == 0
+    f.up()
+    f.write_file("/data/gone.txt", "y")
+    f.down()
+    assert len(f.discard()) == 1 and len(f.diff()) == 0
+    assert [r["path"] for r in fake.requests()[-2:]] == ["/v1/sandboxes/box-f/discard",
+                                                          "/v1/sandboxes/box-f/diff"]
 
 
 def test_stream_yields_chunks_as_they_happen(fake):

@@ -1,7 +1,7 @@
 """The TypeScript SDK (sdk/typescript): built with tsc from its locked devDependencies (npm
 ci), its unit tests against the fake server, its end-to-end tests against a real
 `bluebox serve` it autostarts and a real uml sandbox (sdk/typescript/test/e2e.test.mjs), and
-the README's example compiled and run as written."""
+docs/sdks.md's example compiled and run as written."""
 import os
 import shutil
 import subprocess
@@ -13,7 +13,7 @@ from test_podman_build import env  # noqa: F401  (session fixture)
 from test_runtime import IMAGE, REPO, UML, Home
 
 sys.path.insert(0, str(REPO / "tests" / "sdk"))
-from e2e import readme_block, stop_server  # noqa: E402
+from e2e import docs_block, stop_server  # noqa: E402
 
 TS = REPO / "sdk" / "typescript"
 NODE = shutil.which("node")
@@ -95,11 +95,11 @@ def test_e2e_real_server_and_uml(built, world):
 
 @UML
 @pytest.mark.skipif(os.geteuid() != 0, reason="integration tests need root")
-def test_readme_example(built, world, tmp_path):
-    """The README's TypeScript example, compiled with tsc against the package and run."""
+def test_docs_example(built, world, tmp_path):
+    """docs/sdks.md's TypeScript example, compiled with tsc against the package and run."""
     _, name, environ = world
-    code = readme_block("TypeScript SDK", "ts")
-    assert len(code.splitlines()) <= 12, "the README example should stay about 10 lines"
+    code = docs_block("TypeScript SDK", "ts")
+    assert len(code.splitlines()) <= 12, "the docs/sdks.md example should stay about 10 lines"
     assert '"demo"' in code
     (tmp_path / "example.mts").write_text(code.replace('"demo"', f'"{name}"'))
     mods = tmp_path / "node_modules"

@@ -1,4 +1,4 @@
-"""Secrets the guest never holds (issue 17), the VMM's side: secrets_relay() (src/vmm/tlsbroker.c)
+"""Secrets the guest never holds, the VMM's side: secrets_relay() (src/net/tlsbroker.c)
 over real sockets, driven by build/tlsbroker_driver in the place of the egress proxy's
 per-connection child. The guest's side is a Python ssl client that trusts only the sandbox CA
 the broker made; the real host is a Python ssl server with a CA of its own, handed to the
@@ -86,19 +86,21 @@ def make_pki(d: Path, names):
 
 
 class Upstream:
-    """An HTTP/1.1 server (TLS or plain) that records every request head it receives and
-    answers each with a body that says only whether the real value arrived."""
+    """An HTTP/1.1 server (TLS, plain, or "auto": TLS when the client's first byte starts a
+    handshake) that records every request head it receives and answers each with a body that
+    says only whether the real value arrived. GET /redirect answers 302 to `redirect_to`; a
+    request with `Upgrade: TLS/1.2` is answered 101 and the connection goes on in TLS."""
 
-    def __init__(self, d: Path, tls: bool):
+    def __init__(self, d: Path, tls):
         self.heads = []
+        self.redirect_to = None
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(8)
         self.port = self.sock.getsockname()[1]
-        self.ctx = None
-        if tls:
-            self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            self.ctx.load_cert_chain(d / "server.pem", d / "server.key")
+        self.tls = tls
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(d / "server.pem", d / "server.key")
         threading.Thread(target=self.serve, daemon=True).start()
 
     def serve(self):
@@ -111,7 +113,7 @@ class Upstream:
 
     def one(self, c):
         try:
-            if self.ctx:
+            if self.tls is True or (self.tls == "auto" and c.recv(1, socket.MSG_PEEK) == b"\x16"):
                 c = self.ctx.wrap_socket(c, server_side=True)
             buf = b""
             while True:
@@ -132,6 +134,15 @@ class Upstream:
                 body, buf = buf[:length], buf[length:]
                 got = b"real" if VAL_A.encode() in head else b"placeholder"
                 reply = b"got " + got + b" body " + str(len(body)).encode()
+                if b"\r\nupgrade: tls/1.2" in head.lower():  # RFC 2817: TLS from here on
+                    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: TLS/1.2\r\n"
+                              b"Connection: Upgrade\r\n\r\n")
+                    c = self.ctx.wrap_socket(c, server_side=True)
+                    continue
+                if head.startswith(b"GET /redirect ") and self.redirect_to:
+                    c.sendall(b"HTTP/1.1 302 Found\r\nLocation: %s\r\nContent-Length: %d\r\n"
+                              b"\r\n%s" % (self.redirect_to.encode(), len(reply), reply))
+                    continue
                 c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(reply), reply))
         except (OSError, ssl.SSLError):
             return
@@ -197,6 +208,11 @@ def requests_for(host):
 
 @pytest.mark.parametrize("tls", [True, False], ids=["https", "http"])
 def test_real_value_reaches_only_its_host(tmp_path, tls):
+    """Over TLS the broker verified, the host's secret replaces its placeholder in the
+    credential headers. Over plain HTTP to the same host, to whatever answers there (no
+    certificate, no name), the same requests arrive with their placeholders and no value, and
+    the broker says cleartext (the connection log's `refused: cleartext`) with what it held
+    back."""
     trust = make_pki(tmp_path, ["api.test", "other.test"])
     up = Upstream(tmp_path, tls)
     p, port = start_driver(tmp_path, trust, up.port, "tls" if tls else "plain", 1, "api.test")
@@ -211,15 +227,83 @@ def test_real_value_reaches_only_its_host(tmp_path, tls):
     finally:
         up.close()
     stats = finish(p)
-    assert raw.count(b"got real") == 2
+    assert raw.count(b"got real" if tls else b"got placeholder") == 2
     assert VAL_A.encode() not in raw and VAL_B.encode() not in raw
     assert len(up.heads) == 2
-    assert all(f"Authorization: Bearer {VAL_A}" in h for h in up.heads)
-    assert PH_A not in "".join(up.heads)
+    assert all(f"Authorization: Bearer {VAL_A if tls else PH_A}" in h for h in up.heads)
+    assert (PH_A not in "".join(up.heads)) == tls  # (the body's stays: bodies pass untouched)
+    assert VAL_B not in "".join(up.heads) and (VAL_A in "".join(up.heads)) == tls
     assert f"X-Other: {PH_B}" in up.heads[0]  # another host's secret stays a placeholder
     assert b"body %d" % len(b"payload " + PH_A.encode()) in raw
     assert stats == [{"ret": 0, "host": "api.test", "up": len(data), "down": len(raw),
-                      "requests": 2, "substituted": 2, "leaks": 1, "error": ""}]
+                      "requests": 2, "substituted": 2 if tls else 0, "leaks": 1,
+                      "held": 0 if tls else 2, "cleartext": not tls, "error": ""}]
+
+
+def read_head(s):
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        more = s.recv(1)
+        assert more, f"connection closed after {buf!r}"
+        buf += more
+    return buf
+
+
+def test_upgrade_to_tls_mid_stream_gets_no_value(tmp_path):
+    """Plain HTTP that upgrades to TLS (RFC 2817) mid-stream: the broker did not verify that
+    TLS (the guest speaks it with the server itself, here trusting the server's own CA), so
+    neither the upgrade request nor any request inside the TLS carries the value."""
+    trust = make_pki(tmp_path, ["api.test"])
+    up = Upstream(tmp_path, False)
+    p, port = start_driver(tmp_path, trust, up.port, "plain", 1, "api.test")
+    try:
+        s = guest_client(tmp_path, port, "api.test", False)
+        s.sendall(f"OPTIONS * HTTP/1.1\r\nHost: api.test\r\nUpgrade: TLS/1.2\r\n"
+                  f"Connection: Upgrade\r\nAuthorization: Bearer {PH_A}\r\n\r\n".encode())
+        assert read_head(s).startswith(b"HTTP/1.1 101")
+        s = ssl.create_default_context(cafile=str(trust)).wrap_socket(s, server_hostname="api.test")
+        s.sendall(f"GET /in HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer {PH_A}\r\n"
+                  f"\r\n".encode())
+        raw = read_responses(s, 1)
+        s.close()
+    finally:
+        up.close()
+    stats = finish(p)
+    assert b"got placeholder" in raw
+    assert len(up.heads) == 2 and VAL_A not in "".join(up.heads), up.heads
+    assert all(f"Authorization: Bearer {PH_A}" in h for h in up.heads)
+    assert stats[0]["substituted"] == 0 and stats[0]["cleartext"] is True
+
+
+def test_redirect_to_plain_url_gets_no_value(tmp_path):
+    """The real host (verified TLS: it gets the value) redirects to a plain http:// URL on the
+    same name; a client that follows with its credential (curl --location-trusted) sends the
+    placeholder there, never the value."""
+    trust = make_pki(tmp_path, ["api.test"])
+    up = Upstream(tmp_path, "auto")
+    p, port = start_driver(tmp_path, trust, up.port, "auto", 2, "api.test")
+    up.redirect_to = f"http://api.test:{port}/after"
+    try:
+        s = guest_client(tmp_path, port, "api.test", True)
+        s.sendall(f"GET /redirect HTTP/1.1\r\nHost: api.test\r\n"
+                  f"Authorization: Bearer {PH_A}\r\n\r\n".encode())
+        first = read_responses(s, 1)
+        s.close()
+        assert first.startswith(b"HTTP/1.1 302") and b"got real" in first
+        loc = re.search(rb"Location: http://api\.test:(\d+)(/\S*)", first)
+        s = guest_client(tmp_path, int(loc.group(1)), "api.test", False)
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer %s\r\n\r\n"
+                  % (loc.group(2), PH_A.encode()))
+        second = read_responses(s, 1)
+        s.close()
+    finally:
+        up.close()
+    stats = finish(p)
+    assert b"got placeholder" in second
+    assert len(up.heads) == 2
+    assert f"Authorization: Bearer {VAL_A}" in up.heads[0]  # the verified HTTPS path
+    assert up.heads[1].startswith("GET /after ") and VAL_A not in up.heads[1], up.heads
+    assert [(st["substituted"], st["cleartext"]) for st in stats] == [(1, False), (0, True)]
 
 
 def test_placeholder_to_other_host_is_counted(tmp_path):
@@ -262,6 +346,25 @@ def test_untrusted_upstream_is_refused(tmp_path):
     assert raw.startswith(b"HTTP/1.1 502")
     assert b"did not verify" in raw
     assert stats[0]["ret"] == -1 and "did not verify" in stats[0]["error"]
+    assert up.heads == []
+
+
+def test_wrong_name_upstream_is_refused(tmp_path):
+    """A server whose certificate the upstream trust signed, but for another name: the name
+    check fails, the server gets no request and no value."""
+    trust = make_pki(tmp_path, ["wrong.test"])
+    up = Upstream(tmp_path, True)
+    p, port = start_driver(tmp_path, trust, up.port, "tls", 1, "api.test")
+    try:
+        s = guest_client(tmp_path, port, "api.test", True)
+        s.sendall(requests_for("api.test"))
+        raw = read_responses(s, 1)
+        s.close()
+    finally:
+        up.close()
+    stats = finish(p)
+    assert raw.startswith(b"HTTP/1.1 502") and b"did not verify" in raw
+    assert stats[0]["ret"] == -1 and stats[0]["substituted"] == 0
     assert up.heads == []
 
 
@@ -334,9 +437,11 @@ def test_secret_end_to_end(env, tmp_path, bluebox_bin):  # noqa: F811
     CA the guest init installed: the server receives the real value; another secret's
     placeholder sent there arrives as it is. The same placeholder sent over plain HTTP to a
     different allowed host (a name the test's DNS server answers) arrives unsubstituted and
-    the connection log (logs/net/<name>.log) records the attempted leak. The guest's
-    environment, every process's environ and cmdline and its readable files hold only the
-    placeholder."""
+    the connection log (logs/net/<name>.log) records the attempted leak. Plain HTTP to the
+    secret's own host (another port of it), directly and as the target of a redirect from the
+    HTTPS server that curl follows with its credential, gets the placeholder, never the value,
+    and its log lines say refused: cleartext. The guest's environment, every
+    process's environ and cmdline and its readable files hold only the placeholder."""
     _e2e_prereqs()
     addr = _host_addr()
     name = "host.containers.internal"
@@ -344,6 +449,8 @@ def test_secret_end_to_end(env, tmp_path, bluebox_bin):  # noqa: F811
     trust = make_pki(tmp_path, [name])
     up = _listen_everywhere(Upstream(tmp_path, True))
     sink = _listen_everywhere(Upstream(tmp_path, False))
+    clear = _listen_everywhere(Upstream(tmp_path, False))  # plain HTTP at the secret's host
+    up.redirect_to = f"http://{name}:{clear.port}/after"
     gw = podman_gateway()  # what host.containers.internal names; the sink is there too
     spy = DnsSpy(addr, answers={sink_name: gw})
     h = Home(bluebox_bin)
@@ -356,6 +463,7 @@ network: bridge
 packages: [curl]
 allow:
   - {name}:{up.port}
+  - {name}:{clear.port}
   - {sink_name}:{sink.port}
   - {gw}/32
   - other.bluebox-secrets.test
@@ -373,12 +481,16 @@ secrets:
         # Debian packages takes minutes on a slow host; test_build_vm holds guest builds)
         r = h("build", "--host-kernel", sb, env=secret_env, timeout=900)
         assert r.returncode == 0, r
-        assert b"network allow 4 hosts, 2 secrets" in r.stdout + r.stderr, r
+        assert b"network allow 5 hosts, 2 secrets" in r.stdout + r.stderr, r
         script = (f'echo "env $API_TOKEN $OTHER_TOKEN"; '
                   f'curl -sS -H "Authorization: Bearer $API_TOKEN" -H "X-Other: $OTHER_TOKEN" '
                   f'https://{name}:{up.port}/one 2>&1; echo; '
                   f'curl -sS -H "Authorization: Bearer $API_TOKEN" '
                   f'http://{sink_name}:{sink.port}/leak 2>&1; echo; '
+                  f'curl -sS -H "Authorization: Bearer $API_TOKEN" '
+                  f'http://{name}:{clear.port}/clear 2>&1; echo; '
+                  f'curl -sS -L --location-trusted -H "Authorization: Bearer $API_TOKEN" '
+                  f'https://{name}:{up.port}/redirect 2>&1; echo; '
                   + GUEST_DUMP)
         run_env = dict(secret_env, CONTAINERS_CONF=spied_containers_conf(tmp_path, addr))
         r = h("run", sb, "--", "sh", "-c", script, env=run_env, timeout=300)
@@ -397,6 +509,12 @@ secrets:
         assert VAL_B not in "".join(up.heads), up.heads
         assert len(sink.heads) == 1 and f"Authorization: Bearer {ph_a}" in sink.heads[0], sink.heads
         assert VAL_A not in sink.heads[0], sink.heads
+        # cleartext to the secret's own host: /clear, and /after behind the HTTPS redirect
+        # (whose own request, verified TLS, got the value)
+        assert any(hd.startswith("GET /redirect ") and VAL_A in hd for hd in up.heads), up.heads
+        assert [hd.split(" ")[1] for hd in clear.heads] == ["/clear", "/after"], clear.heads
+        assert all(f"Authorization: Bearer {ph_a}" in hd for hd in clear.heads), clear.heads
+        assert VAL_A not in "".join(clear.heads), clear.heads
         # what the guest could read: only placeholders
         dump = h.data(sb) / "dump"
         for f in ("environ", "cmdline", "files"):
@@ -409,8 +527,15 @@ secrets:
         assert VAL_A not in text and VAL_B not in text
         entries = [json.loads(ln) for ln in text.splitlines()]
         tcp = {e["name"]: e for e in entries if e.get("kind") == "tcp"}
-        assert tcp[name]["decision"] == "allow" and tcp[name].get("brokered"), entries
-        assert tcp[name]["substituted"] >= 1 and tcp[name]["leaks"] >= 1, entries
+        https = [e for e in entries if e.get("kind") == "tcp" and e.get("port") == up.port]
+        plain = [e for e in entries if e.get("kind") == "tcp" and e.get("port") == clear.port]
+        assert all(e["decision"] == "allow" and e.get("brokered") for e in https), entries
+        assert any(e["substituted"] >= 1 and e.get("leaks", 0) >= 1 for e in https), entries
+        assert len(plain) == 2, entries
+        for e in plain:
+            assert e["refused"] == "cleartext" and e["held"] == 1, entries
+            assert "brokered" not in e and "substituted" not in e, entries
+            assert e["reason"].startswith("refused: cleartext"), entries
         assert tcp[sink_name]["leaks"] == 1 and not tcp[sink_name].get("brokered"), entries
         assert tcp[sink_name]["reason"].startswith("attempted leak"), entries
         shown = h("logs", sb, "--net")
@@ -419,6 +544,7 @@ secrets:
         spy.close()
         up.close()
         sink.close()
+        clear.close()
         h.close()
 
 

@@ -153,6 +153,20 @@ def test_exec_argv_command_stdin_env_cwd(box):
     assert st == 200 and unb64(r["stdout"]) == "$HOME; `id` \x01\x7f\n".encode(), r
 
 
+def test_exec_finds_its_program_in_the_callers_path(box):
+    """argv[0] is looked up in the PATH the command gets (the caller's env here), as a shell
+    would; the agent's own PATH used to decide, so this was exit 127."""
+    h, name, s = box
+    st, r = exec_(s, name, command="mkdir -p /opt/bbtools && printf '#!/bin/sh\\necho tool "
+                  "\"$1\"\\nexit 5\\n' > /opt/bbtools/bbtool && chmod 755 /opt/bbtools/bbtool")
+    assert st == 200 and r["exit_code"] == 0, r
+    st, r = exec_(s, name, argv=["bbtool", "x"], env={"PATH": "/opt/bbtools:/bin"})
+    assert st == 200 and (r["exit_code"], unb64(r["stdout"])) == (5, b"tool x\n"), r
+    st, r = exec_(s, name, argv=["bbtool", "x"])  # not in the image's PATH: not found
+    assert st == 200 and r["exit_code"] == 127, r
+    assert b"cannot run bbtool: No such file or directory" in unb64(r["stderr"]), r
+
+
 def test_exec_timeout_and_truncation(box):
     h, name, s = box
     st, r = exec_(s, name, command="sleep 30", timeout_seconds=1)

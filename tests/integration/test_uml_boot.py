@@ -61,7 +61,7 @@ def _libs(binary):
 
 
 def _make_bundle(d):
-    """A VMM bundle by hand, as src/runtime/uml_bundle.c makes one: linux.uml with PT_INTERP
+    """A VMM bundle by hand, as src/backends/uml_bundle.c makes one: linux.uml with PT_INTERP
     rewritten in place to /.bluebox/vmm/ld.so, ld.so, the libraries, bluebox-vmm, the
     xstate and uname preloads (src/vmm/xstate.c, uname.c) and the kernel's overlay.ko (the
     guest's RAM layer), fuse.ko and virtiofs.ko (/data through the file server)."""
@@ -111,7 +111,7 @@ def data():
 
 def uml_argv(uml, data, cmd, image=IMAGE, extra=(), env_vars=()):
     """The one podman command of these tests: what the uml backend will run. The VMM is the
-    container's root whatever the image's USER (src/runtime/uml.c); the backend names that
+    container's root whatever the image's USER (src/backends/uml.c); the backend names that
     USER in BLUEBOX_USER (tests pass it in env_vars) for the guest init to resolve."""
     argv = ["podman", "run", *CONFINE, "--user=0:0", "-i", "-v", f"{data}:/data",
             "--tmpfs", "/.bluebox/mem:exec", "-e", "TMPDIR=/.bluebox/mem",

@@ -1,4 +1,4 @@
-"""A uml guest that behaves like a real machine (issue 14, the rough edges): procps' ps and
+"""A uml guest that behaves like a real machine: procps' ps and
 top work, the host's TERM reaches the command, the posture line and `bluebox env` say how
 many CPUs the guest really has (nproc agrees), and the host's kernel is not in the guest's
 /proc/cpuinfo. Needs root, podman, build/bluebox-vmm and user-mode-linux; the procps test

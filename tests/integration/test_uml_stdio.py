@@ -192,7 +192,7 @@ def test_timeout_leaves_no_podman_chatter(home, backend):
         assert r.returncode == 124, r
         assert err == "started\nbluebox: killed after 2s (timeout_seconds)\n", err
     log = (home.dir / "home" / "logs" / f"{name}.log").read_text()
-    assert log.count("started\n=== exit 124 (") == 5, log
+    assert log.count("| started\n=== exit 124 (") == 5, log
     for chatter in ("forwarding signal", "no such container", "level="):
         assert chatter not in log, log
     assert containers_of(name) == []

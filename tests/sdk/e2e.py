@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-README = REPO / "README.md"
+SDKS = REPO / "docs" / "sdks.md"
 
 
 def server_pid(sock_path):
@@ -40,11 +40,11 @@ def stop_server(sock_path):
     os.kill(pid, signal.SIGKILL)
 
 
-def readme_block(heading, lang):
-    """The first ```lang code block under the README heading `heading`."""
-    text = README.read_text()
+def docs_block(heading, lang):
+    """The first ```lang code block under the heading `heading` of docs/sdks.md."""
+    text = SDKS.read_text()
     m = re.search(rf"^#+ {re.escape(heading)}\n(.*?)(?=^#+ |\Z)", text, flags=re.M | re.S)
-    assert m, f"README has no section {heading!r}"
+    assert m, f"docs/sdks.md has no section {heading!r}"
     b = re.search(rf"^```{lang}\n(.*?)^```", m.group(1), flags=re.M | re.S)
-    assert b, f"README section {heading!r} has no ```{lang} block"
+    assert b, f"docs/sdks.md section {heading!r} has no ```{lang} block"
     return b.group(1)

@@ -21,6 +21,8 @@ import time
 from http.server import BaseHTTPRequestHandler
 
 STATE = {"box": {"up": False, "files": {}}, "other": {"up": False, "files": {}}}
+# forks: name -> parent; a fork's changes are the files it wrote (as the API's Changes)
+FORKS = {}
 
 
 def run_argv(body):
@@ -125,6 +127,26 @@ class Handler(BaseHTTPRequestHandler):
             if box["up"]:
                 return self.error(409, "is_up", f"{name} is up; bring it down first")
             return self.reply(200, {"restored": body["snapshot"]})
+        if route == "fork":
+            if name in FORKS:
+                return self.error(409, "refused", f"{name} is itself a fork; apply or discard it "
+                                                  "before forking from it")
+            STATE[body["fork"]] = {"up": False, "files": {}}
+            FORKS[body["fork"]] = name
+            return self.reply(200, {"fork": body["fork"], "parent": name})
+        if route in ("diff", "apply", "discard"):
+            if name not in FORKS:
+                return self.error(409, "refused", f"{name} is not a fork; make one with: "
+                                                  f"bluebox fork {name} <fork>")
+            if route != "diff" and box["up"]:
+                return self.error(409, "is_up", f"{name} is up; bring it down first")
+            changes = [{"change": "A", "path": p} for p in sorted(box["files"])]
+            if route == "apply":
+                STATE[FORKS[name]]["files"].update(box["files"])
+            if route != "diff":
+                box["files"] = {}
+            return self.reply(200, {"parent": FORKS[name], "count": len(changes),
+                                    "changes": changes, "skipped": 0})
         return self.error(404, "not_found", "no such route")
 
     def stream(self, body):
@@ -140,6 +162,7 @@ class Handler(BaseHTTPRequestHandler):
 
         t = time.monotonic()
         p = subprocess.Popen(run_argv(body), stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        code = None
         try:
             while True:
                 ready, _, _ = select.select([p.stdout, self.connection], [], [])
@@ -156,6 +179,8 @@ class Handler(BaseHTTPRequestHandler):
                   "timed_out": False})
             self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
+            if code is not None:
+                return  # the command had ended: a client that read its exit line may hang up
             p.kill()  # the client went away: kill the command, as the real server does
             p.wait()
             if os.environ.get("FAKE_LOG"):

@@ -10,12 +10,19 @@
 #include "core/bluefile.h"
 #include "runtime/build.h"
 #include "runtime/buildvm.h"
+#include "launch/hostlimits.h"
 #include "util/fs.h"
 #include "util/json.h"
 #include "util/xalloc.h"
 
+/* A host where podman's default limits fit: only the build's own nproc cap. */
+static const host_limits roomy = {
+    .nofile_hard = HOSTLIMIT_NONE, .nproc_hard = HOSTLIMIT_NONE, .pid_max = 4194304};
+static const host_limits *host = &roomy;
+
 static char *argv_of_spec(const char *yaml, bool network, bool limits, const build_spec *extra)
 {
+    hostlimits_use(host);
     bluefile *bf = NULL;
     bb_error *err = NULL;
     if (bluefile_parse("/h/Bluefile", yaml, strlen(yaml), "/home/u", &bf, &err) < 0)
@@ -85,6 +92,19 @@ static void no_memory_flag_where_podman_cannot_enforce_it(void **s)
     free(got);
 }
 
+/* A host whose hard nofile is below podman's default (root without CAP_SYS_RESOURCE): the
+ * steps get a nofile that fits too, or podman build's RUN containers could not start. */
+static void limits_that_fit_the_host(void **s)
+{
+    (void)s;
+    const host_limits tight = {.nofile_hard = 20000, .nproc_hard = 96367, .pid_max = 32768};
+    host = &tight;
+    char *got = argv_of("base: alpine\nrun:\n  - echo hi\n", false, true);
+    host = &roomy;
+    assert_contains(got, " --ulimit=nproc=1024:1024 --ulimit=nofile=20000:20000 ");
+    free(got);
+}
+
 static void never_privileged_or_host(void **s)
 {
     (void)s;
@@ -104,7 +124,7 @@ static void never_privileged_or_host(void **s)
     }
 }
 
-/* A guest build (issue 20): bluebox's runtime, and the container's capabilities are the
+/* A guest build: bluebox's runtime, and the container's capabilities are the
  * VMM's (the step's own are BUILD_CAPS, in the guest); nothing else changes. */
 static void guest_build_argv(void **s)
 {
@@ -269,6 +289,7 @@ int main(void)
         cmocka_unit_test(offline),
         cmocka_unit_test(with_network),
         cmocka_unit_test(no_memory_flag_where_podman_cannot_enforce_it),
+        cmocka_unit_test(limits_that_fit_the_host),
         cmocka_unit_test(never_privileged_or_host),
         cmocka_unit_test(guest_build_argv),
         cmocka_unit_test(qemu_kvm_build_argv),

@@ -1,5 +1,5 @@
 /* Unit tests for the sandbox CA in the guest (src/guest/cainstall.c) and its launch-spec
- * record (src/guest/spec.c): appended once to each of an image's bundles (symlinked ones
+ * record (src/abi/spec.c): appended once to each of an image's bundles (symlinked ones
  * too), never through a symlink into a shared mount, a bundle made when the image has none,
  * a bundle of its own on a read-only root, variables set unless the workload set them; the
  * spec carries one PEM certificate at most. */
@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "guest/cainstall.h"
-#include "guest/spec.h"
+#include "abi/spec.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 

@@ -5,7 +5,7 @@
 
 #include <stdlib.h>
 
-#include "agent/chain.h"
+#include "abi/chain.h"
 
 #define TOKEN "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
@@ -111,6 +111,29 @@ static void out_of_order(void **s)
     assert_false(prove(&st, 0, b));
 }
 
+/* An index given back after a lower one was proven is never handed out again: its value
+ * follows from that proof, which guest root may have seen on its own network. */
+static void no_spare_above_a_proven_index(void **s)
+{
+    (void)s;
+    chain_state st;
+    init_state(&st);
+    uint32_t e, hi, lo, k;
+    chain_reserve(&st, &e, &hi);
+    chain_reserve(&st, &e, &lo);
+    chain_release(&st, 0, hi);      /* its connection went away before the hello */
+    assert_true(prove(&st, 0, lo)); /* seen by the guest */
+    assert_true(chain_reserve(&st, &e, &k));
+    assert_true(k < lo);
+    assert_false(prove(&st, 0, hi)); /* v_hi = SHA256(v_lo): worth nothing now */
+    /* one below the anchor still comes back */
+    assert_true(chain_reserve(&st, &e, &k));
+    chain_release(&st, 0, k);
+    uint32_t again;
+    assert_true(chain_reserve(&st, &e, &again));
+    assert_int_equal(again, k);
+}
+
 static void rotation(void **s)
 {
     (void)s;
@@ -162,9 +185,13 @@ static void exhaustion(void **s)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(derivation),        cmocka_unit_test(hex),
-        cmocka_unit_test(once_and_in_place), cmocka_unit_test(out_of_order),
-        cmocka_unit_test(rotation),          cmocka_unit_test(exhaustion),
+        cmocka_unit_test(derivation),
+        cmocka_unit_test(hex),
+        cmocka_unit_test(once_and_in_place),
+        cmocka_unit_test(out_of_order),
+        cmocka_unit_test(rotation),
+        cmocka_unit_test(exhaustion),
+        cmocka_unit_test(no_spare_above_a_proven_index),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,4 @@
-/* Unit tests for the host side of allow: and secrets: (runtime/egress.h): the list's value,
+/* Unit tests for the host side of allow: and secrets: (launch/egress.h): the list's value,
  * placeholders, the connection log's rotation, reading secrets (and the refusals, which
  * never quote a value) and the sealed memfd. */
 #include "unit.h"
@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "abi.h"
+#include "abi/abi.h"
 #include "core/bluefile.h"
-#include "runtime/egress.h"
+#include "launch/egress.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 

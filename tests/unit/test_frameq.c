@@ -1,4 +1,4 @@
-/* Unit tests for the frames that wait for the guest's link (vmm/frameq.h): over a real
+/* Unit tests for the frames that wait for the guest's link (net/frameq.h): over a real
  * SOCK_SEQPACKET pair whose buffer fills, frames leave whole and in order once the reader
  * drains, the cap refuses what would pass it, and a dead peer clears the queue. */
 #include "unit.h"
@@ -7,7 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "vmm/frameq.h"
+#include "net/frameq.h"
 
 #define FRAME 9014
 
@@ -27,7 +27,7 @@ static void frames_wait_and_leave_in_order(void **state)
     frameq q = {0};
     unsigned char b[FRAME];
     unsigned sent = 0, queued = 0;
-    /* What the socket takes goes now; the rest waits, as net.c does it. */
+    /* What the socket takes goes now; the rest waits, as slirp.c does it. */
     for (unsigned i = 0; i < 200; i++) {
         fill(b, i);
         if (frameq_empty(&q) && send(sv[0], b, FRAME, MSG_DONTWAIT) == FRAME) {

@@ -271,7 +271,7 @@ static void bad_names(void **s)
     assert_int_equal(call(FUSE_RENAME2, 1, &r2, sizeof(r2), "a\0b", 4, NULL), -EINVAL);
 }
 
-/* RENAME_WHITEOUT (overlayfs over the server, issue 18): the source becomes a whiteout, a
+/* RENAME_WHITEOUT (overlayfs over the server): the source becomes a whiteout, a
  * plain host file whose record says character device 0:0; a failed rename leaves nothing. */
 static void rename_whiteout(void **s)
 {

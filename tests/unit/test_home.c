@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/home.h"
+#include "core/inuse.h"
 #include "util/fs.h"
 #include "util/strv.h"
 #include "util/xalloc.h"
@@ -135,6 +137,43 @@ static void home_ids(void **s)
     free(link), free(slash), free(dots), free(ia), free(ib), free(il), free(i1), free(i2), free(r);
 }
 
+static bool exists(const char *dir, long pid)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%ld", dir, pid);
+    return access(p, F_OK) == 0;
+}
+
+/* A holder killed with SIGKILL leaves its note; the next hold removes the notes of dead
+ * holders and keeps the live ones', so killed runs do not pile up notes. */
+static void inuse_sweeps_dead_notes(void **s)
+{
+    (void)s;
+    char root[] = "/tmp/bb-inuse-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    char *dir = xasprintf("%s/locks/box.users", root);
+    assert_int_equal(mkdir_p(dir, 0700, NULL), 0);
+    pid_t dead = fork();
+    if (dead == 0)
+        _exit(0);
+    assert_int_equal(waitpid(dead, NULL, 0), dead);
+    long live = (long)getppid();
+    for (size_t i = 0; i < 2; i++) {
+        char *note = xasprintf("%s/%ld", dir, i ? live : (long)dead);
+        assert_int_equal(write_file_atomic(note, "run\n", 4, 0600, NULL), 0);
+        free(note);
+    }
+    inuse u;
+    assert_int_equal(inuse_hold(root, "box", "run", &u, NULL), 0);
+    assert_false(exists(dir, dead));
+    assert_true(exists(dir, live));
+    assert_true(exists(dir, getpid()));
+    inuse_release(&u);
+    assert_false(exists(dir, getpid()));
+    assert_int_equal(rm_rf(root, NULL), 0);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -142,6 +181,7 @@ int main(void)
         cmocka_unit_test(root_and_paths),
         cmocka_unit_test(tighten),
         cmocka_unit_test(home_ids),
+        cmocka_unit_test(inuse_sweeps_dead_notes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

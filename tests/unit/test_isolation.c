@@ -7,8 +7,9 @@
 #include <unistd.h>
 
 #include "core/bluefile.h"
-#include "runtime/fingerprint.h"
+#include "util/fingerprint.h"
 #include "runtime/isolation.h"
+#include "launch/runtime_fp.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 

@@ -9,14 +9,18 @@
 #include <unistd.h>
 
 #include "core/bluefile.h"
-#include "abi.h"
-#include "runtime/egress.h"
-#include "runtime/launch.h"
+#include "abi/abi.h"
+#include "launch/egress.h"
+#include "launch/hostlimits.h"
+#include "launch/launch.h"
 #include "runtime/posture.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
 static char bin[64];
+/* A host where podman's default limits fit: the golden argvs carry no --ulimit. */
+static const host_limits roomy = {
+    .nofile_hard = HOSTLIMIT_NONE, .nproc_hard = HOSTLIMIT_NONE, .pid_max = 4194304};
 /* home_id("/r"): /r does not exist here, so it is the hash of the path alone. */
 #define HOME_R "ede9ad17e64e"
 
@@ -34,6 +38,7 @@ static int setup(void **s)
     setenv("PATH", bin, 1);
     unsetenv("BLUEBOX_BACKEND");
     unsetenv("TERM"); /* the golden argvs are those of a host without one */
+    hostlimits_use(&roomy);
     return 0;
 }
 
@@ -112,6 +117,27 @@ static void strict_bridge_readonly_mounts_seccomp_passt(void **s)
                       " echo hi there",
              bin);
     assert_string_equal(got, want);
+    free(got);
+}
+
+/* Where the hard nofile limit is below podman's default (and root cannot raise it), every
+ * launch carries limits that fit (hostlimits.h): run, the agent of up and pool, the isolation
+ * probe, all from this one argv builder. */
+static void limits_that_fit_the_host(void **s)
+{
+    (void)s;
+    const host_limits tight = {.nofile_hard = 20000, .nproc_hard = 96367, .pid_max = 32768};
+    hostlimits_use(&tight);
+    const launch_mode modes[] = {LAUNCH_RUN, LAUNCH_AGENT, LAUNCH_PROBE};
+    for (size_t i = 0; i < ELEMENTSOF(modes); i++) {
+        char *got = argv_of_mode("", modes[i]);
+        assert_contains(got, " --pids-limit=512 --ulimit=nofile=20000:20000 "
+                             "--ulimit=nproc=32768:32768 --memory=");
+        free(got);
+    }
+    hostlimits_use(&roomy);
+    char *got = argv_of("");
+    assert_null(strstr(got, "--ulimit"));
     free(got);
 }
 
@@ -435,7 +461,7 @@ static void posture_states_ignored_cpus(void **s)
     }
 }
 
-/* ---- allow: and secrets: (runtime/egress.h) ------------------------------------------- */
+/* ---- allow: and secrets: (launch/egress.h) ------------------------------------------- */
 
 /* A backend whose VMM enforces allow: (as uml's), without uml's bundle to prepare. */
 static const backend egress_backend = {
@@ -446,7 +472,7 @@ static const backend egress_backend = {
     "secrets: [{name: API_TOKEN, from_env: T, hosts: [api.example.com]}]\n"
 #define PH ABI_SECRET_PREFIX "0123456789abcdef0123456789abcdef"
 
-static char *egress_argv(const char *yaml, launch_mode mode, const egress *e)
+static char *argv_on(const backend *b, const char *yaml, launch_mode mode, const egress *e)
 {
     bluefile *bf = NULL;
     bb_error *err = NULL;
@@ -462,7 +488,7 @@ static char *egress_argv(const char *yaml, launch_mode mode, const egress *e)
                 .self = "/usr/bin/bluebox",
                 .egress = e};
     strv a = {0};
-    assert_int_equal(launch_argv(&egress_backend, &l, &a, &err), 0);
+    assert_int_equal(launch_argv(b, &l, &a, &err), 0);
     strbuf sb = {0};
     for (size_t i = 0; i < a.n; i++)
         sb_printf(&sb, " %s", a.v[i]);
@@ -470,6 +496,11 @@ static char *egress_argv(const char *yaml, launch_mode mode, const egress *e)
     strv_clear(&a);
     bluefile_free(bf);
     return sb_steal(&sb);
+}
+
+static char *egress_argv(const char *yaml, launch_mode mode, const egress *e)
+{
+    return argv_on(&egress_backend, yaml, mode, e);
 }
 
 /* The list, the sandbox's name and the log reach the VMM; the secrets as fd 3 and their
@@ -502,6 +533,41 @@ static void egress_argv_run_and_up(void **s)
     assert_null(strstr(got, "API_TOKEN"));
     free(got);
     strv_clear(&e.env);
+}
+
+/* The lifeline (launch/lifeline.h): a run, shell or up of a backend whose VMM is bluebox-vmm
+ * tells the VMM its fd, right after the secrets' memfd, and has podman pass both on; the
+ * isolation probe and a backend with another VMM (krun) get none. */
+static void lifeline_argv(void **s)
+{
+    (void)s;
+    static const backend uml_like = {
+        .name = "uml", .egress = true, .vmm = true, .launch_flags = no_flags, .entry = no_flags};
+    static const backend krun_like = {
+        .name = "krun", .egress = true, .launch_flags = no_flags, .entry = no_flags};
+    setenv("BLUEBOX_LAUNCH", "podman", 1); /* the argv podman runs, not the direct path's */
+    egress e = {.secrets_fd = 10};
+    strv_add(&e.env, "API_TOKEN=" PH);
+    for (int i = 0; i < 3; i++) {
+        launch_mode mode = i == 0 ? LAUNCH_RUN : i == 1 ? LAUNCH_SHELL : LAUNCH_AGENT;
+        char *got = argv_on(&uml_like, "network: none\n", mode, NULL);
+        assert_contains(got, " --env=BLUEBOX_LIFELINE_FD=3 --preserve-fds=1 ");
+        free(got);
+        got = argv_on(&uml_like, EGRESS_BF, mode, &e);
+        assert_contains(got, " --env=BLUEBOX_SECRETS_FD=3 ");
+        assert_contains(got, " --env=BLUEBOX_LIFELINE_FD=4 --preserve-fds=2 ");
+        free(got);
+    }
+    char *got = argv_on(&uml_like, "network: none\n", LAUNCH_PROBE, NULL);
+    assert_null(strstr(got, "LIFELINE"));
+    assert_null(strstr(got, "--preserve-fds"));
+    free(got);
+    got = argv_on(&krun_like, EGRESS_BF, LAUNCH_RUN, &e);
+    assert_null(strstr(got, "LIFELINE"));
+    assert_contains(got, " --preserve-fds=1 ");
+    free(got);
+    strv_clear(&e.env);
+    unsetenv("BLUEBOX_LAUNCH");
 }
 
 /* No egress prepared (a data job, the API's probe): the list is still enforced; no log,
@@ -623,6 +689,7 @@ int main(void)
         cmocka_unit_test(posture_states_ignored_cpus),
         cmocka_unit_test(host_term),
         cmocka_unit_test(standard_none),
+        cmocka_unit_test(limits_that_fit_the_host),
         cmocka_unit_test(strict_bridge_readonly_mounts_seccomp_passt),
         cmocka_unit_test(rw_mount_and_never_privileged),
         cmocka_unit_test(krun_agent),
@@ -634,6 +701,7 @@ int main(void)
         cmocka_unit_test(backend_limits),
         cmocka_unit_test(egress_argv_run_and_up),
         cmocka_unit_test(egress_argv_without_prepare),
+        cmocka_unit_test(lifeline_argv),
         cmocka_unit_test(krun_refuses_allow),
         cmocka_unit_test(warm_pool_backends),
         cmocka_unit_test(egress_posture),

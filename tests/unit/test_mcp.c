@@ -188,6 +188,28 @@ static void api_errors_are_tool_errors(void **s)
     assert_contains(t, "e [... 10 more bytes not shown] (not_found)");
 }
 
+static void fork_tools_go_through_the_fork_routes(void **s)
+{
+    (void)s;
+    answer(200, "{\"fork\":\"f\",\"parent\":\"box\"}");
+    _cleanup_json_ json_t *r = call("fork", "{\"sandbox\":\"box\",\"fork\":\"f\"}");
+    assert_contains(text_of(r, false), "f is now a fork of box");
+    assert_string_equal(fake.path, "/v1/sandboxes/box/fork");
+    _cleanup_json_ json_t *b = sent_body();
+    assert_string_equal(json_string_value(json_object_get(b, "fork")), "f");
+    answer(200, "{\"parent\":\"box\",\"count\":2,\"skipped\":0,\"changes\":[{\"change\":"
+                "\"A\",\"path\":\"/n\"},{\"change\":\"D\",\"path\":\"/o\"}]}");
+    _cleanup_json_ json_t *d = call("apply", "{\"sandbox\":\"f\"}");
+    assert_string_equal(text_of(d, false), "applied 2 changes (parent: box)\nA /n\nD /o");
+    assert_string_equal(fake.path, "/v1/sandboxes/f/apply");
+    /* a guard's refusal is the model's to read, as an error result */
+    answer(409, "{\"error\":\"box is not a fork; make one with: bluebox fork box <fork>\","
+                "\"code\":\"refused\"}");
+    _cleanup_json_ json_t *e = call("diff", "{\"sandbox\":\"box\"}");
+    assert_contains(text_of(e, true), "box is not a fork");
+    assert_contains(text_of(e, true), "(refused)");
+}
+
 static void names_are_one_path_segment(void **s)
 {
     (void)s;
@@ -262,6 +284,7 @@ int main(void)
         cmocka_unit_test(api_errors_are_tool_errors),
         cmocka_unit_test(names_are_one_path_segment),
         cmocka_unit_test(files_go_through_the_files_routes),
+        cmocka_unit_test(fork_tools_go_through_the_fork_routes),
         cmocka_unit_test(list_snapshot_and_up),
         cmocka_unit_test(restore_needs_the_flag),
     };

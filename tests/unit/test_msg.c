@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/msg.h"
+#include "abi/msg.h"
 #include "util/xalloc.h"
 
 #define P64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

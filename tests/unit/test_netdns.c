@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "vmm/netdns.h"
+#include "net/netdns.h"
 
 static uint16_t sum16(const uint8_t *b, size_t n, uint32_t s)
 {

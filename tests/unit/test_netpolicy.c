@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "util/macro.h"
-#include "vmm/netpolicy.h"
+#include "net/netpolicy.h"
 
 static const uint8_t guest_mac[6] = {0x52, 0x54, 0x00, 0x12, 0x34, 0x56};
 static const uint8_t stack_mac[6] = {0x52, 0x55, 0x0a, 0x00, 0x02, 0x02};

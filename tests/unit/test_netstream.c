@@ -1,4 +1,4 @@
-/* Unit tests for the stream link's framing (vmm/netstream.h), QEMU's and passt's 4-byte
+/* Unit tests for the stream link's framing (net/netstream.h), QEMU's and passt's 4-byte
  * big-endian length before each frame: frames come out whole and in order however the bytes
  * arrive (split anywhere, several in one read), empty ones are skipped, a frame of exactly the
  * bound passes and a length past it cuts the link without growing anything; over a real
@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "util/macro.h"
-#include "vmm/netstream.h"
+#include "net/netstream.h"
 
 #define MAX 65536
 

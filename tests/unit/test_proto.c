@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "agent/proto.h"
+#include "abi/proto.h"
 #include "util/xalloc.h"
 
 static const uint8_t all_types[] = {FRAME_CHALLENGE, FRAME_HELLO,     FRAME_READY,  FRAME_GO,

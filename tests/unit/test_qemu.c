@@ -1,5 +1,5 @@
-/* The qemu backend's two command lines (issue 19): the podman argv (runtime/qemu.c through
- * launch_argv) and QEMU's own (vmm/qemu.c). The KVM path cannot boot on the CI hosts
+/* The qemu backend's two command lines: the podman argv (backends/qemu.c through
+ * launch_argv) and QEMU's own (vmm/qemu_argv.c). The KVM path cannot boot on the CI hosts
  * without usable KVM, so what it must hold is checked here: /dev/kvm passed only with KVM,
  * QEMU's sandbox on, no default devices, no monitor, no network of QEMU's own: its one
  * network device is bluebox-vmm's libslirp on an inherited stream socket. */
@@ -11,14 +11,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "abi.h"
+#include "abi/abi.h"
 #include "core/bluefile.h"
-#include "runtime/launch.h"
+#include "launch/launch.h"
 #include "runtime/posture.h"
 #include "qemu_standins.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
-#include "vmm/qemu.h"
+#include "vmm/qemu_argv.h"
 
 static char dir[64];
 

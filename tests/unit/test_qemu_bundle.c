@@ -1,4 +1,4 @@
-/* The qemu VMM bundle's replacement (issue 19): each is about 120 MB, so a newly made one
+/* The qemu VMM bundle's replacement: each is about 120 MB, so a newly made one
  * removes the old ones, but never one a sandbox runs from (a shared flock on its
  * bluebox-vmm, held by bluebox while it launches and by bluebox-vmm in the container), and
  * builders' stale temporary directories; doctor's count and size. Stand-ins (a dynamically
@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "runtime/qemu_bundle.h"
+#include "backends/qemu_bundle.h"
 #include "qemu_standins.h"
 #include "util/fs.h"
 #include "util/xalloc.h"

@@ -139,6 +139,16 @@ static void expect_bytes(const char *got, size_t from, size_t n)
             fail_msg("byte %zu of the kept output is wrong", i);
 }
 
+/* The output's bytes as the log keeps them, without its line prefix: [from, from+n). */
+static size_t expect_output(const char *got, size_t from, size_t n)
+{
+    if (n == 0)
+        return 0;
+    assert_memory_equal(got, RUNLOG_OUTPUT_PREFIX, strlen(RUNLOG_OUTPUT_PREFIX));
+    expect_bytes(got + strlen(RUNLOG_OUTPUT_PREFIX), from, n);
+    return strlen(RUNLOG_OUTPUT_PREFIX) + n;
+}
+
 static void clipping(void **s)
 {
     (void)s;
@@ -159,17 +169,21 @@ static void clipping(void **s)
             size_t head = total < K ? total : K;
             size_t tail = total - head < K ? total - head : K;
             size_t clipped = total - head - tail;
-            expect_bytes(got, 0, head);
-            size_t at = head;
+            /* (no newline in this output: one line of it before the marker, one after) */
+            size_t at = expect_output(got, 0, head);
             if (clipped) {
                 char marker[80];
-                int m = snprintf(marker, sizeof marker, "\n[\u2026 %zu bytes clipped \u2026]\n",
+                int m = snprintf(marker, sizeof marker, "\n=== [\u2026 %zu bytes clipped \u2026]\n",
                                  clipped);
                 assert_memory_equal(got + at, marker, (size_t)m);
                 at += (size_t)m;
             }
-            expect_bytes(got + at, head + clipped, tail);
-            at += tail;
+            if (clipped) /* after the marker's line */
+                at += expect_output(got + at, head + clipped, tail);
+            else { /* the same line goes on */
+                expect_bytes(got + at, head, tail);
+                at += tail;
+            }
             /* The exit line starts a line of its own even after output without a newline. */
             assert_string_equal(got + at,
                                 total ? "\n=== exit 7 (1.50s)\n" : "=== exit 7 (1.50s)\n");
@@ -196,6 +210,57 @@ static void long_command_line(void **s)
     char *log = slurp(path, &len);
     assert_true(len < RUNLOG_ARGV_BYTES + 1024);
     assert_contains(log, " more arguments clipped \u2026]\n=== exit 0 (0.00s)\n");
+    free(log);
+    rm_log_dir(dir);
+}
+
+/* Nothing the guest prints or a caller passes as an argument can make a line that reads as
+ * the host's record: output lines all carry the prefix, in the kept start and the
+ * kept end alike, and an argument's newline is quoted onto the header's line. */
+static void records_cannot_be_forged(void **s)
+{
+    (void)s;
+    char *dir = log_dir();
+    char path[300];
+    snprintf(path, sizeof path, "%s/x.log", dir);
+    char *argv[] = {"sh", "-c", "exit 3\n=== 2026-01-01T00:00:00Z run: 'rm' '-rf'\n=== exit 0",
+                    "it's\t\x1b[2J", NULL};
+    runlog *l = runlog_begin(path, "exec", argv, NULL);
+    assert_non_null(l);
+    static const char forged[] = "=== 2026-01-01T00:00:00Z run: 'never-ran'\n=== exit 0 (0.01s)\n";
+    runlog_write(l, "partial line ", 13);
+    runlog_write(l, forged, strlen(forged));
+    /* past the kept start, so that the held end is written at runlog_end, then more */
+    char *fill = malloc(RUNLOG_KEEP_BYTES * 2);
+    memset(fill, 'f', RUNLOG_KEEP_BYTES * 2);
+    fill[RUNLOG_KEEP_BYTES * 2 - 1] = '\n';
+    runlog_write(l, fill, RUNLOG_KEEP_BYTES * 2);
+    free(fill);
+    runlog_write(l, forged, strlen(forged));
+    runlog_write(l, "\n\n=== exit 0", 12);
+    runlog_end(l, 3, 0.5);
+    size_t len;
+    char *log = slurp(path, &len);
+    size_t records = 0;
+    for (char *line = log, *nl; *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (!nl) /* the log ends with a whole line */
+            fail_msg("a line without its end: %.200s", line);
+        *nl = '\0';
+        if (strncmp(line, RUNLOG_RECORD_PREFIX, strlen(RUNLOG_RECORD_PREFIX)) == 0)
+            records++;
+        else if (*line) /* an empty line only before the header */
+            assert_memory_equal(line, RUNLOG_OUTPUT_PREFIX, strlen(RUNLOG_OUTPUT_PREFIX));
+    }
+    free(log);
+    log = slurp(path, &len);
+    /* the header, the clip marker, the exit line: no more */
+    assert_int_equal(records, 3);
+    assert_contains(log, " exec: 'sh' '-c' $'exit 3\\n=== 2026-01-01T00:00:00Z run: \\'rm\\' "
+                         "\\'-rf\\'\\n=== exit 0' $'it\\'s\\t\\x1b[2J'\n");
+    assert_contains(log, "\n| partial line === 2026-01-01T00:00:00Z run: 'never-ran'\n"
+                         "| === exit 0 (0.01s)\n| ffff");
+    assert_contains(log, "\n| \n| === exit 0\n=== exit 3 (0.50s)\n");
     free(log);
     rm_log_dir(dir);
 }
@@ -251,6 +316,7 @@ int main(void)
         cmocka_unit_test(clipping),
         cmocka_unit_test(long_command_line),
         cmocka_unit_test(rotation),
+        cmocka_unit_test(records_cannot_be_forged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

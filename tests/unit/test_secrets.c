@@ -1,4 +1,4 @@
-/* Unit tests for the VMM's secrets (src/vmm/secrets.c): the host's JSON is read strictly and
+/* Unit tests for the VMM's secrets (src/net/secrets.c): the host's JSON is read strictly and
  * no error ever quotes a value; placeholders are found across reads; the request-head
  * rewriter substitutes only in header values, only for hosts the secret lists, whatever the
  * cuts, across pipelined requests and their bodies, and refuses what it cannot frame. */
@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "vmm/secrets.h"
+#include "net/secrets.h"
 
 #define PH_A  "BLUEBOX_SECRET_0123456789abcdef0123456789abcdef"
 #define PH_B  "BLUEBOX_SECRET_fedcba9876543210fedcba9876543210"
@@ -202,6 +202,7 @@ static void test_subst_pipelined_any_cut(void **state)
     for (size_t step = 0; step <= 64; step++) {
         subst m;
         subst_init(&m, &s, "api.example.com");
+        subst_release_values(&m); /* as the broker does once the host verified */
         int r;
         _cleanup_free_ char *out = run(&m, pipelined, strlen(pipelined), step, &r);
         assert_int_equal(r, 0);
@@ -402,6 +403,7 @@ static void test_subst_headers(void **state)
                                "X-Other-Key: " PH_B "\r\n\r\n";
     subst m;
     subst_init(&m, &s, "api.example.com");
+    subst_release_values(&m);
     int r;
     _cleanup_free_ char *out = run(&m, in, strlen(in), 5, &r);
     assert_int_equal(r, 0);
@@ -489,12 +491,61 @@ static void test_subst_tunnel(void **state)
         "Authorization: " PH_A "\r\n\r\nGET / HTTP/1.1\r\nAuthorization: " PH_A "\r\n\r\n";
     subst m;
     subst_init(&m, &s, "api.example.com");
+    subst_release_values(&m);
     int r;
     _cleanup_free_ char *out = run(&m, up, strlen(up), 0, &r);
     assert_int_equal(r, 0);
     assert_int_equal(m.substituted, 1);
     assert_int_equal(m.state, SUBST_TUNNEL);
     assert_non_null(strstr(out, "GET / HTTP/1.1\r\nAuthorization: " PH_A));
+    subst_clear(&m);
+}
+
+/* Not released (cleartext, or TLS the broker did not verify): no value goes out, whatever
+ * the machine reads. The requests that get values when released keep their placeholders and
+ * count as held; an upgrade mid-stream (to TLS or anything) changes nothing; the strict
+ * machine of plain HTTP holds them too. */
+static void test_subst_cleartext(void **state)
+{
+    (void)state;
+    _cleanup_secrets_ secrets s = load_good();
+    static const char up[] =
+        "GET / HTTP/1.1\r\nHost: api.example.com\r\nUpgrade: TLS/1.2\r\nConnection: Upgrade\r\n"
+        "Authorization: Bearer " PH_A "\r\n\r\n"
+        "\x16\x03\x01\x00\x05hello GET / HTTP/1.1\r\nAuthorization: " PH_A "\r\n\r\n";
+    const char *const ins[] = {pipelined, up};
+    for (size_t i = 0; i < 2 * ELEMENTSOF(ins); i++) {
+        bool strict = i >= ELEMENTSOF(ins);
+        const char *in = ins[i % ELEMENTSOF(ins)];
+        if (strict && in == up)
+            continue; /* strict refuses the upgrade's bytes: nothing of them goes at all */
+        for (size_t step = 0; step <= 9; step += 3) {
+            subst m;
+            if (strict)
+                subst_init_strict(&m, &s, "api.example.com");
+            else
+                subst_init(&m, &s, "api.example.com");
+            int r;
+            _cleanup_free_ char *out = run(&m, in, strlen(in), step, &r);
+            assert_int_equal(r, 0);
+            assert_null(strstr(out, VAL_A));
+            assert_null(strstr(out, VAL_B));
+            assert_non_null(strstr(out, "Authorization: Bearer " PH_A));
+            assert_int_equal(m.substituted, 0);
+            assert_int_equal(m.held, in == up ? 1 : 2);
+            subst_clear(&m);
+        }
+    }
+    /* the same bytes, released: the values go (the machine's one switch) */
+    subst m;
+    subst_init(&m, &s, "api.example.com");
+    subst_release_values(&m);
+    int r;
+    _cleanup_free_ char *out = run(&m, pipelined, strlen(pipelined), 0, &r);
+    assert_int_equal(r, 0);
+    assert_non_null(strstr(out, "Authorization: Bearer " VAL_A));
+    assert_int_equal(m.substituted, 2);
+    assert_int_equal(m.held, 0);
     subst_clear(&m);
 }
 
@@ -514,6 +565,7 @@ int main(void)
         cmocka_unit_test(test_subst_other_target),
         cmocka_unit_test(test_subst_headers),
         cmocka_unit_test(test_subst_strict),
+        cmocka_unit_test(test_subst_cleartext),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,7 @@
 
 #include <stdlib.h>
 
-#include "agent/chain.h"
+#include "abi/chain.h"
 #include "util/macro.h"
 #include "util/sha256.h"
 

@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "vmm/allow.h"
-#include "vmm/sniff.h"
+#include "net/allow.h"
+#include "net/sniff.h"
 
 typedef struct buf {
     uint8_t b[4096];

@@ -1,4 +1,4 @@
-/* Unit tests for the uml stdin ring (src/vmm/stdin_ring.c, the writer, and
+/* Unit tests for the uml stdin ring (src/vmm/stdin_ring_writer.c, the writer, and
  * src/guest/stdin_ring.c, the reader) over a plain file: chunks arrive byte-exact across the
  * ring's end, the writer never hands out space the reader has not given back, and the
  * reader refuses a chunk the frame places badly. */
@@ -9,9 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "abi.h"
+#include "abi/abi.h"
 #include "guest/stdin_ring.h"
-#include "vmm/stdin_ring.h"
+#include "vmm/stdin_ring_writer.h"
 
 static int ring_file(void)
 {

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/uml_bundle.h"
+#include "backends/uml_bundle.h"
 #include "util/elf.h"
 #include "util/fs.h"
 #include "util/xalloc.h"

@@ -3,9 +3,11 @@
  * starts the TLS broker with the given upstream trust, writes the sandbox CA's certificate to
  * a file, then for each of N connections on 127.0.0.1 (port printed on stdout): reads the
  * first bytes, connects to the upstream port and relays them as `host`, and prints the
- * connection's stats as one JSON line. Never installed.
+ * connection's stats as one JSON line. Never installed. `auto` decides per connection as the
+ * egress proxy does: TLS when the first bytes are a TLS handshake record, plain otherwise.
  *
- * usage: tlsbroker_driver SECRETS.json TRUST.pem CA_OUT.pem UPSTREAM_PORT tls|plain N HOST... */
+ * usage: tlsbroker_driver SECRETS.json TRUST.pem CA_OUT.pem UPSTREAM_PORT tls|plain|auto N
+ *        HOST... */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,8 +18,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "vmm/secrets.h"
-#include "vmm/tlsbroker.h"
+#include "net/secrets.h"
+#include "net/tlsbroker.h"
 
 static int die(const char *what, const char *msg)
 {
@@ -66,7 +68,7 @@ int main(int argc, char **argv)
     if (!ca || fputs(tlsbroker_ca_pem(s.broker), ca) < 0 || fclose(ca) != 0)
         return die(argv[3], strerror(errno));
     unsigned up_port = (unsigned)atoi(argv[4]);
-    bool tls = strcmp(argv[5], "tls") == 0;
+    const char *mode = argv[5];
     int n = atoi(argv[6]);
     unsigned port;
     int lfd = listen_local(&port);
@@ -85,14 +87,17 @@ int main(int argc, char **argv)
         if (k <= 0 || u < 0)
             return die("first bytes or upstream", strerror(errno));
         relay_stats st;
+        bool tls = strcmp(mode, "tls") == 0 || (strcmp(mode, "auto") == 0 && pre[0] == 0x16);
         int r = secrets_relay(g, pre, (size_t)k, u, host, tls, &s, &st);
         close(g);
         close(u);
         printf("{\"ret\":%d,\"host\":\"%s\",\"up\":%llu,\"down\":%llu,\"requests\":%llu,"
-               "\"substituted\":%llu,\"leaks\":%llu,\"error\":\"%s\"}\n",
+               "\"substituted\":%llu,\"leaks\":%llu,\"held\":%llu,\"cleartext\":%s,"
+               "\"error\":\"%s\"}\n",
                r, host, (unsigned long long)st.up, (unsigned long long)st.down,
                (unsigned long long)st.requests, (unsigned long long)st.substituted,
-               (unsigned long long)st.leaks, st.error ? st.error : "");
+               (unsigned long long)st.leaks, (unsigned long long)st.held,
+               st.cleartext ? "true" : "false", st.error ? st.error : "");
         fflush(stdout);
     }
     tlsbroker_free(s.broker);

@@ -11,14 +11,14 @@ Standard library only.
 """
 from ._client import Client, Command, ExecStream, Sandbox
 from ._errors import (BadRequest, BadSocket, BlueboxError, CommandFailed, IsUp, NoServer,
-                      NotBuilt, NotFound, NotUp)
+                      NotBuilt, NotFound, NotUp, Refused)
 from ._transport import socket_path
-from ._types import Entry, Result, SandboxInfo, Snapshot
+from ._types import Change, Changes, Entry, Result, SandboxInfo, Snapshot
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Sandbox", "ExecStream", "Command", "Result", "SandboxInfo", "Entry", "Snapshot",
-    "BlueboxError", "NotFound", "NotUp", "NotBuilt", "IsUp", "BadRequest", "NoServer", "BadSocket",
+    "Change", "Changes", "BlueboxError", "NotFound", "NotUp", "NotBuilt", "IsUp", "Refused", "BadRequest", "NoServer", "BadSocket",
     "CommandFailed", "socket_path",
 ]

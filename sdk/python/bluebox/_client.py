@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from ._errors import BlueboxError, error_for
 from ._transport import Transport, check_status
-from ._types import Entry, Result, SandboxInfo, Snapshot
+from ._types import Changes, Entry, Result, SandboxInfo, Snapshot
 
 Command = Union[str, Sequence[str]]
 """A command: a string runs as ``sh -c <string>``; a list is an argv (no shell)."""
@@ -214,6 +214,28 @@ class Sandbox:
     def restore(self, snapshot: str) -> str:
         """Replace /data with a snapshot (refused with IsUp while up); returns its name."""
         return str(self._call("POST", "restore", {"snapshot": snapshot})["restored"])
+
+    # -- forks: a copy-on-write /data over this sandbox's -----------------------------------
+
+    def fork(self, name: str) -> "Sandbox":
+        """Make ``name`` a fork of this sandbox (its /data a layer over this one's); returns it.
+        Refused (``Refused``) for a fork, or a sandbox whose backend cannot fork."""
+        r = self._call("POST", "fork", {"fork": name})
+        return Sandbox(str(r["fork"]), self.client)
+
+    def diff(self) -> Changes:
+        """This fork's changes over its parent's /data (``Refused`` when it is not a fork)."""
+        return Changes.from_json(self._call("POST", "diff", {}))
+
+    def apply(self) -> Changes:
+        """Merge this fork's changes into its parent's /data, all or nothing; returns them.
+        Nothing asks first: call ``diff()`` to see them. ``IsUp``/``Refused`` while the fork or
+        its parent is up or in use."""
+        return Changes.from_json(self._call("POST", "apply", {}))
+
+    def discard(self) -> Changes:
+        """Drop this fork's changes; returns them. ``Refused`` while the fork is in use."""
+        return Changes.from_json(self._call("POST", "discard", {}))
 
 
 class ExecStream:

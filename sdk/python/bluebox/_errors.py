@@ -11,7 +11,7 @@ class BlueboxError(Exception):
     """An error from the bluebox API or from the SDK itself.
 
     ``code`` is the API's machine-readable code (``no_sandbox``, ``not_up``, ``is_up``,
-    ``not_built``, ``bad_name``, ``bad_request``, ``too_large``, ``not_found``, ``method``, ``internal``)
+    ``refused``, ``not_built``, ``bad_name``, ``bad_request``, ``too_large``, ``not_found``, ``method``, ``internal``)
     or one of the SDK's own (``no_server``, ``bad_socket``, ``command_failed``).
     ``status`` is the HTTP status, or None when no response was received.
     """
@@ -40,6 +40,12 @@ class NotBuilt(BlueboxError):
 
 class IsUp(BlueboxError):
     """The sandbox must be down for this (``is_up``), e.g. ``restore``."""
+
+
+class Refused(BlueboxError):
+    """A guard of the operation said no (``refused``): a fork asked to reset or snapshot, a
+    sandbox that is not a fork asked to diff/apply/discard, /data in use by a run. The
+    message says why and what to do instead."""
 
 
 class BadRequest(BlueboxError):
@@ -74,6 +80,7 @@ _BY_CODE = {
     "not_found": NotFound,
     "not_up": NotUp,
     "is_up": IsUp,
+    "refused": Refused,
     "not_built": NotBuilt,
     "bad_request": BadRequest,
     "bad_name": BadRequest,

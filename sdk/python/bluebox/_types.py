@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from ._errors import CommandFailed
 
@@ -112,3 +112,35 @@ class Snapshot:
     def from_json(cls, obj: Dict[str, Any]) -> "Snapshot":
         return cls(name=str(obj["name"]), created=str(obj.get("created") or ""),
                    bytes=int(obj.get("bytes") or 0))
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change in a fork's /data over its parent's: ``kind`` is "A" (added), "M"
+    (modified) or "D" (deleted); control bytes and backslashes in ``path`` are ``\\ooo``."""
+
+    kind: str
+    path: str
+
+    @classmethod
+    def from_json(cls, obj: Dict[str, Any]) -> "Change":
+        return cls(kind=str(obj["change"]), path=str(obj["path"]))
+
+
+@dataclass(frozen=True)
+class Changes:
+    """A fork's changes (``Sandbox.diff()``), or those ``apply()`` merged into the parent's
+    /data or ``discard()`` dropped. ``skipped`` counts entries too deep to take."""
+
+    parent: str
+    changes: Tuple[Change, ...] = ()
+    skipped: int = 0
+
+    def __len__(self) -> int:
+        return len(self.changes)
+
+    @classmethod
+    def from_json(cls, obj: Dict[str, Any]) -> "Changes":
+        return cls(parent=str(obj.get("parent") or ""),
+                   changes=tuple(Change.from_json(c) for c in obj.get("changes", [])),
+                   skipped=int(obj.get("skipped") or 0))

@@ -55,7 +55,7 @@ const MAX_BODY = 64 << 20; // the server's request limit
 // ---------------------------------------------------------------------------------- errors
 
 /**
- * An error from the API or the SDK. `code` is the API's code (`no_sandbox`, `not_up`, `is_up`, `not_built`,
+ * An error from the API or the SDK. `code` is the API's code (`no_sandbox`, `not_up`, `is_up`, `refused`, `not_built`,
  * `bad_name`, `bad_request`, `too_large`, `not_found`, `method`, `internal`) or the SDK's own
  * (`no_server`, `bad_socket`, `command_failed`); `status` the HTTP status, if there was one.
  */
@@ -77,6 +77,12 @@ export class NotUp extends BlueboxError {}
 export class NotBuilt extends BlueboxError {}
 /** The sandbox must be down for this (`is_up`), e.g. `restore`. */
 export class IsUp extends BlueboxError {}
+/**
+ * A guard of the operation said no (`refused`): a fork asked to reset or snapshot, a sandbox
+ * that is not a fork asked to diff/apply/discard, /data in use by a run. The message says why
+ * and what to do instead.
+ */
+export class Refused extends BlueboxError {}
 /** The server refused the request (`bad_request`, `bad_name`, `too_large`, `method`). */
 export class BadRequest extends BlueboxError {}
 /** No server answers on the socket and none could be started. */
@@ -99,6 +105,7 @@ const BY_CODE: Record<string, new (m: string, c: string, s?: number) => BlueboxE
   not_found: NotFound,
   not_up: NotUp,
   is_up: IsUp,
+  refused: Refused,
   not_built: NotBuilt,
   bad_request: BadRequest,
   bad_name: BadRequest,
@@ -184,6 +191,28 @@ export interface Snapshot {
   name: string;
   created: string;
   bytes: number;
+}
+
+/** One change in a fork's /data over its parent's: added, modified or deleted. */
+export interface Change {
+  kind: "A" | "M" | "D";
+  path: string;
+}
+
+/** A fork's changes (`diff()`), or those `apply()` merged or `discard()` dropped. */
+export interface Changes {
+  parent: string;
+  changes: Change[];
+  /** entries too deep to take */
+  skipped: number;
+}
+
+function changesOf(r: any): Changes {
+  return {
+    parent: String(r.parent ?? ""),
+    changes: (r.changes ?? []).map((c: any) => ({ kind: c.change, path: String(c.path) })),
+    skipped: Number(r.skipped ?? 0),
+  };
 }
 
 /** One piece of live output from `stream()`. */
@@ -560,6 +589,27 @@ export class Sandbox {
   /** Replace /data with a snapshot (rejects with IsUp while up). */
   async restore(snapshot: string): Promise<string> {
     return String((await this.call("POST", "restore", { snapshot })).restored);
+  }
+
+  /** Make `name` a fork of this sandbox (its /data a layer over this one's); resolves to it. */
+  async fork(name: string): Promise<Sandbox> {
+    const r = await this.call("POST", "fork", { fork: name });
+    return new Sandbox(String(r.fork), this.client);
+  }
+
+  /** This fork's changes over its parent's /data (rejects with Refused when it is not a fork). */
+  async diff(): Promise<Changes> {
+    return changesOf(await this.call("POST", "diff", {}));
+  }
+
+  /** Merge this fork's changes into its parent's /data, all or nothing (nothing asks first: call `diff()`). */
+  async apply(): Promise<Changes> {
+    return changesOf(await this.call("POST", "apply", {}));
+  }
+
+  /** Drop this fork's changes (rejects with Refused while the fork is in use). */
+  async discard(): Promise<Changes> {
+    return changesOf(await this.call("POST", "discard", {}));
   }
 }
 

@@ -12,7 +12,7 @@ import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
 const sdk = require("../dist/index.js");
-const { Client, Sandbox, Result, NotFound, NotUp, IsUp, NoServer, BadSocket, CommandFailed, BlueboxError } = sdk;
+const { Client, Sandbox, Result, NotFound, NotUp, IsUp, Refused, NoServer, BadSocket, CommandFailed, BlueboxError } = sdk;
 
 const FAKE = path.resolve(path.dirname(new URL(import.meta.url).pathname), "../../../tests/sdk/fakeserver.py");
 const PY = "/usr/bin/python3";
@@ -78,6 +78,28 @@ test("typed errors", async () => {
   await assert.rejects(client.sandbox("box").restore("s1"), IsUp);
   await assert.rejects(client.sandbox("../version").down(), NotFound);
   assert.equal(requests().at(-1).path, "/v1/sandboxes/..%2Fversion/down");
+});
+
+test("fork, diff, apply, discard", async () => {
+  const parent = client.sandbox("other");
+  await assert.rejects(parent.diff(), (e) => e instanceof Refused && e.code === "refused" && e.status === 409);
+  const f = await parent.fork("other-f");
+  assert.ok(f instanceof Sandbox);
+  assert.equal(f.name, "other-f");
+  assert.deepEqual(requests().at(-1), { method: "POST", path: "/v1/sandboxes/other/fork", body: { fork: "other-f" } });
+  await assert.rejects(f.fork("other-ff"), Refused);
+  await f.up();
+  await f.writeFile("/data/new.txt", "x");
+  assert.deepEqual(await f.diff(), { parent: "other", changes: [{ kind: "A", path: "/data/new.txt" }], skipped: 0 });
+  await assert.rejects(f.apply(), IsUp);
+  await f.down();
+  assert.deepEqual((await f.apply()).changes.map((c) => c.path), ["/data/new.txt"]);
+  assert.equal((await f.diff()).changes.length, 0);
+  await f.up();
+  await f.writeFile("/data/gone.txt", "y");
+  await f.down();
+  assert.equal((await f.discard()).changes.length, 1);
+  assert.equal((await f.diff()).changes.length, 0);
 });
 
 test("files and snapshots", async () => {
