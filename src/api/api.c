@@ -729,6 +729,9 @@ static json_t *data_child(void *arg)
             return child_error(e, ops_why_code(res.why));
         return json_pack("{s:s}", "snapshot", d->label);
     }
+    /* as the CLI: an up or busy sandbox is refused before its snapshot is looked up */
+    if (ops_data_precheck(sb, "restore", &res.why, &e) < 0)
+        return child_error(e, ops_why_code(res.why));
     _cleanup_free_ char *archive = NULL;
     if (snapshot_resolve(sb, d->label, &archive, &e) < 0)
         return child_error(e, "not_found");

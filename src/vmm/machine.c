@@ -45,9 +45,11 @@ pid_t machine_spawn(char *const *argv, char *const *envp, const machine_io *io, 
         if (null < 0 || log < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0 ||
             dup2(io->serial, VMM_SERIAL_FD) < 0 || (net >= 0 && dup2(net, VMM_NET_FD) < 0))
             _exit(ABI_EXIT_SETUP);
-        /* Our handlers and ignored SIGPIPE are not the machine's. */
+        /* Our handlers and ignored SIGPIPE are not the machine's; an ignored SIGXFSZ is
+         * (disklimit.c: a write past the /data image's cap fails, it does not kill the VM). */
         for (int sig = 1; sig < NSIG; sig++)
-            (void)signal(sig, SIG_DFL);
+            if (sig != SIGXFSZ)
+                (void)signal(sig, SIG_DFL);
         sigprocmask(SIG_SETMASK, io->mask, NULL);
         execve(argv[0], argv, envp);
         dprintf(2, "bluebox-vmm: cannot start %s: %s\n", argv[0], strerror(errno));
