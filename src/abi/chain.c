@@ -83,12 +83,23 @@ bool chain_reserve(chain_state *s, uint32_t *ret_epoch, uint32_t *ret_index)
 {
     if (s->nout == CHAIN_OUT)
         return false;
-    /* A spare above the anchor follows from a proof the guest has seen: it is dropped. */
-    while (s->nspare > 0 && s->spare[s->nspare - 1] >= s->cur.anchor_index)
-        s->nspare--;
-    if (s->nspare > 0)
-        *ret_index = s->spare[--s->nspare];
-    else if (s->next > 0)
+    /* A spare above the anchor follows from a proof the guest has seen: it is dropped. Of
+     * the rest the highest goes out first, whatever order their connections closed in: a
+     * proof below a spare makes that spare worthless, so a low one first would waste it. */
+    size_t best = CHAIN_OUT;
+    for (size_t i = 0; i < s->nspare;) {
+        if (s->spare[i] >= s->cur.anchor_index) {
+            s->spare[i] = s->spare[--s->nspare];
+            continue;
+        }
+        if (best == CHAIN_OUT || s->spare[i] > s->spare[best])
+            best = i;
+        i++;
+    }
+    if (best != CHAIN_OUT) {
+        *ret_index = s->spare[best];
+        s->spare[best] = s->spare[--s->nspare];
+    } else if (s->next > 0)
         *ret_index = s->next--;
     else
         return false;

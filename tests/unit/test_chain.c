@@ -134,6 +134,27 @@ static void no_spare_above_a_proven_index(void **s)
     assert_int_equal(again, k);
 }
 
+/* Connections that leave unproven in the order they came give their indices back highest
+ * last; the highest still goes out first, so the owner's next proof wastes none of them. */
+static void highest_spare_first(void **s)
+{
+    (void)s;
+    chain_state st;
+    init_state(&st);
+    uint32_t e, a, b, c, k;
+    chain_reserve(&st, &e, &a);
+    chain_reserve(&st, &e, &b);
+    chain_reserve(&st, &e, &c);
+    chain_release(&st, 0, a);
+    chain_release(&st, 0, b);
+    chain_release(&st, 0, c);
+    assert_true(chain_reserve(&st, &e, &k));
+    assert_int_equal(k, a);
+    assert_true(prove(&st, 0, k));
+    assert_true(chain_reserve(&st, &e, &k));
+    assert_int_equal(k, b);
+}
+
 static void rotation(void **s)
 {
     (void)s;
@@ -192,6 +213,7 @@ int main(void)
         cmocka_unit_test(rotation),
         cmocka_unit_test(exhaustion),
         cmocka_unit_test(no_spare_above_a_proven_index),
+        cmocka_unit_test(highest_spare_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
