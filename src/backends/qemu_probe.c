@@ -285,9 +285,10 @@ static int probe_boot(const char *kernel, kvm_probe *ret, bb_error **err)
                        last ? ": " : "", last ? last : "");
     } else {
         ret->verdict = KVM_CANNOT;
-        ret->detail = xasprintf("QEMU stopped (%s %d) before %s finished booting under KVM%s%s",
-                                WIFEXITED(status) ? "exit status" : "signal",
-                                WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), kernel,
+        ret->detail = xasprintf("a probe boot of %s under KVM failed: QEMU stopped (%s %d) "
+                                "before the kernel finished booting%s%s",
+                                kernel, WIFEXITED(status) ? "exit status" : "signal",
+                                WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
                                 last ? ": " : "", last ? last : "");
     }
     return 0;

@@ -350,8 +350,9 @@ static int finish(relay *r)
     show_log_tail(r->m, r->log_fd);
     /* bluebox reports our last line: the reason rather than the machine's last warning. */
     const char *note = r->m->failure_note(r->ready);
-    if (note && r->failure)
-        fprintf(stderr, "bluebox-vmm: %s%s\n", r->failure, note);
+    if (note && *note)
+        fprintf(stderr, "bluebox-vmm: %s%s\n",
+                r->failure ? r->failure : "the guest kernel stopped before it was ready", note);
     return ABI_EXIT_SETUP;
 }
 

@@ -165,15 +165,17 @@ def test_qemu_that_stops_and_the_run_it_refuses(sb, qemu):
     qemu.behave("fails")
     r = sb.run("doctor")
     acc = lines_of(r, "qemu acceleration")
-    assert acc and acc[0].startswith(f"  warn  qemu acceleration {CANNOT}: QEMU stopped "
-                                     "(exit status 1)"), r.text
+    assert acc and acc[0].startswith(f"  warn  qemu acceleration {CANNOT}: a probe boot of "), \
+        r.text
+    assert "under KVM failed: QEMU stopped (exit status 1)" in acc[0], r.text
     assert "failed to set MSR 0x10a" in acc[0], r.text
     sb.sandbox(extra="backend: qemu\n")
     sb.bb.podman_log.write_text("")
     r = sb.run("run", NAME, "--", "true")
     assert r.rc != 0, r
     err = r.etext
-    assert f"backend: qemu: {CANNOT} on this host (bluebox doctor: QEMU stopped" in err, r
+    assert f"backend: qemu: {CANNOT} on this host (bluebox doctor: a probe boot of" in err, r
+    assert "failed: QEMU stopped" in err, r
     assert "BLUEBOX_QEMU_ACCEL=tcg" in err and "backend: uml" in err, r
     assert sb.runs() == [], sb.calls()
     r = sb.run("run", NAME, "--", "true", env={"BLUEBOX_QEMU_ACCEL": "tcg"})

@@ -66,11 +66,14 @@ def test_probe_verdict_and_cache(home):
         assert took < 10, took
     else:
         assert line.startswith(f"  warn  qemu acceleration {CANNOT}: a probe boot of "), r
-        assert "under KVM hung (killed after 8 s)" in line, r
+        # such a host's QEMU either hangs after the kernel's setup banner or stops at once
+        # (an assertion on a KVM call): both are a verdict, the first after the probe's 8 s
+        hung = "under KVM hung (killed after 8 s)" in line
+        assert hung or "under KVM failed: QEMU stopped (" in line, r
         assert "BLUEBOX_QEMU_ACCEL=tcg" in fix, r
         backend = [l for l in r.stdout.decode().splitlines() if l.startswith("  warn  backend ")]
         assert backend and "qemu, from BLUEBOX_BACKEND, cannot run here" in backend[0], r
-        assert 7.5 < took < 20, took
+        assert (7.5 if hung else 0) < took < 20, took
     assert (Path(home.env["BLUEBOX_HOME"]) / "vmm" / "kvm-probe").is_file()
     # the verdict holds for this boot, kernel and QEMU: the next doctor does not boot
     t = time.monotonic()
