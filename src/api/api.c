@@ -347,7 +347,10 @@ static int need_up(req *r, api_reply *out)
 {
     _cleanup_upstate_ up_state s = {0};
     _cleanup_error_ bb_error *e = NULL;
-    int up = upstate_load(r->c->root, r->name, &s, &e);
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(r->c->root, r->name, &sb, &e) < 0)
+        return fail(out, "no_sandbox", "%s", bb_error_message(e)), -1;
+    int up = upstate_load(sb, &s, &e);
     if (up < 0)
         return fail(out, "internal", "%s", bb_error_message(e)), -1;
     if (up == 0)
@@ -611,7 +614,10 @@ static json_t *down_child(void *arg)
 {
     req *r = arg;
     bb_error *e = NULL;
-    if (ops_down(r->c->root, r->name, NULL, &e) < 0)
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(r->c->root, r->name, &sb, &e) < 0)
+        return child_error(e, "no_sandbox");
+    if (ops_down(sb, NULL, &e) < 0)
         return child_error(e, "internal");
     return json_pack("{s:b}", "up", 0);
 }
@@ -631,9 +637,9 @@ static json_t *list_child(void *arg)
             continue;
         }
         _cleanup_upstate_ up_state s = {0};
-        bool up = upstate_load(c->root, sb->name, &s, NULL) > 0 && up_alive(c->root, sb->name, &s);
+        bool up = upstate_load(sb, &s, NULL) > 0 && up_alive(sb, &s);
         int waiting, total;
-        pool_count(c->root, sb->name, &waiting, &total); /* warm: pool VMs waiting now */
+        pool_count(sb, &waiting, &total); /* warm: pool VMs waiting now */
         json_t *o = json_pack("{s:s, s:b, s:i}", "name", sb->name, "up", up, "warm", waiting);
         if (sandbox_bluefile(sb, &e) < 0) {
             json_object_set_new(o, "error", json_string(bb_error_message(e)));

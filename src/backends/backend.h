@@ -9,6 +9,7 @@
 
 #include "abi/abi.h"
 #include "core/bluefile.h"
+#include "core/sandbox.h"
 #include "util/err.h"
 #include "util/strv.h"
 
@@ -25,9 +26,8 @@ typedef enum {
 } launch_mode;
 
 struct launch {
-    const char *root;    /* BLUEBOX_HOME */
-    const char *name;    /* sandbox */
-    const char *home_id; /* the handle's home_id(root); NULL: launch_home_id() computes it */
+    const char *root;          /* BLUEBOX_HOME: the home-wide parts (bundles, the isolation cache) */
+    const struct sandbox *sb;  /* the sandbox it boots; NULL only for doctor's cache look-up */
     const bluefile *bf;
     const char *container; /* unique container name */
     launch_mode mode;

@@ -440,14 +440,6 @@ static int plan_make(const char *vmm_path, plan *p, bb_error **err)
     return 0;
 }
 
-int uml_bundle_fingerprint(const char *vmm_path, uint64_t *ret, bb_error **err)
-{
-    _cleanup_(plan_clearp) plan p = {0};
-    if (plan_make(vmm_path, &p, err) < 0)
-        return -1;
-    *ret = p.hash;
-    return 0;
-}
 
 static bool same_file(const struct stat *a, const struct stat *b)
 {
@@ -652,12 +644,64 @@ static int ensure(const char *home_root, const plan *p, char **ret_dir, bb_error
     return 0;
 }
 
+/* One plan of each kind is kept for the life of the process: one run asks for it up to three
+ * times (the isolation cache, the direct launch's template, the launch itself), and making
+ * one reads every ELF file again. It is reused for the same kernel (or QEMU), modules directory,
+ * VMM and guest binary while every input still stats as it did when the plan was made, so a
+ * long-lived `bluebox serve` sees a package upgrade at its next boot. */
+typedef struct plan_memo {
+    plan p;
+    char *key; /* what it was made from: the kernel (or QEMU), the VMM, the guest binary */
+} plan_memo;
+
+static plan_memo memos[2]; /* [0] uml, [1] qemu */
+
+static int plan_make_qemu(const char *vmm_path, const char *guest_bin, plan *p, bb_error **err);
+
+static int plan_get(bool qemu, const char *vmm_path, const char *guest_bin, const plan **ret,
+                    bb_error **err)
+{
+    plan_memo *m = &memos[qemu];
+    _cleanup_free_ char *key =
+        xasprintf("%s\n%s\n%s\n%s", qemu ? qemu_binary_path() : uml_kernel_path(),
+                  qemu ? "" : uml_modules_dir(), vmm_path ? vmm_path : "",
+                  guest_bin ? guest_bin : "");
+    bool current = m->key && streq(m->key, key);
+    for (size_t i = 0; current && i < m->p.n; i++) {
+        struct stat st;
+        current = stat(m->p.v[i].src, &st) == 0 && same_file(&st, &m->p.v[i].st);
+    }
+    if (!current) {
+        _cleanup_(plan_clearp) plan p = {0};
+        int r = qemu ? plan_make_qemu(vmm_path, guest_bin, &p, err)
+                     : plan_make(vmm_path, &p, err);
+        if (r < 0)
+            return -1;
+        plan_clear(&m->p);
+        free(m->key);
+        m->p = p;
+        p = (plan){0};
+        m->key = steal_pointer(&key);
+    }
+    *ret = &m->p;
+    return 0;
+}
+
+int uml_bundle_fingerprint(const char *vmm_path, uint64_t *ret, bb_error **err)
+{
+    const plan *p;
+    if (plan_get(false, vmm_path, NULL, &p, err) < 0)
+        return -1;
+    *ret = p->hash;
+    return 0;
+}
+
 int uml_bundle_ensure(const char *home_root, const char *vmm_path, char **ret_dir, bb_error **err)
 {
-    _cleanup_(plan_clearp) plan p = {0};
-    if (plan_make(vmm_path, &p, err) < 0)
+    const plan *p;
+    if (plan_get(false, vmm_path, NULL, &p, err) < 0)
         return -1;
-    return ensure(home_root, &p, ret_dir, err);
+    return ensure(home_root, p, ret_dir, err);
 }
 
 static bool stale_tmp(int dfd, const char *name)
@@ -992,19 +1036,19 @@ static void write_vmlinux(int dirfd, const plan *p)
 int qemu_bundle_ensure(const char *home_root, const char *vmm_path, const char *guest_bin,
                        char **ret_dir, bb_error **err)
 {
-    _cleanup_(plan_clearp) plan p = {0};
-    if (plan_make_qemu(vmm_path, guest_bin, &p, err) < 0)
+    const plan *p;
+    if (plan_get(true, vmm_path, guest_bin, &p, err) < 0)
         return -1;
-    return ensure(home_root, &p, ret_dir, err);
+    return ensure(home_root, p, ret_dir, err);
 }
 
 int qemu_bundle_fingerprint(const char *vmm_path, const char *guest_bin, uint64_t *ret,
                             bb_error **err)
 {
-    _cleanup_(plan_clearp) plan p = {0};
-    if (plan_make_qemu(vmm_path, guest_bin, &p, err) < 0)
+    const plan *p;
+    if (plan_get(true, vmm_path, guest_bin, &p, err) < 0)
         return -1;
-    *ret = p.hash;
+    *ret = p->hash;
     return 0;
 }
 

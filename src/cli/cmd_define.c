@@ -135,16 +135,16 @@ int cmd_build(cli_args *a, bb_error **err)
     direct_reap(); /* no VM runc runs for an owner that is gone outlives the image it ran */
     if (image_build(sb, &cf, cli_flag(a, "quiet"), where, err) < 0)
         return -1;
-    _cleanup_free_ char *ref = image_ref(a->root, sb->name);
+    _cleanup_free_ char *ref = image_ref(sb);
     printf("built %s\n", ref);
     /* The old image's pool VMs would never be served (their fingerprint is the old image's);
      * they go now rather than hold their memory till the next run. */
     _cleanup_error_ bb_error *perr = NULL;
-    int pooled = pool_drain(a->root, sb->name, &perr);
+    int pooled = pool_drain(sb, &perr);
     if (pooled < 0)
         bb_error_warn_release(&perr);
     if (pooled > 0 || (pooled == 0 && sb->bf->warm > 0))
-        pool_kick(a->root, sb->name);
+        pool_kick(sb);
     _cleanup_(boot_done) boot b = {0};
     if (boot_prepare(sb, BOOT_VERIFY, NULL, &b, err) < 0)
         return bb_prefix(err, "built, but isolation is not verified");
@@ -154,9 +154,10 @@ int cmd_build(cli_args *a, bb_error **err)
 
 #define LS_FORMAT "%-*s%-12s%-8s%-5s%-7s%-7s%-6s%-8s%-6s%s\n"
 
-static void print_row(int w, const char *root, const char *name, const char *state,
-                      const char *backend_name, const bluefile *bf, const char *parent)
+static void print_row(int w, const sandbox *sb, const char *state, const char *backend_name)
 {
+    const bluefile *bf = sb->bf;
+    const char *parent = sb->parent;
     _cleanup_free_ char *base =
         parent ? xasprintf("%s  (fork of %s)", bf->base, parent) : xstrdup(bf->base);
     char ram[32], timeout[32], cpus[16], warm[32];
@@ -168,12 +169,12 @@ static void print_row(int w, const char *root, const char *name, const char *sta
         strcpy(timeout, "-");
     /* files only, like the rest of ls: the VMs waiting out of the Bluefile's warm */
     int waiting = 0, total = 0;
-    pool_count(root, name, &waiting, &total);
+    pool_count(sb, &waiting, &total);
     if (bf->warm || total)
         snprintf(warm, sizeof warm, "%d/%d", waiting, bf->warm);
     else
         strcpy(warm, "-");
-    cli_showf(stdout, LS_FORMAT, w, name, state, backend_name, cpus, ram,
+    cli_showf(stdout, LS_FORMAT, w, sb->name, state, backend_name, cpus, ram,
               bf->has_allow ? "allow" : bf_network_name(bf->network), bf->readonly ? "yes" : "no",
               timeout, warm, base);
 }
@@ -187,7 +188,7 @@ static const char *state_word(const sandbox *sb)
 {
     if (path_exists(sb->run)) {
         _cleanup_upstate_ up_state s = {0};
-        if (upstate_load(sb->root, sb->name, &s, NULL) > 0 && up_alive(sb->root, sb->name, &s))
+        if (upstate_load(sb, &s, NULL) > 0 && up_alive(sb, &s))
             return "up";
         fprintf(stderr,
                 "bluebox: %s is marked up but its VM is not running; clean up: bluebox down %s\n",
@@ -234,7 +235,7 @@ int cmd_ls(cli_args *a, bb_error **err)
             cli_showf(stdout, "%-*sinvalid Bluefile\n", w, names.v[i]);
             continue;
         }
-        print_row(w, a->root, names.v[i], state_word(sb), backend_word(sb->bf), sb->bf, sb->parent);
+        print_row(w, sb, state_word(sb), backend_word(sb->bf));
     }
     return 0;
 }

@@ -28,7 +28,7 @@ int cmd_env(cli_args *a, bb_error **err)
     _cleanup_sandbox_ sandbox *sb = NULL;
     if (sandbox_open(a->root, name, &sb, err) < 0 || sandbox_resolve_backend(sb, err) < 0)
         return -1;
-    _cleanup_free_ char *image = image_ref(a->root, name);
+    _cleanup_free_ char *image = image_ref(sb);
     envout_backend be = {.name = bf_backend_name(sb->bf->backend)};
     const char *env = backend_env();
     if (env) {

@@ -23,7 +23,7 @@ int cmd_pool(cli_args *a, bb_error **err)
     if (sandbox_open(a->root, name, &sb, err) < 0 || sandbox_bluefile(sb, err) < 0)
         return -1;
     pool_list_result l;
-    if (pool_list(a->root, name, &l, err) < 0)
+    if (pool_list(sb, &l, err) < 0)
         return -1;
     int waiting = 0;
     for (size_t i = 0; i < l.n; i++)
@@ -44,7 +44,7 @@ int cmd_pool(cli_args *a, bb_error **err)
     }
     /* Not what warm asks (or a stale VM left): a tender puts it right. */
     if (waiting != sb->bf->warm || l.n != (size_t)waiting)
-        pool_kick(a->root, name);
+        pool_kick(sb);
     pool_list_free(&l);
     return 0;
 }

@@ -19,7 +19,8 @@
 int cmd_rename(cli_args *a, bb_error **err)
 {
     const char *old = a->argv[0], *new = a->argv[1];
-    if (home_require(a->root, old, err) < 0 || name_check(new, "sandbox name", err) < 0)
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(a->root, old, &sb, err) < 0 || name_check(new, "sandbox name", err) < 0)
         return -1;
     /* Both locks, in name order, so two renames never wait on each other. */
     bool first_old = strcmp(old, new) < 0;
@@ -29,19 +30,19 @@ int cmd_rename(cli_args *a, bb_error **err)
     _cleanup_close_ int l2 = streq(old, new) ? -1 : home_lock(a->root, first_old ? new : old, err);
     if (!streq(old, new) && l2 < 0)
         return -1;
-    if (forks_refuse_fork(a->root, old,
+    if (forks_refuse_fork(sb,
                           "a fork keeps its name; apply or discard it, then destroy "
                           "it and fork again under the new name",
                           err) < 0 ||
-        forks_refuse_parent(a->root, old, "rename", err) < 0)
+        forks_refuse_parent(sb, "rename", err) < 0)
         return -1;
     /* The pool's VMs carry the old name (container, label, files): gone; the new name's pool
      * fills at its first run. */
-    if (pool_remove(a->root, old, err) < 0 || direct_refuse(a->root, old, err) < 0 ||
+    if (pool_remove(sb, err) < 0 || direct_refuse(sb, err) < 0 ||
         sandbox_rename(a->root, old, new, err) < 0)
         return -1;
     _cleanup_error_ bb_error *ie = NULL;
-    if (image_rename(a->root, old, new, &ie) < 0)
+    if (image_rename(sb, new, &ie) < 0)
         bb_error_warn_release(&ie);
     printf("%s -> %s\n", old, new);
     return 0;
@@ -50,22 +51,22 @@ int cmd_rename(cli_args *a, bb_error **err)
 static int destroy_one(sandbox *sb, bool data, bb_error **err)
 {
     const char *root = sb->root, *name = sb->name;
-    if (forks_refuse_parent(root, name, "destroy", err) < 0 || sandbox_lock(sb, err) < 0)
+    if (forks_refuse_parent(sb, "destroy", err) < 0 || sandbox_lock(sb, err) < 0)
         return -1;
     /* A fork's /data is its layer over the parent's: nothing to keep without the fork. */
     data = data || sb->parent;
     /* Not from under a run or shell; what a killed one left is pruned with the image. */
-    _cleanup_close_ int use = inuse_refuse(root, name, err);
-    if (use < 0 || direct_refuse(root, name, err) < 0) /* a VM runc runs, owned or not */
+    _cleanup_close_ int use = inuse_refuse(sb, err);
+    if (use < 0 || direct_refuse(sb, err) < 0) /* a VM runc runs, owned or not */
         return -1;
-    if (up_down(root, name, false, NULL, err) < 0) /* an up sandbox comes down first */
+    if (up_down(sb, false, NULL, err) < 0) /* an up sandbox comes down first */
         return -1;
-    if (pool_remove(root, name, err) < 0) /* and its warm pool's VMs */
+    if (pool_remove(sb, err) < 0) /* and its warm pool's VMs */
         return -1;
     _cleanup_error_ bb_error *ie = NULL;
-    if (image_remove(root, name, &ie) < 0)
+    if (image_remove(sb, &ie) < 0)
         bb_error_warn_release(&ie);
-    if (sandbox_remove(root, name, data, err) < 0)
+    if (sandbox_remove(sb, data, err) < 0)
         return -1;
     sandbox_remove_locks(root, name); /* both still held: nobody is past them */
     return 0;
@@ -147,7 +148,7 @@ int cmd_nuke(cli_args *a, bb_error **err)
     _cleanup_strv_ strv order = {0};
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < names.n; i++) {
-            _cleanup_free_ char *parent = forks_parent(a->root, names.v[i]);
+            _cleanup_free_ char *parent = home_fork_parent(a->root, names.v[i]);
             if ((pass == 0) == (parent != NULL))
                 strv_add(&order, names.v[i]);
         }

@@ -48,7 +48,8 @@ int cmd_down(cli_args *a, bb_error **err)
 {
     const char *name = a->argv[0];
     bool was = false;
-    if (ops_down(a->root, name, &was, err) < 0)
+    _cleanup_sandbox_ sandbox *sb = NULL;
+    if (sandbox_open(a->root, name, &sb, err) < 0 || ops_down(sb, &was, err) < 0)
         return -1;
     printf(was ? "down %s\n" : "%s is not up\n", name);
     return 0;

@@ -8,14 +8,6 @@
 #include "util/fs.h"
 #include "util/xalloc.h"
 
-char *forks_parent(const char *root, const char *name)
-{
-    _cleanup_free_ char *text = home_read_record(root, name, FORK_OF_FILE, 1024);
-    if (!text || !name_valid(text) || streq(text, name))
-        return NULL;
-    return steal_pointer(&text);
-}
-
 /* The forks of `name`, sorted (none: an empty list). */
 static int forks_of(const char *root, const char *name, strv *ret, bb_error **err)
 {
@@ -24,7 +16,7 @@ static int forks_of(const char *root, const char *name, strv *ret, bb_error **er
     if (home_list(root, &all, err) < 0)
         return -1;
     for (size_t i = 0; i < all.n; i++) {
-        _cleanup_free_ char *p = forks_parent(root, all.v[i]);
+        _cleanup_free_ char *p = home_fork_parent(root, all.v[i]);
         if (p && streq(p, name))
             strv_add(ret, all.v[i]);
     }
@@ -32,10 +24,11 @@ static int forks_of(const char *root, const char *name, strv *ret, bb_error **er
     return 0;
 }
 
-int forks_refuse_parent(const char *root, const char *name, const char *doing, bb_error **err)
+int forks_refuse_parent(const sandbox *sb, const char *doing, bb_error **err)
 {
+    const char *name = sb->name;
     _cleanup_strv_ strv forks = {0};
-    if (forks_of(root, name, &forks, err) < 0)
+    if (forks_of(sb->root, name, &forks, err) < 0)
         return -1;
     if (!forks.n)
         return 0;
@@ -47,21 +40,19 @@ int forks_refuse_parent(const char *root, const char *name, const char *doing, b
                    name, b.s, doing);
 }
 
-int forks_refuse_fork(const char *root, const char *name, const char *what_to_do, bb_error **err)
+int forks_refuse_fork(const sandbox *sb, const char *what_to_do, bb_error **err)
 {
-    _cleanup_free_ char *parent = forks_parent(root, name);
-    if (!parent)
+    if (!sb->parent)
         return 0;
-    return bb_fail(err, EINVAL, "%s is a fork of %s; %s", name, parent, what_to_do);
+    return bb_fail(err, EINVAL, "%s is a fork of %s; %s", sb->name, sb->parent, what_to_do);
 }
 
-int forks_refuse_interrupted(const char *root, const char *name, const char *parent, bb_error **err)
+int forks_refuse_interrupted(const sandbox *sb, bb_error **err)
 {
-    _cleanup_free_ char *dir = home_path_of(root, HP_SANDBOX, name);
-    _cleanup_free_ char *path = path_join(dir, FORK_APPLYING_FILE);
+    _cleanup_free_ char *path = path_join(sb->dir, FORK_APPLYING_FILE);
     if (!path_exists(path))
         return 0;
     return bb_fail(err, EBUSY,
                    "an apply of %s into %s was interrupted; finish it first: bluebox apply %s",
-                   name, parent, name);
+                   sb->name, sb->parent ? sb->parent : "its parent", sb->name);
 }

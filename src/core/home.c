@@ -70,6 +70,14 @@ char *home_read_record(const char *root, const char *name, const char *file, siz
     return text;
 }
 
+char *home_fork_parent(const char *root, const char *name)
+{
+    _cleanup_free_ char *text = home_read_record(root, name, HOME_FORK_OF_FILE, 1024);
+    if (!text || !name_valid(text) || streq(text, name))
+        return NULL;
+    return steal_pointer(&text);
+}
+
 char *home_path_of(const char *root, home_path which, const char *name)
 {
     switch (which) {

@@ -52,6 +52,10 @@ char *home_path_of(const char *root, home_path which, const char *name);
 /* The first line of the sandbox's small record file `file` (sandboxes/<name>/<file>, at most
  * `max` bytes), without its line end; NULL when it is missing or unreadable. */
 char *home_read_record(const char *root, const char *name, const char *file, size_t max);
+/* A fork's sandboxes/<name>/fork-of names its parent (core/forks.h): the parent, or NULL when
+ * `name` is no fork (or the file is unreadable or holds no valid name). */
+#define HOME_FORK_OF_FILE "fork-of"
+char *home_fork_parent(const char *root, const char *name);
 /* Fail unless the sandbox exists, with a hint to create it. */
 int home_require(const char *root, const char *name, bb_error **err);
 /* Names of all sandboxes (directories under sandboxes/ with a valid name), sorted. */

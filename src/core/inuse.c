@@ -50,8 +50,9 @@ static void sweep_notes(const char *dir)
     }
 }
 
-int inuse_hold(const char *root, const char *name, const char *what, inuse *ret, bb_error **err)
+int inuse_hold(const sandbox *sb, const char *what, inuse *ret, bb_error **err)
 {
+    const char *root = sb->root, *name = sb->name;
     *ret = (inuse){.fd = -1};
     _cleanup_close_ int fd = open_use(root, name, err);
     if (fd < 0)
@@ -125,8 +126,9 @@ static void clear_notes(const char *root, const char *name)
     (void)rm_rf(dir, NULL);
 }
 
-int inuse_refuse(const char *root, const char *name, bb_error **err)
+int inuse_refuse(const sandbox *sb, bb_error **err)
 {
+    const char *root = sb->root, *name = sb->name;
     _cleanup_close_ int fd = open_use(root, name, err);
     if (fd < 0)
         return -1;

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 
+#include "sandbox.h"
 #include "util/err.h"
 
 typedef struct {
@@ -20,8 +21,8 @@ typedef struct {
 /* Mark `name` in use by `what` ("run", "shell"; "up" while it boots, until its state
  * file takes over) until inuse_release. Take it under the
  * sandbox's lock (home_lock), which every refusal below also holds. */
-int inuse_hold(const char *root, const char *name, const char *what, inuse *ret, bb_error **err);
+int inuse_hold(const sandbox *sb, const char *what, inuse *ret, bb_error **err);
 void inuse_release(inuse *u);
 /* The exclusive side: returns an fd to close when done, or fails with EBUSY naming the
  * commands that hold the sandbox, e.g. `box is in use by bluebox run (pid 1234); …`. */
-int inuse_refuse(const char *root, const char *name, bb_error **err);
+int inuse_refuse(const sandbox *sb, bb_error **err);

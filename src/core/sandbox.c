@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "examples.h"
-#include "forks.h"
 #include "home.h"
 #include "runlog.h"
 #include "util/fs.h"
@@ -21,6 +20,12 @@ int sandbox_open(const char *root, const char *name, sandbox **ret, bb_error **e
 {
     if (home_require(root, name, err) < 0)
         return -1;
+    *ret = sandbox_of(root, name);
+    return 0;
+}
+
+sandbox *sandbox_of(const char *root, const char *name)
+{
     sandbox *s = xmalloc(sizeof *s);
     *s = (sandbox){
         .root = xstrdup(root),
@@ -38,10 +43,9 @@ int sandbox_open(const char *root, const char *name, sandbox **ret, bb_error **e
         .lock = -1,
     };
     s->image_id = path_join(s->dir, "image-id");
-    s->parent = forks_parent(root, name);
+    s->parent = home_fork_parent(root, name);
     s->parent_data = s->parent ? home_path_of(root, HP_DATA, s->parent) : NULL;
-    *ret = s;
-    return 0;
+    return s;
 }
 
 void sandbox_close(sandbox *s)
@@ -178,12 +182,16 @@ fail:
     return -1;
 }
 
-int sandbox_refuse_up(const char *root, const char *name, bb_error **err)
+static int refuse_up(const char *run, const char *name, bb_error **err)
 {
-    _cleanup_free_ char *run = home_path_of(root, HP_RUN, name);
     if (path_exists(run))
         return bb_fail(err, EBUSY, "%s is up; bring it down first: bluebox down %s", name, name);
     return 0;
+}
+
+int sandbox_refuse_up(const sandbox *sb, bb_error **err)
+{
+    return refuse_up(sb->run, sb->name, err);
 }
 
 static const home_path moved[] = {HP_SANDBOX, HP_DATA,      HP_LOG,    HP_SNAPSHOTS,
@@ -204,7 +212,8 @@ int sandbox_rename(const char *root, const char *old, const char *new, bb_error 
         return -1;
     if (streq(old, new))
         return bb_fail(err, EINVAL, "%s is already called %s", old, new);
-    if (sandbox_refuse_up(root, old, err) < 0)
+    _cleanup_free_ char *run = home_path_of(root, HP_RUN, old);
+    if (refuse_up(run, old, err) < 0)
         return -1;
     char *from[ELEMENTSOF(moved)] = {0}, *to[ELEMENTSOF(moved)] = {0};
     int r = 0;
@@ -279,15 +288,15 @@ static int remove_data(const char *root, const char *name, bb_error **err)
     return 0;
 }
 
-int sandbox_remove(const char *root, const char *name, bool data, bb_error **err)
+int sandbox_remove(const sandbox *sb, bool data, bb_error **err)
 {
-    if (home_require(root, name, err) < 0 || sandbox_refuse_up(root, name, err) < 0)
+    const char *root = sb->root, *name = sb->name;
+    if (home_require(root, name, err) < 0 || sandbox_refuse_up(sb, err) < 0)
         return -1;
-    _cleanup_free_ char *def = home_path_of(root, HP_SANDBOX, name);
-    _cleanup_free_ char *log = home_path_of(root, HP_LOG, name);
-    _cleanup_free_ char *build_log = home_path_of(root, HP_BUILD_LOG, name);
+    const char *log = sb->log;
     _cleanup_free_ char *net_log = home_path_of(root, HP_NET_LOG, name);
-    if (remove_tree(def, err) < 0 || remove_tree(log, err) < 0 || remove_tree(build_log, err) < 0 ||
+    if (remove_tree(sb->dir, err) < 0 || remove_tree(log, err) < 0 ||
+        remove_tree(sb->build_log, err) < 0 ||
         remove_tree(net_log, err) < 0)
         return -1;
     for (int n = 1; n <= NETLOG_GENERATIONS; n++) {

@@ -44,6 +44,9 @@ typedef struct sandbox {
 /* Open the sandbox `name` under `root`: the name checked before any path is built from it,
  * and the sandbox must exist (home_require's messages). Takes no lock, reads no file. */
 int sandbox_open(const char *root, const char *name, sandbox **ret, bb_error **err);
+/* The handle of a valid `name` whether or not the sandbox exists: sandbox_open without its
+ * check, for the unit tests' homes. Reads only sandboxes/<name>/fork-of. */
+sandbox *sandbox_of(const char *root, const char *name);
 /* Release the lock (if held), the Bluefile and the handle. Accepts NULL. */
 void sandbox_close(sandbox *s);
 static inline void sandbox_closep(sandbox **s)
@@ -64,12 +67,12 @@ void sandbox_unlock(sandbox *s);
 int sandbox_new(const char *root, const char *name, const char *example, int *ret_extras,
                 bb_error **err);
 /* Fail when the sandbox has a long-lived VM (run/<name>.json exists). */
-int sandbox_refuse_up(const char *root, const char *name, bb_error **err);
+int sandbox_refuse_up(const sandbox *sb, bb_error **err);
 /* Move sandboxes/, data/, logs/<n>.log and snapshots/ from old to new. Refuses when any
  * target exists; on a failure midway, moves back what had moved. */
 int sandbox_rename(const char *root, const char *old, const char *new, bb_error **err);
 /* Remove the definition and log; with `data`, also /data and the snapshots. */
-int sandbox_remove(const char *root, const char *name, bool data, bb_error **err);
+int sandbox_remove(const sandbox *sb, bool data, bb_error **err);
 /* Whether `destroy` (keeping data) left data/<name>, its disk image or its snapshots with
  * no sandbox of that name. */
 bool sandbox_has_leftover(const char *root, const char *name);

@@ -112,7 +112,7 @@ static char *template_key(const backend *b, const launch *l, const char *argv_te
     fingerprint f;
     fp_init(&f);
     fp_str(&f, "argv", argv_text);
-    _cleanup_free_ char *id = image_recorded_id(l->root, l->name);
+    _cleanup_free_ char *id = image_recorded_id(l->sb);
     fp_str(&f, "image id", id ? id : "-");
     _cleanup_free_ char *rt = runtime_fingerprint(b, l);
     fp_str(&f, "runtime", rt);
@@ -266,9 +266,9 @@ static void template_prune(const char *root, const char *name, const char *keep)
     }
 }
 
-void direct_forget(const char *root, const char *name)
+void direct_forget(const sandbox *sb)
 {
-    template_prune(root, name, NULL);
+    template_prune(sb->root, sb->name, NULL);
 }
 
 /* <home>/direct/tpl/<name>-<key>/: config.json and lower, made by podman once. */
@@ -281,7 +281,7 @@ static int template_ensure(const backend *b, const launch *l, const strv *podman
     _cleanup_sb_ strbuf key_text = {0};
     template_argv(l, podman, cname, &create, &key_text);
     _cleanup_free_ char *key = template_key(b, l, key_text.s ? key_text.s : "");
-    _cleanup_free_ char *dir = xasprintf("%s/direct/tpl/%s-%s", l->root, l->name, key);
+    _cleanup_free_ char *dir = xasprintf("%s/direct/tpl/%s-%s", l->root, l->sb->name, key);
     _cleanup_free_ char *done = path_join(dir, "lower");
     if (path_exists(done)) {
         *ret = steal_pointer(&dir);
@@ -291,8 +291,7 @@ static int template_ensure(const backend *b, const launch *l, const strv *podman
     (void)rm_rf(tmp, NULL);
     if (mkdir_p(tmp, 0700, err) < 0)
         return -1;
-    _cleanup_free_ char *cid = NULL, *home = launch_home_id(l),
-                        *image = image_ref_of(home, l->name);
+    _cleanup_free_ char *cid = NULL, *image = image_ref(l->sb);
     int r = podman_out(create.v, &cid, err);
     if (r == 0)
         r = template_from(cid, image, tmp, dir, err);
@@ -308,7 +307,7 @@ static int template_ensure(const backend *b, const launch *l, const strv *podman
         return bb_fail_errno(err, e, "cannot keep %s", dir);
     }
     (void)rm_rf(tmp, NULL); /* another launch made it first */
-    template_prune(l->root, l->name, key);
+    template_prune(l->root, l->sb->name, key);
     *ret = steal_pointer(&dir);
     return 0;
 }
@@ -402,9 +401,8 @@ static int bundle_write(const launch *l, const char *tpl, const char *dir, const
         ann = json_object();
         json_object_set_new(cfg, "annotations", ann);
     }
-    _cleanup_free_ char *home = launch_home_id(l);
-    json_object_set_new(ann, "bluebox.sandbox", json_string(l->name));
-    json_object_set_new(ann, "bluebox.home", json_string(home));
+    json_object_set_new(ann, "bluebox.sandbox", json_string(l->sb->name));
+    json_object_set_new(ann, "bluebox.home", json_string(l->sb->home_id));
     json_object_set_new(ann, "bluebox.launch", json_string("direct"));
     _cleanup_free_ char *out = path_join(dir, "config.json");
     if (json_dump_file(cfg, out, JSON_COMPACT) < 0)
@@ -434,8 +432,7 @@ static int run_prepare(const launch *l, const char *tpl, bb_error **err)
     if (mkdir_p(rootfs, 0700, err) < 0 || mkdir_p(upper, 0755, err) < 0 ||
         mkdir_p(work, 0700, err) < 0)
         return -1;
-    _cleanup_free_ char *home = launch_home_id(l);
-    _cleanup_free_ char *owner = xasprintf("%s %s", home, l->name);
+    _cleanup_free_ char *owner = xasprintf("%s %s", l->sb->home_id, l->sb->name);
     if (write_small(dir, "scratch", scratch, err) < 0 || write_small(dir, "mount", opts, err) < 0 ||
         write_small(dir, "sandbox", owner, err) < 0)
         return -1;
@@ -609,11 +606,10 @@ void direct_reap(void)
 
 /* runc's state is the truth of what runs: whatever direct_reap leaves is a run
  * whose supervisor lives (or is starting), and nothing runc knows is left without one. */
-char *direct_running(const char *root, const char *name)
+char *direct_running(const sandbox *sb)
 {
     direct_reap();
-    _cleanup_free_ char *home = home_id(root);
-    _cleanup_free_ char *want = xasprintf("%s %s", home, name);
+    _cleanup_free_ char *want = xasprintf("%s %s", sb->home_id, sb->name);
     _cleanup_closedir_ DIR *d = opendir(DIRECT_RUNS_DIR);
     for (struct dirent *e; d && (e = readdir(d));) {
         if (!id_ok(e->d_name))
@@ -637,15 +633,15 @@ static pid_t container_pid(const char *id)
     return pid > 0 ? (pid_t)pid : 0;
 }
 
-int direct_refuse(const char *root, const char *name, bb_error **err)
+int direct_refuse(const sandbox *sb, bb_error **err)
 {
-    _cleanup_free_ char *c = direct_running(root, name);
+    _cleanup_free_ char *c = direct_running(sb);
     if (!c)
         return 0;
     return bb_fail(err, EBUSY,
                    "a VM of %s is still running (direct container %s); wait for it to end or "
                    "stop it first: runc --root " DIRECT_RUNC_ROOT " kill %s KILL",
-                   name, c, c);
+                   sb->name, c, c);
 }
 
 void direct_each(const char *root, direct_each_fn fn, void *ud)

@@ -47,16 +47,16 @@ int direct_argv(const backend *b, const launch *l, strv *podman, strv *ret, bb_e
 bool direct_stop(const char *container);
 /* The container id of a live direct run of this home's sandbox `name`, or NULL. Runs whose
  * owner is gone (supervisor dead, or runc state without a run) are stopped first. */
-char *direct_running(const char *root, const char *name);
+char *direct_running(const sandbox *sb);
 /* Fail with EBUSY naming the direct container that runs `name`'s VM (direct_running). */
-int direct_refuse(const char *root, const char *name, bb_error **err);
+int direct_refuse(const sandbox *sb, bb_error **err);
 /* Each live direct run of this home (after direct_reap): its container id (runc's and
  * bluebox's name for it), sandbox and the container's init pid (0 while runc is starting
  * it). `bluebox ps`. */
 typedef void (*direct_each_fn)(const char *container, const char *box, pid_t pid, void *ud);
 void direct_each(const char *root, direct_each_fn fn, void *ud);
 /* Remove every prepared template of this home's sandbox `name` (destroy, rename). */
-void direct_forget(const char *root, const char *name);
+void direct_forget(const sandbox *sb);
 /* Kill and remove what direct runs whose supervisor is gone left behind. */
 void direct_reap(void);
 /* The supervisor role: bluebox __direct <id> <parent pid> stdin|no-stdin. */

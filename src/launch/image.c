@@ -56,10 +56,10 @@ static char *image_id_of(const char *ref)
 }
 
 /* Whether the old-style tag of `legacy` names the image this home built for `name`. */
-static bool legacy_is_ours(const char *root, const char *name, const char *legacy)
+static bool legacy_is_ours(const char *sandbox_dir, const char *legacy)
 {
     _cleanup_free_ char *ref = legacy_ref(legacy);
-    _cleanup_free_ char *want = image_recorded_id(root, name);
+    _cleanup_free_ char *want = image_recorded_id_in(sandbox_dir);
     _cleanup_free_ char *have = want ? image_id_of(ref) : NULL;
     return have && streq(have, want);
 }
@@ -80,28 +80,37 @@ static int drop_tag(const char *ref, bb_error **err)
     return 0;
 }
 
-void image_record_ref(const char *root, const char *name)
+static void record_ref_in(const char *sandbox_dir, const char *ref)
 {
-    _cleanup_free_ char *dir = home_path_of(root, HP_SANDBOX, name);
-    _cleanup_free_ char *path = path_join(dir, IMAGE_REF_FILE);
-    _cleanup_free_ char *ref = image_ref(root, name);
+    _cleanup_free_ char *path = path_join(sandbox_dir, IMAGE_REF_FILE);
     _cleanup_free_ char *text = xasprintf("%s\n", ref);
     (void)write_file_atomic(path, text, strlen(text), 0644, NULL);
 }
 
-/* Whether image-ref says the current tag was already put in place. */
-static bool ref_recorded(const char *root, const char *name, const char *ref)
+void image_record_ref(const sandbox *sb)
 {
-    _cleanup_free_ char *text = home_read_record(root, name, IMAGE_REF_FILE, 4096);
-    return text && streq(text, ref);
+    _cleanup_free_ char *ref = image_ref(sb);
+    record_ref_in(sb->dir, ref);
 }
 
-int image_adopt(const char *root, const char *name, bb_error **err)
+/* Whether image-ref says the current tag was already put in place. */
+static bool ref_recorded(const sandbox *sb, const char *ref)
 {
-    _cleanup_free_ char *ref = image_ref(root, name);
-    if (ref_recorded(root, name, ref) || !program_on_path("podman"))
+    _cleanup_free_ char *path = path_join(sb->dir, IMAGE_REF_FILE);
+    _cleanup_free_ char *text = NULL;
+    if (read_file(path, 4096, &text, NULL, NULL) < 0)
+        return false;
+    text[strcspn(text, "\r\n")] = '\0';
+    return streq(text, ref);
+}
+
+int image_adopt(const sandbox *sb, bb_error **err)
+{
+    const char *name = sb->name;
+    _cleanup_free_ char *ref = image_ref(sb);
+    if (ref_recorded(sb, ref) || !program_on_path("podman"))
         return 0;
-    _cleanup_free_ char *want = image_recorded_id(root, name);
+    _cleanup_free_ char *want = image_recorded_id(sb);
     if (!want)
         return 0; /* never built here: boot says so */
     if (!image_exists(ref)) {
@@ -116,17 +125,16 @@ int image_adopt(const char *root, const char *name, bb_error **err)
                            "%s is not built: bluebox build %s (its image is gone from podman)",
                            name, name);
     }
-    image_record_ref(root, name);
+    record_ref_in(sb->dir, ref);
     return 0;
 }
 
 /* Containers left by a run that was killed with SIGKILL (or a crashed podman) still carry
  * the sandbox's labels; they would keep the image in use. Only this home's. */
-static void containers_remove(const char *root, const char *name)
+static void containers_remove(const sandbox *sb)
 {
-    _cleanup_free_ char *id = home_id(root);
-    _cleanup_free_ char *fs = xasprintf("label=bluebox.sandbox=%s", name);
-    _cleanup_free_ char *fh = xasprintf("label=bluebox.home=%s", id);
+    _cleanup_free_ char *fs = xasprintf("label=bluebox.sandbox=%s", sb->name);
+    _cleanup_free_ char *fh = xasprintf("label=bluebox.home=%s", sb->home_id);
     char *ps[] = {"podman", "ps", "-aq", "--filter", fs, "--filter", fh, NULL};
     _cleanup_free_ char *ids = NULL;
     if (spawn_capture(ps, &ids, NULL, NULL) != 0 || !*ids)
@@ -183,13 +191,13 @@ void image_prune(const char *id)
     }
 }
 
-int image_remove(const char *root, const char *name, bb_error **err)
+int image_remove(const sandbox *sb, bb_error **err)
 {
     if (program_on_path("podman"))
-        containers_remove(root, name);
-    direct_forget(root, name); /* its prepared direct launches */
-    _cleanup_free_ char *ref = image_ref(root, name);
-    _cleanup_free_ char *id = image_recorded_id(root, name);
+        containers_remove(sb);
+    direct_forget(sb); /* its prepared direct launches */
+    _cleanup_free_ char *ref = image_ref(sb);
+    _cleanup_free_ char *id = image_recorded_id(sb);
     if (image_exists(ref) && drop_tag(ref, err) < 0)
         return -1;
     image_prune(id); /* what the tag's rmi left: its build layers, unless shared or tagged */
@@ -212,10 +220,12 @@ static int retag(const char *from, const char *to, bool untag, bb_error **err)
     return 0;
 }
 
-int image_rename(const char *root, const char *old, const char *new, bb_error **err)
+int image_rename(const sandbox *old_sb, const char *new, bb_error **err)
 {
-    direct_forget(root, old);
-    _cleanup_free_ char *from = image_ref(root, old), *to = image_ref(root, new);
+    const char *old = old_sb->name;
+    direct_forget(old_sb);
+    _cleanup_free_ char *from = image_ref(old_sb), *to = image_ref_of(old_sb->home_id, new);
+    _cleanup_free_ char *new_dir = home_path_of(old_sb->root, HP_SANDBOX, new);
     if (image_exists(from)) {
         if (retag(from, to, true, err) < 0)
             return -1;
@@ -223,10 +233,10 @@ int image_rename(const char *root, const char *old, const char *new, bb_error **
         /* Old naming: the sandbox has moved to `new` already, its image-id with it. The old
          * tag stays (see the top of this file). */
         _cleanup_free_ char *legacy = legacy_ref(old);
-        if (legacy_is_ours(root, new, old) && retag(legacy, to, false, err) < 0)
+        if (legacy_is_ours(new_dir, old) && retag(legacy, to, false, err) < 0)
             return -1;
     }
     if (image_exists(to))
-        image_record_ref(root, new);
+        record_ref_in(new_dir, to);
     return 0;
 }

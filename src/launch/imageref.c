@@ -18,20 +18,30 @@ char *image_ref_of(const char *home_id, const char *name)
     return xasprintf("localhost/bluebox/%s:%s", name, home_id);
 }
 
-char *image_ref(const char *root, const char *name)
+char *image_ref(const sandbox *sb)
 {
-    _cleanup_free_ char *id = home_id(root);
-    return image_ref_of(id, name);
+    return image_ref_of(sb->home_id, sb->name);
 }
 
-/* The image ID this home's last build of `name` recorded; NULL when it was never built. */
-char *image_recorded_id(const char *root, const char *name)
+static char *recorded_id(const char *path)
 {
-    _cleanup_free_ char *text = home_read_record(root, name, "image-id", 4096);
-    if (!text)
+    _cleanup_free_ char *text = NULL;
+    if (read_file(path, 4096, &text, NULL, NULL) < 0)
         return NULL;
+    text[strcspn(text, "\r\n")] = '\0';
     const char *id = strncmp(text, "sha256:", 7) == 0 ? text + 7 : text;
     return *id ? xstrdup(id) : NULL;
+}
+
+char *image_recorded_id(const sandbox *sb)
+{
+    return recorded_id(sb->image_id);
+}
+
+char *image_recorded_id_in(const char *sandbox_dir)
+{
+    _cleanup_free_ char *path = path_join(sandbox_dir, "image-id");
+    return recorded_id(path);
 }
 
 /* podman's answer, one line: the USER as the image config has it. */
@@ -78,12 +88,11 @@ int image_user_record(const char *dir, const char *ref, bb_error **err)
     return record_user(dir, ref, NULL, err);
 }
 
-int image_user(const char *root, const char *name, const char *image, char **ret, bb_error **err)
+int image_user(const sandbox *sb, const char *image, char **ret, bb_error **err)
 {
     if (image)
         return inspect_user(image, ret, err);
-    _cleanup_free_ char *dir = home_path_of(root, HP_SANDBOX, name);
-    _cleanup_free_ char *path = path_join(dir, IMAGE_USER_FILE);
+    _cleanup_free_ char *path = path_join(sb->dir, IMAGE_USER_FILE);
     _cleanup_free_ char *text = NULL;
     if (read_file(path, IMAGE_USER_MAX + 2, &text, NULL, NULL) == 0) {
         text[strcspn(text, "\r\n")] = '\0';
@@ -91,11 +100,11 @@ int image_user(const char *root, const char *name, const char *image, char **ret
         return 0;
     }
     /* Built before build recorded it. */
-    _cleanup_free_ char *ref = image_ref(root, name);
-    if (record_user(dir, ref, ret, err) < 0)
+    _cleanup_free_ char *ref = image_ref(sb);
+    if (record_user(sb->dir, ref, ret, err) < 0)
         return bb_prefix(err,
                          "%s was built by an older bluebox and its image's USER is not "
                          "known; rebuild it (bluebox build %s)",
-                         name, name);
+                         sb->name, sb->name);
     return 0;
 }

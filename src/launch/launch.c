@@ -56,15 +56,9 @@ char *container_name(const char *kind, const char *name)
                      (int)getpid(), (unsigned)(arc4random() & 0xffff));
 }
 
-char *up_container_name(const char *root, const char *name)
+char *up_container_name(const sandbox *sb)
 {
-    _cleanup_free_ char *id = home_id(root);
-    return xasprintf("bluebox-up-%s-%s", name, id);
-}
-
-char *launch_home_id(const launch *l)
-{
-    return l->home_id ? xstrdup(l->home_id) : home_id(l->root);
+    return xasprintf("bluebox-up-%s-%s", sb->name, sb->home_id);
 }
 
 /* bluebox up: detached, the agent's port published on the host's loopback only, the token
@@ -95,11 +89,10 @@ static int data_flags(const backend *b, const launch *l, strv *a, bb_error **err
                              "data_limit from its Bluefile: bluebox edit %s"
                            : "%s is a fork, and forks need backend: uml for now; set it in the "
                              "fork's Bluefile: bluebox edit %s",
-                       l->name, l->name);
+                       l->sb->name, l->sb->name);
     if (!l->bf->data_limit) {
-        _cleanup_free_ char *data = home_path_of(l->root, HP_DATA, l->name);
         add(a, "-v");
-        addf(a, "%s:/data", data);
+        addf(a, "%s:/data", l->sb->data);
         if (l->fork_lower) {
             add(a, "-v");
             addf(a, "%s:" ABI_FORK_LOWER ":ro", l->fork_lower);
@@ -111,9 +104,8 @@ static int data_flags(const backend *b, const launch *l, strv *a, bb_error **err
                        "data_limit needs backend: uml for now (the %s backend cannot attach the "
                        "/data disk image yet); set backend: uml or remove data_limit",
                        b->name);
-    _cleanup_free_ char *disk = home_path_of(l->root, HP_DISK, l->name);
     add(a, "-v");
-    addf(a, "%s:" ABI_DATA_DISK ":rw", disk);
+    addf(a, "%s:" ABI_DATA_DISK ":rw", l->sb->disk);
     add(a, "--env=" ABI_ENV_DATA_DISK "=" ABI_DATA_DISK);
     add(a, "--tmpfs=/data:rw,nosuid,nodev,noexec,size=16k,mode=0755");
     return 0;
@@ -160,7 +152,7 @@ static int egress_flags(const backend *b, const launch *l, strv *a, int *ret_fds
         return bb_fail(err, ENOTSUP, "the %s backend cannot enforce allow:", b->name);
     _cleanup_free_ char *allow = egress_allow_value(bf);
     addf(a, "--env=" ABI_ENV_NET_ALLOW "=%s", allow);
-    addf(a, "--env=" ABI_ENV_SANDBOX "=%s", l->name);
+    addf(a, "--env=" ABI_ENV_SANDBOX "=%s", l->sb->name);
     const egress *e = l->egress;
     if (e && e->log) {
         add(a, "-v");
@@ -190,7 +182,7 @@ static int vmm_user_flags(const launch *l, strv *argv, bb_error **err)
     if (l->guest_root)
         return 0; /* launch_argv gave --user=0:0 already, and the command runs as root */
     _cleanup_free_ char *user = NULL;
-    if (image_user(l->root, l->name, l->image, &user, err) < 0)
+    if (image_user(l->sb, l->image, &user, err) < 0)
         return -1;
     strv_add(argv, "--user=0:0");
     if (*user)
@@ -231,9 +223,8 @@ int launch_podman_argv(const backend *b, const launch *l, strv *ret, bb_error **
         add(&a, "--rm");
     add(&a, "--pull=never");
     addf(&a, "--name=%s", l->container);
-    addf(&a, "--label=bluebox.sandbox=%s", l->name);
-    _cleanup_free_ char *home = launch_home_id(l);
-    addf(&a, "--label=bluebox.home=%s", home);
+    addf(&a, "--label=bluebox.sandbox=%s", l->sb->name);
+    addf(&a, "--label=bluebox.home=%s", l->sb->home_id);
     add(&a, "--security-opt=no-new-privileges");
     add(&a, "--cap-drop=all");
     add_caps(&a);
@@ -282,7 +273,7 @@ int launch_podman_argv(const backend *b, const launch *l, strv *ret, bb_error **
         add(&a, "-t");
     if (b->launch_flags(l, &a, err) < 0 || (b->user_to_guest && vmm_user_flags(l, &a, err) < 0))
         return -1;
-    _cleanup_free_ char *image = l->image ? xstrdup(l->image) : image_ref_of(home, l->name);
+    _cleanup_free_ char *image = l->image ? xstrdup(l->image) : image_ref(l->sb);
     add(&a, image);
     if (b->entry(l, &a, err) < 0)
         return -1;

@@ -22,9 +22,7 @@ extern const size_t launch_n_caps;
 int launch_memory_mib(const bluefile *bf);
 
 /* The container of an up sandbox: bluebox-up-<name>-<home id> (see home_id). */
-char *up_container_name(const char *root, const char *name);
-/* l->home_id, or home_id(l->root) for a launch made without a sandbox handle (doctor's). */
-char *launch_home_id(const launch *l);
+char *up_container_name(const sandbox *sb);
 /* A fresh container name: bluebox-[<kind>-]<name>-<pid>-<4 hex>. pid + random: unique among
  * live launches, and a stale container left by a crash cannot collide with a later one. */
 char *container_name(const char *kind, const char *name);

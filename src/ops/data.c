@@ -24,7 +24,7 @@ void ops_data_result_clear(ops_data_result *r)
 
 int ops_data_precheck(sandbox *sb, const char *doing, ops_why *ret_why, bb_error **err)
 {
-    if (ops_fork_guard(sb->root, sb->name, doing, ret_why, err) < 0)
+    if (ops_fork_guard(sb, doing, ret_why, err) < 0)
         return -1;
     if (streq(doing, "reset") || streq(doing, "restore"))
         return ops_precheck_busy(sb, ret_why, err);
@@ -33,7 +33,7 @@ int ops_data_precheck(sandbox *sb, const char *doing, ops_why *ret_why, bb_error
 
 static int refuse_up(sandbox *sb, ops_data_result *ret, bb_error **err)
 {
-    if (sandbox_refuse_up(sb->root, sb->name, err) == 0)
+    if (sandbox_refuse_up(sb, err) == 0)
         return 0;
     ret->why = OPS_IS_UP;
     return -1;
@@ -43,7 +43,7 @@ static int refuse_up(sandbox *sb, ops_data_result *ret, bb_error **err)
 static int begin(sandbox *sb, const char *doing, ops_data_result *ret, bb_error **err)
 {
     *ret = (ops_data_result){0};
-    if (ops_fork_guard(sb->root, sb->name, doing, &ret->why, err) < 0)
+    if (ops_fork_guard(sb, doing, &ret->why, err) < 0)
         return -1;
     return 0;
 }

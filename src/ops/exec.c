@@ -42,7 +42,7 @@ int ops_exec(sandbox *sb, const ops_command *c, ops_run_result *ret, bb_error **
 {
     *ret = (ops_run_result){0};
     _cleanup_upstate_ up_state s = {0};
-    int up = upstate_load(sb->root, sb->name, &s, err);
+    int up = upstate_load(sb, &s, err);
     if (up < 0)
         return -1;
     if (up == 0) {

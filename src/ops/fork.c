@@ -82,7 +82,7 @@ static int stage_definition(const sandbox *p, const char *stage, bb_error **err)
     /* The image's tag is the fork's own; the first boot puts it on the recorded image. */
     (void)unlinkat(dst, "image-ref", 0);
     _cleanup_free_ char *parent = xasprintf("%s\n", p->name);
-    _cleanup_free_ char *of = path_join(stage, FORK_OF_FILE);
+    _cleanup_free_ char *of = path_join(stage, HOME_FORK_OF_FILE);
     return write_file_atomic(of, parent, strlen(parent), 0644, err);
 }
 
@@ -150,7 +150,8 @@ int ops_fork(sandbox *p, const ops_fork_opts *o, ops_fork_result *ret, bb_error 
     /* The fork's own tag on the parent's built image now (one podman call), so a rebuild of
      * the parent, which prunes its old image, leaves the fork's. */
     bb_error *ie = NULL;
-    if (image_adopt(p->root, fork, &ie) < 0) {
+    _cleanup_sandbox_ sandbox *f = NULL;
+    if (sandbox_open(p->root, fork, &f, &ie) < 0 || image_adopt(f, &ie) < 0) {
         if (ret_warning)
             *ret_warning = ie;
         else

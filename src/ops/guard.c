@@ -39,20 +39,20 @@ static int refused(ops_why *ret_why, ops_why why)
 
 int ops_refuse_busy(const sandbox *sb, ops_why *ret_why, bb_error **err)
 {
-    if (sandbox_refuse_up(sb->root, sb->name, err) < 0)
+    if (sandbox_refuse_up(sb, err) < 0)
         return refused(ret_why, OPS_IS_UP);
-    _cleanup_close_ int use = inuse_refuse(sb->root, sb->name, err);
+    _cleanup_close_ int use = inuse_refuse(sb, err);
     if (use < 0)
         return refused(ret_why, OPS_REFUSED);
     /* The warm pool's VMs hold the old /data: gone before it changes. The tender started
      * here waits for our lock, so its VMs boot with the new /data. */
-    int pooled = pool_drain(sb->root, sb->name, err);
+    int pooled = pool_drain(sb, err);
     if (pooled < 0)
         return -1;
-    if (image_refuse_running(sb->root, sb->name, err) < 0)
+    if (image_refuse_running(sb, err) < 0)
         return refused(ret_why, OPS_REFUSED);
     if (pooled)
-        pool_kick(sb->root, sb->name);
+        pool_kick(sb);
     return steal_fd(&use);
 }
 
@@ -61,11 +61,11 @@ int ops_precheck_busy(sandbox *sb, ops_why *ret_why, bb_error **err)
     int took = sandbox_lock(sb, err);
     if (took < 0)
         return -1;
-    int r = sandbox_refuse_up(sb->root, sb->name, err);
+    int r = sandbox_refuse_up(sb, err);
     if (r < 0)
         refused(ret_why, OPS_IS_UP);
     else {
-        _cleanup_close_ int use = inuse_refuse(sb->root, sb->name, err);
+        _cleanup_close_ int use = inuse_refuse(sb, err);
         r = use < 0 ? refused(ret_why, OPS_REFUSED) : 0;
     }
     if (took)
@@ -73,16 +73,13 @@ int ops_precheck_busy(sandbox *sb, ops_why *ret_why, bb_error **err)
     return r;
 }
 
-int ops_fork_guard(const char *root, const char *name, const char *doing, ops_why *ret_why,
-                   bb_error **err)
+int ops_fork_guard(const sandbox *sb, const char *doing, ops_why *ret_why, bb_error **err)
 {
-    if (!name_valid(name))
-        return 0;
-    _cleanup_free_ char *parent = forks_parent(root, name);
+    const char *name = sb->name, *parent = sb->parent;
     if (!parent) {
         if (!streq(doing, "reset") && !streq(doing, "restore"))
             return 0;
-        return forks_refuse_parent(root, name, doing, err) < 0 ? refused(ret_why, OPS_REFUSED) : 0;
+        return forks_refuse_parent(sb, doing, err) < 0 ? refused(ret_why, OPS_REFUSED) : 0;
     }
     if (streq(doing, "reset"))
         bb_fail(err, EINVAL, "%s is a fork; drop its changes with: bluebox discard %s", name, name);

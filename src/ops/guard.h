@@ -14,6 +14,5 @@ int ops_refuse_busy(const sandbox *sb, ops_why *ret_why, bb_error **err);
 int ops_precheck_busy(sandbox *sb, ops_why *ret_why, bb_error **err);
 /* The forks' guards on the /data commands: `doing` is reset, restore, snapshot, export or
  * import. A fork refuses them all, saying what to do instead; a parent with forks refuses
- * reset and restore. 0 for a name that is not a sandbox. */
-int ops_fork_guard(const char *root, const char *name, const char *doing, ops_why *ret_why,
-                   bb_error **err);
+ * reset and restore. */
+int ops_fork_guard(const sandbox *sb, const char *doing, ops_why *ret_why, bb_error **err);

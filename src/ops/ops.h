@@ -81,7 +81,7 @@ void ops_up_result_clear(ops_up_result *r);
 /* up: boot the sandbox's long-lived VM (a stale state is cleaned first). */
 int ops_up(sandbox *sb, const ops_events *ev, ops_up_result *ret, bb_error **err);
 /* down: remove the up VM; *ret_was_up says whether there was one. */
-int ops_down(const char *root, const char *name, bool *ret_was_up, bb_error **err);
+int ops_down(const sandbox *sb, bool *ret_was_up, bb_error **err);
 
 /* ---- /data: reset, snapshot, restore, export, import ----------------------------------
  * Each takes the sandbox's lock, so two bluebox processes never interleave on one /data. The

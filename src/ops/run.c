@@ -29,8 +29,8 @@ static int claim(sandbox *sb, const char *fp, pool_claim *c, inuse *use, bb_erro
 {
     if (sandbox_lock(sb, err) < 0)
         return -1;
-    int r = pool_claim_vm(sb->root, sb->name, fp, c, err);
-    if (r == 1 && inuse_hold(sb->root, sb->name, "run", use, err) < 0) {
+    int r = pool_claim_vm(sb, fp, c, err);
+    if (r == 1 && inuse_hold(sb, "run", use, err) < 0) {
         pool_release(c);
         r = -1;
     }
@@ -69,9 +69,9 @@ static int warm_run(sandbox *sb, const ops_command *c, ops_run_result *ret, bb_e
 {
     if (sb->bf->warm == 0) {
         int waiting, total;
-        pool_count(sb->root, sb->name, &waiting, &total);
+        pool_count(sb, &waiting, &total);
         if (total) /* warm was lowered to 0: let a tender empty the pool */
-            pool_kick(sb->root, sb->name);
+            pool_kick(sb);
         return 0;
     }
     _cleanup_error_ bb_error *ferr = NULL;
@@ -85,7 +85,7 @@ static int warm_run(sandbox *sb, const ops_command *c, ops_run_result *ret, bb_e
         inuse use = {0};
         int r = claim(sb, fp, &pc, &use, err);
         if (r <= 0) {
-            pool_kick(sb->root, sb->name); /* no VM free: fill the pool for the next run */
+            pool_kick(sb); /* no VM free: fill the pool for the next run */
             return r;
         }
         r = serve(sb, c, &pc, ret, err);
@@ -95,7 +95,7 @@ static int warm_run(sandbox *sb, const ops_command *c, ops_run_result *ret, bb_e
          * claim: booting beside the run would take the host's CPU from it (bench/RESULTS.md:
          * that cost a short run more than half its time). */
         if (r != 0) {
-            pool_kick(sb->root, sb->name);
+            pool_kick(sb);
             return r;
         }
     }

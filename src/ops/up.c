@@ -45,12 +45,12 @@ int ops_up(sandbox *sb, const ops_events *ev, ops_up_result *ret, bb_error **err
 {
     *ret = (ops_up_result){0};
     _cleanup_upstate_ up_state s = {0};
-    int up = upstate_load(sb->root, sb->name, &s, NULL);
+    int up = upstate_load(sb, &s, NULL);
     if (up > 0 && answering(&s)) {
         ret->already = true;
         return 0;
     }
-    if (up != 0 && up_down(sb->root, sb->name, true, NULL, err) < 0) /* stale: clean it */
+    if (up != 0 && up_down(sb, true, NULL, err) < 0) /* stale: clean it */
         return -1;
     if (refuse_offline(sb, ret, err) < 0)
         return -1;
@@ -76,9 +76,7 @@ int ops_up(sandbox *sb, const ops_events *ev, ops_up_result *ret, bb_error **err
     return 0;
 }
 
-int ops_down(const char *root, const char *name, bool *ret_was_up, bb_error **err)
+int ops_down(const sandbox *sb, bool *ret_was_up, bb_error **err)
 {
-    if (name_check(name, "sandbox name", err) < 0)
-        return -1;
-    return up_down(root, name, true, ret_was_up, err);
+    return up_down(sb, true, ret_was_up, err);
 }

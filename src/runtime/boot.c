@@ -71,8 +71,7 @@ static launch launch_of(const sandbox *sb, const char *self, const char *contain
                         launch_mode mode)
 {
     return (launch){.root = sb->root,
-                    .name = sb->name,
-                    .home_id = sb->home_id,
+                    .sb = sb,
                     .bf = sb->bf,
                     .container = container,
                     .mode = mode,
@@ -110,7 +109,7 @@ static int fork_prepare(const sandbox *sb, const char *self, bb_error **err)
 {
     if (!sb->parent)
         return 0;
-    if (forks_refuse_interrupted(sb->root, sb->name, sb->parent, err) < 0)
+    if (forks_refuse_interrupted(sb, err) < 0)
         return -1;
     _cleanup_sandbox_ sandbox *p = NULL;
     if (sandbox_open(sb->root, sb->parent, &p, err) < 0)
@@ -130,9 +129,9 @@ static int fork_prepare(const sandbox *sb, const char *self, bb_error **err)
 /* The steps of a boot that need the sandbox's lock. */
 static int prepare_locked(sandbox *sb, boot_check check, const char *use, boot *b, bb_error **err)
 {
-    if (image_adopt(sb->root, sb->name, err) < 0)
+    if (image_adopt(sb, err) < 0)
         return -1;
-    if (use && inuse_hold(sb->root, sb->name, use, &b->use, err) < 0)
+    if (use && inuse_hold(sb, use, &b->use, err) < 0)
         return -1;
     if (fork_prepare(sb, b->self, err) < 0 || data_prepare(sb, b->self, err) < 0)
         return -1;

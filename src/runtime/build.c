@@ -358,7 +358,7 @@ int image_build(const sandbox *sb, const containerfile *cf, bool quiet, build_wh
     if (base_ensure(bf->base, &out, err) < 0)
         return -1;
     const char *dir = sb->dir;
-    _cleanup_free_ char *previous = image_recorded_id(sb->root, sb->name);
+    _cleanup_free_ char *previous = image_recorded_id(sb);
     _cleanup_free_ char *tmpl = xasprintf("%s/.build-XXXXXX", dir);
     if (!mkdtemp(tmpl))
         return bb_fail_errno(err, errno, "cannot create a build directory in %s", dir);
@@ -366,7 +366,7 @@ int image_build(const sandbox *sb, const containerfile *cf, bool quiet, build_wh
     if (r == 0) {
         _cleanup_free_ char *file = path_join(tmpl, "Containerfile");
         _cleanup_free_ char *iid = path_join(tmpl, "image-id");
-        _cleanup_free_ char *ref = image_ref(sb->root, sb->name);
+        _cleanup_free_ char *ref = image_ref(sb);
         build_spec spec = {.containerfile = file,
                            .log = sb->build_log,
                            .context = tmpl,
@@ -401,7 +401,7 @@ int image_build(const sandbox *sb, const containerfile *cf, bool quiet, build_wh
     if (r == 0)
         r = move_into_place(tmpl, dir, err);
     if (r == 0)
-        image_record_ref(sb->root, sb->name);
+        image_record_ref(sb);
     if (r == 0)
         image_prune(previous); /* the image this build replaced, when nothing tags it now */
     (void)rm_rf(tmpl, NULL);

@@ -336,7 +336,7 @@ static void check_cache(doctor_report *r, const char *root)
     _cleanup_sb_ strbuf b = {0};
     _cleanup_free_ char *self = guest_binary(NULL);
     for (const backend *const *bk = backend_registry; *bk; bk++) {
-        launch l = {.root = root, .name = "-", .self = self};
+        launch l = {.root = root, .self = self};
         sb_printf(&b, "%s%s: %s", b.len ? ", " : "", (*bk)->name,
                   what[isolation_cached(*bk, &l, NULL)]);
     }
@@ -354,13 +354,13 @@ static void check_pools(doctor_report *r, const char *root)
     long long mib = 0;
     for (size_t i = 0; i < names.n; i++) {
         int waiting, total;
-        pool_count(root, names.v[i], &waiting, &total);
+        _cleanup_sandbox_ sandbox *sb = NULL;
+        if (sandbox_open(root, names.v[i], &sb, NULL) < 0)
+            continue;
+        pool_count(sb, &waiting, &total);
         if (!total)
             continue;
-        _cleanup_sandbox_ sandbox *sb = NULL;
-        int ram = sandbox_open(root, names.v[i], &sb, NULL) == 0 && sandbox_bluefile(sb, NULL) == 0
-                      ? sb->bf->ram_mib
-                      : 0;
+        int ram = sandbox_bluefile(sb, NULL) == 0 ? sb->bf->ram_mib : 0;
         vms += total;
         mib += (long long)total * ram;
         sb_printf(&b, "%s%s %d", b.len ? ", " : "", names.v[i], total);

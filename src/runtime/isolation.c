@@ -41,7 +41,7 @@ static const backend backend_plain = {
 static int probe(const backend *b, const launch *l, kernel_id *ret, bb_error **err)
 {
     static char *cmd[] = {"__probe", NULL};
-    _cleanup_free_ char *container = container_name("probe", l->name);
+    _cleanup_free_ char *container = container_name("probe", l->sb->name);
     launch pl = *l;
     pl.mode = LAUNCH_PROBE;
     pl.container = container;

@@ -45,15 +45,14 @@ typedef struct {
     size_t n;
 } tenders;
 
-char *pool_dir(const char *root, const char *name)
+char *pool_dir(const sandbox *sb)
 {
-    return xasprintf("%s/pool/%s", root, name);
+    return xasprintf("%s/pool/%s", sb->root, sb->name);
 }
 
-char *pool_container_name(const char *root, const char *name, const char *id)
+char *pool_container_name(const sandbox *sb, const char *id)
 {
-    _cleanup_free_ char *home = home_id(root);
-    return xasprintf("bluebox-pool-%s-%s-%s", name, home, id);
+    return xasprintf("bluebox-pool-%s-%s-%s", sb->name, sb->home_id, id);
 }
 
 bool pool_container(const char *container)
@@ -82,7 +81,7 @@ char *pool_fingerprint(sandbox *sb, bb_error **err)
         return NULL;
     if (read_file(sb->image_id, 4096, &image, &len, NULL) < 0)
         image = xstrdup("none");
-    _cleanup_free_ char *dir = pool_dir(sb->root, sb->name);
+    _cleanup_free_ char *dir = pool_dir(sb);
     _cleanup_free_ char *gen = xasprintf("%lld", read_gen(dir));
     fingerprint f;
     fp_init(&f);
@@ -208,9 +207,9 @@ static void remove_containers(strv *names)
 }
 
 /* The pool's containers podman knows, whatever their files say. */
-static void podman_pool_vms(const char *root, const char *name, strv *ret)
+static void podman_pool_vms(const sandbox *sb, strv *ret)
 {
-    _cleanup_free_ char *prefix = pool_container_name(root, name, "");
+    _cleanup_free_ char *prefix = pool_container_name(sb, "");
     _cleanup_free_ char *filter = xasprintf("name=^%s", prefix);
     char *argv[] = {"podman", "ps", "-a", "--filter", filter, "--format", "{{.Names}}", NULL};
     _cleanup_free_ char *out = NULL;
@@ -225,12 +224,12 @@ static void podman_pool_vms(const char *root, const char *name, strv *ret)
 
 /* ---- claim --------------------------------------------------------------------------- */
 
-int pool_claim_vm(const char *root, const char *name, const char *fp, pool_claim *ret,
+int pool_claim_vm(const sandbox *sb, const char *fp, pool_claim *ret,
                   bb_error **err)
 {
     (void)err;
     *ret = (pool_claim){0};
-    _cleanup_free_ char *dir = pool_dir(root, name);
+    _cleanup_free_ char *dir = pool_dir(sb);
     _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return 0;
@@ -274,7 +273,7 @@ void pool_release(pool_claim *c)
 
 /* ---- kick ---------------------------------------------------------------------------- */
 
-void pool_kick(const char *root, const char *name)
+void pool_kick(const sandbox *sb)
 {
     pid_t pid = fork();
     if (pid < 0)
@@ -290,8 +289,8 @@ void pool_kick(const char *root, const char *name)
         }
         close_range(3, ~0U, 0);
         signal(SIGPIPE, SIG_DFL);
-        setenv("BLUEBOX_HOME", root, 1);
-        char *argv[] = {"bluebox", "__tend", (char *)name, NULL};
+        setenv("BLUEBOX_HOME", sb->root, 1);
+        char *argv[] = {"bluebox", "__tend", sb->name, NULL};
         execv("/proc/self/exe", argv);
         _exit(127);
     }
@@ -310,10 +309,10 @@ static int entry_cmp(const void *a, const void *b)
     return strcmp(x->id, y->id);
 }
 
-int pool_list(const char *root, const char *name, pool_list_result *ret, bb_error **err)
+int pool_list(const sandbox *sb, pool_list_result *ret, bb_error **err)
 {
     *ret = (pool_list_result){0};
-    _cleanup_free_ char *dir = pool_dir(root, name);
+    _cleanup_free_ char *dir = pool_dir(sb);
     _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return errno == ENOENT ? 0 : bb_fail_errno(err, errno, "cannot open %s", dir);
@@ -350,11 +349,11 @@ void pool_list_free(pool_list_result *l)
     *l = (pool_list_result){0};
 }
 
-void pool_count(const char *root, const char *name, int *ret_waiting, int *ret_total)
+void pool_count(const sandbox *sb, int *ret_waiting, int *ret_total)
 {
     pool_list_result l;
     *ret_waiting = *ret_total = 0;
-    if (pool_list(root, name, &l, NULL) < 0)
+    if (pool_list(sb, &l, NULL) < 0)
         return;
     for (size_t i = 0; i < l.n; i++) {
         *ret_total += 1;
@@ -376,7 +375,7 @@ static int bump_gen(const char *dir, bb_error **err)
  * what crashes left and `keep_fp`'s mismatches (the tender's sweep, under .lock). A boot in
  * flight is marked too; its tender (added to `booting`, may be NULL) removes its VM when it
  * finds its entry gone. */
-static void sweep(const char *root, const char *name, const char *dir, bool all,
+static void sweep(const sandbox *sb, const char *dir, bool all,
                   const char *keep_fp, int keep, int *ret_kept, tenders *booting)
 {
     _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -394,7 +393,7 @@ static void sweep(const char *root, const char *name, const char *dir, bool all,
                 (void)unlinkat(dfd, names.v[i], 0);
             continue;
         }
-        _cleanup_free_ char *container = pool_container_name(root, name, id);
+        _cleanup_free_ char *container = pool_container_name(sb, id);
         bool held = streq(state, "claimed") && pid_alive(pid);
         bool drop = !held;
         if (booting && streq(state, "booting") && pid_alive(pid) &&
@@ -404,7 +403,7 @@ static void sweep(const char *root, const char *name, const char *dir, bool all,
             up_state vm;
             _cleanup_free_ char *efp = NULL, *path = path_join(dir, names.v[i]);
             bool ok = read_entry(path, &vm, &efp) == 0 && streq(efp, keep_fp) && *ret_kept < keep;
-            bool running = ok && up_alive(root, name, &vm);
+            bool running = ok && up_alive(sb, &vm);
             upstate_clear(&vm);
             drop = !running;
             if (!drop)
@@ -424,7 +423,7 @@ static void sweep(const char *root, const char *name, const char *dir, bool all,
     }
     /* VMs whose file was lost (a tender killed between podman run and its rename) */
     _cleanup_strv_ strv known = {0};
-    podman_pool_vms(root, name, &known);
+    podman_pool_vms(sb, &known);
     for (size_t i = 0; i < known.n; i++)
         if (!has(&live, known.v[i]) && !has(&vms, known.v[i]))
             strv_add(&vms, known.v[i]);
@@ -435,7 +434,7 @@ static void sweep(const char *root, const char *name, const char *dir, bool all,
 
 /* After the boots: a `podman run` that a tender killed with -9 had started may have made its
  * container after the sweep looked; whatever VM no entry names now goes. */
-static void sweep_strays(const char *root, const char *name, const char *dir)
+static void sweep_strays(const sandbox *sb, const char *dir)
 {
     _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     _cleanup_strv_ strv names = {0}, live = {0}, known = {0}, vms = {0};
@@ -445,9 +444,9 @@ static void sweep_strays(const char *root, const char *name, const char *dir)
         _cleanup_free_ char *id = NULL, *state = NULL;
         pid_t pid;
         if (parse_name(names.v[i], &id, &state, &pid) && !streq(state, "stale"))
-            strv_push(&live, pool_container_name(root, name, id));
+            strv_push(&live, pool_container_name(sb, id));
     }
-    podman_pool_vms(root, name, &known);
+    podman_pool_vms(sb, &known);
     for (size_t i = 0; i < known.n; i++)
         if (!has(&live, known.v[i]))
             strv_add(&vms, known.v[i]);
@@ -465,26 +464,26 @@ static void wait_tenders(const tenders *t)
             usleep(50 * 1000);
 }
 
-int pool_drain(const char *root, const char *name, bb_error **err)
+int pool_drain(const sandbox *sb, bb_error **err)
 {
-    _cleanup_free_ char *dir = pool_dir(root, name);
+    _cleanup_free_ char *dir = pool_dir(sb);
     if (!is_dir(dir))
         return 0;
     if (bump_gen(dir, err) < 0)
         return -1;
     int kept;
     tenders booting = {0};
-    sweep(root, name, dir, true, NULL, 0, &kept, &booting);
+    sweep(sb, dir, true, NULL, 0, &kept, &booting);
     wait_tenders(&booting);
     return 1;
 }
 
-int pool_remove(const char *root, const char *name, bb_error **err)
+int pool_remove(const sandbox *sb, bb_error **err)
 {
-    _cleanup_free_ char *dir = pool_dir(root, name);
+    _cleanup_free_ char *dir = pool_dir(sb);
     if (!is_dir(dir))
         return 0;
-    if (pool_drain(root, name, err) < 0)
+    if (pool_drain(sb, err) < 0)
         return -1;
     return rm_rf(dir, err) < 0 ? -1 : 0;
 }
@@ -578,7 +577,7 @@ static bool boot_one(sandbox *sb, boot *b, const char *dir, const char *fp, long
     if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
         return false;
     hex_encode(raw, sizeof raw, id);
-    _cleanup_free_ char *container = pool_container_name(sb->root, sb->name, id);
+    _cleanup_free_ char *container = pool_container_name(sb, id);
     _cleanup_free_ char *booting = entry_path(dir, id, "booting", getpid());
     _cleanup_free_ char *waiting = entry_path(dir, id, "waiting", 0);
     up_state pending = {.container = container};
@@ -648,7 +647,7 @@ static bool still_here(const char *dir, int lock)
 
 int pool_tend(sandbox *sb, bb_error **err)
 {
-    _cleanup_free_ char *dir = pool_dir(sb->root, sb->name);
+    _cleanup_free_ char *dir = pool_dir(sb);
     if (mkdir_p(dir, 0700, err) < 0)
         return -1;
     _cleanup_close_ int lock = tender_lock(dir);
@@ -677,10 +676,10 @@ int pool_tend(sandbox *sb, bb_error **err)
     if (perr)
         log_failure(sb, "prepare", perr->msg);
     int kept;
-    sweep(sb->root, sb->name, dir, false, fp ? fp : "", target, &kept, NULL);
+    sweep(sb, dir, false, fp ? fp : "", target, &kept, NULL);
     for (int n = kept; n < target; n++)
         if (!boot_one(sb, &b, dir, fp, gen))
             break;
-    sweep_strays(sb->root, sb->name, dir);
+    sweep_strays(sb, dir);
     return 0;
 }

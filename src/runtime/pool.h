@@ -44,39 +44,38 @@ typedef struct pool_claim {
 } pool_claim;
 
 /* pool/<name> */
-char *pool_dir(const char *root, const char *name);
+char *pool_dir(const sandbox *sb);
 /* The container of a pool VM: bluebox-pool-<name>-<home id>-<id>. */
-char *pool_container_name(const char *root, const char *name, const char *id);
+char *pool_container_name(const sandbox *sb, const char *id);
 /* The sandbox's pool fingerprint now (16 hex digits). */
 char *pool_fingerprint(sandbox *sb, bb_error **err);
 
 /* Take a waiting VM whose fingerprint is `fp`: 1 with *ret filled, 0 when none is free (the
  * caller boots cold). Entries of another fingerprint are marked stale on the way. */
-int pool_claim_vm(const char *root, const char *name, const char *fp, pool_claim *ret,
-                  bb_error **err);
+int pool_claim_vm(const sandbox *sb, const char *fp, pool_claim *ret, bb_error **err);
 /* After the run (or when the VM did not answer): mark it stale, so that the next tender
  * removes it, and free *c. */
 void pool_release(pool_claim *c);
 
 /* Start a tender for the sandbox, detached (setsid, stdio on /dev/null), and return at once.
  * Best effort: a tender that cannot start only leaves the pool as it is. */
-void pool_kick(const char *root, const char *name);
+void pool_kick(const sandbox *sb);
 /* The tender's work (bluebox __tend): sweep, then boot VMs up to warm, each with the
  * Bluefile's warmup lines run in it (errors go to the sandbox's log). */
 int pool_tend(sandbox *sb, bb_error **err);
 
 /* The entries, oldest first. */
-int pool_list(const char *root, const char *name, pool_list_result *ret, bb_error **err);
+int pool_list(const sandbox *sb, pool_list_result *ret, bb_error **err);
 void pool_list_free(pool_list_result *l);
 /* How many VMs are waiting, and how many exist in any state. */
-void pool_count(const char *root, const char *name, int *ret_waiting, int *ret_total);
+void pool_count(const sandbox *sb, int *ret_waiting, int *ret_total);
 
 /* Remove every VM of the pool that no run holds (waiting, booting, stale, and claimed by a
  * process that is gone) and bump the generation, so that a VM a tender is booting now is
  * never served. The caller holds the sandbox's lock: build, reset, restore, apply, discard.
  * Never waits for a tender. 1 when there was a pool, 0 when there was none. */
-int pool_drain(const char *root, const char *name, bb_error **err);
+int pool_drain(const sandbox *sb, bb_error **err);
 /* pool_drain, then the directory itself: destroy, rename. 0 or -1. */
-int pool_remove(const char *root, const char *name, bb_error **err);
+int pool_remove(const sandbox *sb, bb_error **err);
 /* Whether a container name is a pool VM's (image_refuse_running leaves those to the drain). */
 bool pool_container(const char *container);

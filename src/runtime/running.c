@@ -12,19 +12,15 @@
 #include "util/spawn.h"
 #include "util/xalloc.h"
 
-int image_refuse_running(const char *root, const char *name, bb_error **err)
+int image_refuse_running(const sandbox *sb, bb_error **err)
 {
-    _cleanup_free_ char *direct = direct_running(root, name); /* runc's, unknown to podman */
-    if (direct)
-        return bb_fail(err, EBUSY,
-                       "a VM of %s is still running (direct container %s); wait for it to end "
-                       "or stop it first: runc --root " DIRECT_RUNC_ROOT " kill %s KILL",
-                       name, direct, direct);
+    const char *name = sb->name;
+    if (direct_refuse(sb, err) < 0) /* runc's, unknown to podman */
+        return -1;
     if (!program_on_path("podman"))
         return 0;
-    _cleanup_free_ char *id = home_id(root);
     _cleanup_free_ char *fs = xasprintf("label=bluebox.sandbox=%s", name);
-    _cleanup_free_ char *fh = xasprintf("label=bluebox.home=%s", id);
+    _cleanup_free_ char *fh = xasprintf("label=bluebox.home=%s", sb->home_id);
     char *ps[] = {"podman",   "ps", "-q",       "--filter",   fs,
                   "--filter", fh,   "--format", "{{.Names}}", NULL};
     _cleanup_free_ char *names = NULL;

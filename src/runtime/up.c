@@ -185,13 +185,12 @@ static int vm_inspect(const char *container, vm_facts *ret)
  * old naming (no bluebox.home label) or of a home that has since moved, this home's state
  * names it and its agent's port is the one the state recorded — or, stopped, it has no
  * port, and it was made in the minute before the state was written. */
-static bool vm_ours(const char *root, const char *name, const char *container, const vm_facts *f,
+static bool vm_ours(const sandbox *sb, const char *container, const vm_facts *f,
                     const up_state *s)
 {
-    if (!streq(f->sandbox, name))
+    if (!streq(f->sandbox, sb->name))
         return false;
-    _cleanup_free_ char *id = home_id(root);
-    if (streq(f->home, id))
+    if (streq(f->home, sb->home_id))
         return true;
     if (!s || !s->addr || !s->container || !streq(s->container, container))
         return false;
@@ -204,26 +203,26 @@ static bool vm_ours(const char *root, const char *name, const char *container, c
 /* Remove the container of name's VM when it is this home's (its bluebox.home label, or
  * the state `s` names it and its agent's port matches); a missing container is fine, one
  * that is another home's is left alone and is an error. */
-static int up_remove_vm(const char *root, const char *name, const char *container,
+static int up_remove_vm(const sandbox *sb, const char *container,
                         const up_state *s, bb_error **err)
 {
     _cleanup_(vm_facts_done) vm_facts f = {0};
     if (vm_inspect(container, &f) < 0)
         return 0;
-    if (!vm_ours(root, name, container, &f, s))
+    if (!vm_ours(sb, container, &f, s))
         return bb_fail(err, EEXIST,
                        "a container named %s exists and is not this home's VM of %s; it is left "
                        "alone (remove it yourself if it is stale: podman rm -f %s)",
-                       container, name, container);
+                       container, sb->name, container);
     session_remove(f.id);
     return 0;
 }
 
-bool up_alive(const char *root, const char *name, const up_state *s)
+bool up_alive(const sandbox *sb, const up_state *s)
 {
     _cleanup_(vm_facts_done) vm_facts f = {0};
     return vm_inspect(s->container, &f) == 0 && f.running &&
-           vm_ours(root, name, s->container, &f, s);
+           vm_ours(sb, s->container, &f, s);
 }
 
 int up_boot(boot *b, const char *container, up_state *ret, lifeline *ret_life,
@@ -278,7 +277,7 @@ int up_boot(boot *b, const char *container, up_state *ret, lifeline *ret_life,
 static int save_started(const up_state *s, void *ctx, bb_error **err)
 {
     const boot *b = ctx;
-    return upstate_save(b->l.root, b->l.name, s, err);
+    return upstate_save(b->l.sb, s, err);
 }
 
 int up_start(boot *b, up_state *ret, double *ret_seconds, char **ret_log, bb_error **err)
@@ -286,18 +285,18 @@ int up_start(boot *b, up_state *ret, double *ret_seconds, char **ret_log, bb_err
     *ret = (up_state){0};
     *ret_log = NULL;
     double start = now_mono_s();
-    _cleanup_free_ char *container = up_container_name(b->l.root, b->l.name);
+    _cleanup_free_ char *container = up_container_name(b->l.sb);
     /* a VM left by a crash before its state was written */
-    if (up_remove_vm(b->l.root, b->l.name, container, NULL, err) < 0)
+    if (up_remove_vm(b->l.sb, container, NULL, err) < 0)
         return -1;
     _cleanup_upstate_ up_state s = {0};
     _cleanup_(lifeline_close) lifeline life = LIFELINE_NONE;
     if (up_boot(b, container, &s, &life, save_started, b, ret_log, err) < 0) {
-        (void)up_remove_vm(b->l.root, b->l.name, container, NULL, NULL);
-        upstate_remove(b->l.root, b->l.name, NULL);
-        return bb_prefix(err, "%s did not come up", b->l.name);
+        (void)up_remove_vm(b->l.sb, container, NULL, NULL);
+        upstate_remove(b->l.sb, NULL);
+        return bb_prefix(err, "%s did not come up", b->l.sb->name);
     }
-    if (upstate_save(b->l.root, b->l.name, &s, err) < 0)
+    if (upstate_save(b->l.sb, &s, err) < 0)
         return -1;
     /* The state owns the VM from here until down (lifeline.h). */
     lifeline_release(&life);
@@ -307,18 +306,18 @@ int up_start(boot *b, up_state *ret, double *ret_seconds, char **ret_log, bb_err
     return 0;
 }
 
-int up_down(const char *root, const char *name, bool force, bool *ret_was_up, bb_error **err)
+int up_down(const sandbox *sb, bool force, bool *ret_was_up, bb_error **err)
 {
     _cleanup_upstate_ up_state s = {0};
     _cleanup_error_ bb_error *lerr = NULL;
-    int up = upstate_load(root, name, &s, &lerr); /* a damaged state still comes down */
+    int up = upstate_load(sb, &s, &lerr); /* a damaged state still comes down */
     bool was = up != 0;
     if (ret_was_up)
         *ret_was_up = was;
     if (was || force) {
-        _cleanup_free_ char *c = s.container ? xstrdup(s.container) : up_container_name(root, name);
+        _cleanup_free_ char *c = s.container ? xstrdup(s.container) : up_container_name(sb);
         /* A container of that name that is another home's stays; this home's state goes. */
-        (void)up_remove_vm(root, name, c, up > 0 ? &s : NULL, NULL);
+        (void)up_remove_vm(sb, c, up > 0 ? &s : NULL, NULL);
     }
-    return upstate_remove(root, name, err);
+    return upstate_remove(sb, err);
 }

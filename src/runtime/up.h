@@ -25,6 +25,6 @@ int up_boot(boot *b, const char *container, up_state *ret, lifeline *ret_life,
 /* Remove the VM and the state. *ret_was_up (may be NULL) says whether there was a state.
  * `force`: also remove a container of that name when there is no state (a crash between
  * boot and the state being written). */
-int up_down(const char *root, const char *name, bool force, bool *ret_was_up, bb_error **err);
+int up_down(const sandbox *sb, bool force, bool *ret_was_up, bb_error **err);
 /* Whether the VM the state names is running and is this home's. */
-bool up_alive(const char *root, const char *name, const up_state *s);
+bool up_alive(const sandbox *sb, const up_state *s);

@@ -35,11 +35,11 @@ static char *str_field(json_t *o, const char *key)
     return json_is_string(v) ? xstrdup(json_string_value(v)) : NULL;
 }
 
-int upstate_load(const char *root, const char *name, up_state *ret, bb_error **err)
+int upstate_load(const sandbox *sb, up_state *ret, bb_error **err)
 {
     *ret = (up_state){0};
     wipe_json_frees();
-    _cleanup_free_ char *path = home_path_of(root, HP_RUN, name);
+    const char *path = sb->run;
     _cleanup_free_ char *data = NULL;
     size_t len = 0;
     _cleanup_error_ bb_error *rerr = NULL;
@@ -59,14 +59,14 @@ int upstate_load(const char *root, const char *name, up_state *ret, bb_error **e
     ret->started = json_is_integer(st) ? json_integer_value(st) : 0;
     if (!ret->container || !ret->addr || !ret->token || !ret->kernel) {
         upstate_clear(ret);
-        return bb_fail(err, EINVAL, "%s is damaged; clean it up: bluebox down %s", path, name);
+        return bb_fail(err, EINVAL, "%s is damaged; clean it up: bluebox down %s", path, sb->name);
     }
     return 1;
 }
 
-int upstate_save(const char *root, const char *name, const up_state *s, bb_error **err)
+int upstate_save(const sandbox *sb, const up_state *s, bb_error **err)
 {
-    _cleanup_free_ char *dir = path_join(root, "run");
+    _cleanup_free_ char *dir = path_join(sb->root, "run");
     if (mkdir_p(dir, 0700, err) < 0)
         return -1;
     if (chmod(dir, 0700) < 0)
@@ -79,16 +79,16 @@ int upstate_save(const char *root, const char *name, const up_state *s, bb_error
     json_decref(o);
     if (!text)
         abort();
-    _cleanup_free_ char *path = home_path_of(root, HP_RUN, name);
+    const char *path = sb->run;
     int r = write_file_atomic(path, text, strlen(text), 0600, err);
     explicit_bzero(text, strlen(text));
     free(text);
     return r;
 }
 
-int upstate_remove(const char *root, const char *name, bb_error **err)
+int upstate_remove(const sandbox *sb, bb_error **err)
 {
-    _cleanup_free_ char *path = home_path_of(root, HP_RUN, name);
+    const char *path = sb->run;
     if (unlink(path) < 0 && errno != ENOENT)
         return bb_fail_errno(err, errno, "cannot remove %s", path);
     return 0;

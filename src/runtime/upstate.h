@@ -3,6 +3,7 @@
  * owner-only and never printed. */
 #pragma once
 
+#include "core/sandbox.h"
 #include "util/err.h"
 
 typedef struct up_state {
@@ -14,10 +15,10 @@ typedef struct up_state {
 } up_state;
 
 /* 1 with *ret filled when the sandbox is up, 0 when it is not, -1 on a damaged file. */
-int upstate_load(const char *root, const char *name, up_state *ret, bb_error **err);
-int upstate_save(const char *root, const char *name, const up_state *s, bb_error **err);
+int upstate_load(const sandbox *sb, up_state *ret, bb_error **err);
+int upstate_save(const sandbox *sb, const up_state *s, bb_error **err);
 /* Delete the state; a missing file is fine. */
-int upstate_remove(const char *root, const char *name, bb_error **err);
+int upstate_remove(const sandbox *sb, bb_error **err);
 void upstate_clear(up_state *s);
 static inline void upstate_clearp(up_state *s)
 {

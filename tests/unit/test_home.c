@@ -153,6 +153,7 @@ static void inuse_sweeps_dead_notes(void **s)
     assert_non_null(mkdtemp(root));
     char *dir = xasprintf("%s/locks/box.users", root);
     assert_int_equal(mkdir_p(dir, 0700, NULL), 0);
+    _cleanup_sandbox_ sandbox *box = sandbox_of(root, "box");
     pid_t dead = fork();
     if (dead == 0)
         _exit(0);
@@ -164,7 +165,7 @@ static void inuse_sweeps_dead_notes(void **s)
         free(note);
     }
     inuse u;
-    assert_int_equal(inuse_hold(root, "box", "run", &u, NULL), 0);
+    assert_int_equal(inuse_hold(box, "run", &u, NULL), 0);
     assert_false(exists(dir, dead));
     assert_true(exists(dir, live));
     assert_true(exists(dir, getpid()));

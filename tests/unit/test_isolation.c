@@ -52,6 +52,7 @@ typedef struct {
     char dir[64];
     char *root, *krun;
     bluefile *bf;
+    sandbox *sb;
     launch l;
 } env;
 
@@ -69,7 +70,8 @@ static int setup(void **s)
     setenv("BLUEBOX_GUEST_BINARY", "/bin/true", 1);
     if (bluefile_parse("B", "", 0, "/h", &e->bf, NULL) < 0)
         return -1;
-    e->l = (launch){.root = e->root, .name = "box", .bf = e->bf, .self = "/bin/true"};
+    e->sb = sandbox_of(e->root, "box");
+    e->l = (launch){.root = e->root, .sb = e->sb, .bf = e->bf, .self = "/bin/true"};
     *s = e;
     return 0;
 }
@@ -79,6 +81,7 @@ static int teardown(void **s)
     env *e = *s;
     rm_rf(e->dir, NULL);
     bluefile_free(e->bf);
+    sandbox_close(e->sb);
     free(e->root);
     free(e->krun);
     free(e);

@@ -17,6 +17,16 @@
 #include "util/fs.h"
 #include "util/xalloc.h"
 
+
+/* The sandbox "box" of the home /r (which need not exist). */
+static const sandbox *box_sb(void)
+{
+    static sandbox *sb;
+    if (!sb)
+        sb = sandbox_of("/r", "box");
+    return sb;
+}
+
 static char bin[64];
 /* A host where podman's default limits fit: the golden argvs carry no --ulimit. */
 static const host_limits roomy = {
@@ -58,7 +68,7 @@ static char *argv_of_mode(const char *yaml, launch_mode mode)
     assert_int_equal(backend_for(bf, &b, &err), 0);
     char *cmd[] = {"echo", "hi there", NULL}, *agent[] = {"__agent", NULL};
     launch l = {.root = "/r",
-                .name = "box",
+                .sb = box_sb(),
                 .bf = bf,
                 .container = "bluebox-run-box-1",
                 .mode = mode,
@@ -209,7 +219,7 @@ static char *data_limit_argv(const backend *b, bb_error **err)
     const char *yaml = "data_limit: 1G\n";
     assert_int_equal(bluefile_parse("B", yaml, strlen(yaml), "/h", &bf, err), 0);
     char *cmd[] = {"true", NULL};
-    launch l = {.root = "/r", .name = "box", .bf = bf, .container = "c", .cmd = cmd};
+    launch l = {.root = "/r", .sb = box_sb(), .bf = bf, .container = "c", .cmd = cmd};
     strv a = {0};
     char *ret = NULL;
     if (launch_argv(b, &l, &a, err) == 0) {
@@ -247,7 +257,7 @@ static void krun_preflight_refusals(void **s)
     bluefile *bf = NULL;
     bb_error *err = NULL;
     assert_int_equal(bluefile_parse("B", "", 0, "/h", &bf, &err), 0);
-    launch l = {.root = "/r", .name = "box", .bf = bf};
+    launch l = {.root = "/r", .sb = box_sb(), .bf = bf};
     char dir[64] = "/tmp/bb-nokrun-XXXXXX", p[128];
     assert_non_null(mkdtemp(dir));
     snprintf(p, sizeof p, "%s/podman", dir);
@@ -298,7 +308,7 @@ static void posture_matches_argv(void **s)
         const backend *b = NULL;
         assert_int_equal(backend_for(bf, &b, &err), 0);
         char *cmd[] = {"true", NULL};
-        launch l = {.root = "/r", .name = "box", .bf = bf, .container = "c", .cmd = cmd};
+        launch l = {.root = "/r", .sb = box_sb(), .bf = bf, .container = "c", .cmd = cmd};
         strv a = {0};
         assert_int_equal(launch_argv(b, &l, &a, &err), 0);
         const char *caps = flag_value(&a, "--cap-add=");
@@ -480,7 +490,7 @@ static char *argv_on(const backend *b, const char *yaml, launch_mode mode, const
         fail_msg("%s", err->msg);
     char *cmd[] = {"true", NULL};
     launch l = {.root = "/r",
-                .name = "box",
+                .sb = box_sb(),
                 .bf = bf,
                 .container = "c",
                 .mode = mode,
@@ -617,7 +627,7 @@ static void krun_refuses_allow(void **s)
     unsetenv("BLUEBOX_BACKEND");
     /* and launch_argv itself refuses, should anything reach it */
     char *cmd[] = {"true", NULL};
-    launch l = {.root = "/r", .name = "box", .bf = bf, .container = "c", .cmd = cmd};
+    launch l = {.root = "/r", .sb = box_sb(), .bf = bf, .container = "c", .cmd = cmd};
     strv a = {0};
     assert_int_equal(launch_argv(backend_named("krun"), &l, &a, &err), -1);
     assert_contains(err->msg, "cannot enforce allow:");

@@ -34,7 +34,7 @@ static void make_sandbox(const char *name, const char *parent)
     assert_int_equal(mkdir_p(data, 0700, &err), 0);
     put(bf, "base: alpine:3.20\n");
     if (parent) {
-        _cleanup_free_ char *of = path_join(dir, FORK_OF_FILE);
+        _cleanup_free_ char *of = path_join(dir, HOME_FORK_OF_FILE);
         _cleanup_free_ char *text = xasprintf("%s\n", parent);
         put(of, text);
     }
@@ -138,7 +138,7 @@ static void data_in_use_is_refused(void **s)
     _cleanup_sandbox_ sandbox *sb = open_sb("lone");
     _cleanup_error_ bb_error *err = NULL;
     inuse use = {0};
-    assert_int_equal(inuse_hold(root, "lone", "run", &use, &err), 0);
+    assert_int_equal(inuse_hold(sb, "run", &use, &err), 0);
     ops_why why = OPS_FAILED;
     assert_int_equal(ops_data_precheck(sb, "reset", &why, &err), -1);
     assert_int_equal(why, OPS_REFUSED);

@@ -5,6 +5,8 @@
 #include "unit.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -17,9 +19,21 @@
 
 static char root[] = "/tmp/bb-pool-XXXXXX";
 
+/* The handle of `name` in the test's home (no sandbox needs to exist for the pool). */
+static sandbox *box(const char *name)
+{
+    static sandbox *open[8];
+    static size_t n;
+    for (size_t i = 0; i < n; i++)
+        if (streq(open[i]->name, name))
+            return open[i];
+    assert_true(n < ELEMENTSOF(open));
+    return open[n++] = sandbox_of(root, name);
+}
+
 static char *dir_of(const char *name)
 {
-    return pool_dir(root, name);
+    return pool_dir(box(name));
 }
 
 static void put(const char *name, const char *file, const char *fp)
@@ -75,13 +89,13 @@ static void claims(void **s)
     put("a", "dddddddddddd.claimed-abc", "fp1");
     bb_error *err = NULL;
     pool_claim c1, c2, c3;
-    assert_int_equal(pool_claim_vm(root, "a", "fp1", &c1, &err), 1);
-    assert_int_equal(pool_claim_vm(root, "a", "fp1", &c2, &err), 1);
+    assert_int_equal(pool_claim_vm(box("a"), "fp1", &c1, &err), 1);
+    assert_int_equal(pool_claim_vm(box("a"), "fp1", &c2, &err), 1);
     assert_string_not_equal(c1.id, c2.id);
     assert_string_equal(c1.vm.addr, "127.0.0.1:1");
     assert_string_equal(c1.vm.token, "t");
     /* the third has another fingerprint: marked stale on the way, never served */
-    assert_int_equal(pool_claim_vm(root, "a", "fp1", &c3, &err), 0);
+    assert_int_equal(pool_claim_vm(box("a"), "fp1", &c3, &err), 0);
     assert_true(there("a", "bbbbbbbbbbbb.stale"));
     assert_true(there("a", "x.waiting") && there("a", "0123456789AB.waiting"));
     char *claimed = xasprintf("%s.claimed-%d", c1.id, (int)getpid());
@@ -95,7 +109,7 @@ static void claims(void **s)
     free(claimed);
     free(stale);
     /* no pool at all: nothing to claim, no error */
-    assert_int_equal(pool_claim_vm(root, "none", "fp1", &c3, &err), 0);
+    assert_int_equal(pool_claim_vm(box("none"), "fp1", &c3, &err), 0);
 }
 
 static void listing(void **s)
@@ -110,7 +124,7 @@ static void listing(void **s)
     put("l", "777777777777.claimed", "f"); /* claimed needs one */
     pool_list_result l;
     bb_error *err = NULL;
-    assert_int_equal(pool_list(root, "l", &l, &err), 0);
+    assert_int_equal(pool_list(box("l"), &l, &err), 0);
     assert_int_equal(l.n, 4);
     int states = 0;
     for (size_t i = 0; i < l.n; i++) {
@@ -126,11 +140,37 @@ static void listing(void **s)
     assert_int_equal(states, 15);
     pool_list_free(&l);
     int waiting, total;
-    pool_count(root, "l", &waiting, &total);
+    pool_count(box("l"), &waiting, &total);
     assert_int_equal(waiting, 1);
     assert_int_equal(total, 4);
-    pool_count(root, "nothing", &waiting, &total);
+    pool_count(box("nothing"), &waiting, &total);
     assert_int_equal(waiting + total, 0);
+}
+
+/* A tender booting a VM: a process that is not ours to reap (so that it does not linger as
+ * our zombie), gone after `ms`. */
+static pid_t tender(int ms)
+{
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t mid = fork();
+    if (mid == 0) {
+        pid_t t = fork();
+        if (t == 0) {
+            close(p[0]);
+            close(p[1]);
+            usleep((useconds_t)ms * 1000);
+            _exit(0);
+        }
+        (void)!write(p[1], &t, sizeof t);
+        _exit(0);
+    }
+    pid_t t = 0;
+    assert_int_equal(read(p[0], &t, sizeof t), (ssize_t)sizeof t);
+    close(p[0]);
+    close(p[1]);
+    waitpid(mid, NULL, 0);
+    return t;
 }
 
 static void drains(void **s)
@@ -140,43 +180,48 @@ static void drains(void **s)
     if (dead == 0)
         _exit(0);
     waitpid(dead, NULL, 0);
+    pid_t booting = tender(300);
     char *mine = xasprintf("111111111111.claimed-%d", (int)getpid());
     char *gone = xasprintf("222222222222.claimed-%d", (int)dead);
+    char *boot = xasprintf("444444444444.booting-%d", (int)booting);
     put("d", mine, "f");
     put("d", gone, "f");
     put("d", "333333333333.waiting", "f");
-    put("d", "444444444444.booting-1", "f");
+    put("d", boot, "f");
     put("d", "555555555555.stale", "f");
     bb_error *err = NULL;
-    assert_int_equal(pool_drain(root, "d", &err), 1);
+    assert_int_equal(pool_drain(box("d"), &err), 1);
+    /* the drain waited for the boot in flight to end */
+    assert_true(kill(booting, 0) < 0 && errno == ESRCH);
     /* a run in progress keeps its VM; everything else is gone */
     assert_true(there("d", mine));
     assert_false(there("d", gone));
     assert_false(there("d", "333333333333.waiting") || there("d", "333333333333.stale"));
-    assert_false(there("d", "444444444444.booting-1") || there("d", "444444444444.stale"));
+    assert_false(there("d", boot) || there("d", "444444444444.stale"));
     assert_false(there("d", "555555555555.stale"));
     assert_true(there("d", "generation"));
-    assert_int_equal(pool_drain(root, "d", &err), 1);
+    assert_int_equal(pool_drain(box("d"), &err), 1);
     char *dir = dir_of("d"), *gen = path_join(dir, "generation"), *text = NULL;
     size_t len;
     assert_int_equal(read_file(gen, 64, &text, &len, &err), 0);
     assert_string_equal(text, "2\n");
     free(text);
     /* remove takes the directory too; a missing pool is no error */
-    assert_int_equal(pool_remove(root, "d", &err), 0);
+    assert_int_equal(pool_remove(box("d"), &err), 0);
     assert_false(is_dir(dir));
-    assert_int_equal(pool_remove(root, "d", &err), 0);
-    assert_int_equal(pool_drain(root, "d", &err), 0);
+    assert_int_equal(pool_remove(box("d"), &err), 0);
+    assert_int_equal(pool_drain(box("d"), &err), 0);
     free(gen);
     free(dir);
     free(mine);
+    free(boot);
     free(gone);
 }
 
 static void names(void **s)
 {
     (void)s;
-    char *c = pool_container_name(root, "box", "0123456789ab");
+    char *c = pool_container_name(box("box"), "0123456789ab");
     assert_true(strncmp(c, "bluebox-pool-box-", 17) == 0);
     assert_true(strlen(c) == strlen("bluebox-pool-box-") + 12 + 1 + 12);
     assert_true(pool_container(c));

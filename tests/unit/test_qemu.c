@@ -80,8 +80,9 @@ static char *podman_argv(const char *yaml, const char *accel, launch_mode mode, 
     char root[128];
     snprintf(root, sizeof root, "%s/home", dir);
     char *cmd[] = {"echo", "hi", NULL};
+    _cleanup_sandbox_ sandbox *box = sandbox_of(root, "box");
     launch l = {.root = root,
-                .name = "box",
+                .sb = box,
                 .bf = bf,
                 .container = "c",
                 .mode = mode,
